@@ -1,0 +1,44 @@
+import {
+  BridgeListResponse,
+  BridgeRemoveResponse,
+  BridgeResponse,
+  TUNNELS_ROUTE,
+  tunnelRestartRoute,
+  tunnelRoute,
+  type BridgeInfo,
+} from '../shared/contracts/bridges.js';
+import { SESSIONS_ROUTE, SessionListResponse, type SessionInfo } from '../shared/contracts/sessions.js';
+import { SHUTDOWN_ROUTE, ShutdownResponse, type StatusResponse } from '../shared/contracts/status.js';
+import { fetchStatus } from './autostart.js';
+import { clientPaths } from './connection.js';
+import { request } from './transport.js';
+
+/** Read-only and admin calls; none of them starts a daemon. */
+export function getStatus(env: NodeJS.ProcessEnv = process.env): Promise<StatusResponse> {
+  return fetchStatus(clientPaths(env).socketPath);
+}
+
+export async function listSessions(env: NodeJS.ProcessEnv = process.env): Promise<SessionInfo[]> {
+  const { socketPath } = clientPaths(env);
+  return (await request({ socketPath, method: 'GET', route: SESSIONS_ROUTE }, SessionListResponse)).sessions;
+}
+
+export async function listTunnels(env: NodeJS.ProcessEnv = process.env): Promise<BridgeInfo[]> {
+  const { socketPath } = clientPaths(env);
+  return (await request({ socketPath, method: 'GET', route: TUNNELS_ROUTE }, BridgeListResponse)).tunnels;
+}
+
+export async function restartTunnel(id: string, env: NodeJS.ProcessEnv = process.env): Promise<BridgeInfo> {
+  const { socketPath } = clientPaths(env);
+  return (await request({ socketPath, method: 'POST', route: tunnelRestartRoute(id), timeoutMs: 30_000 }, BridgeResponse)).tunnel;
+}
+
+export async function removeTunnel(id: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const { socketPath } = clientPaths(env);
+  await request({ socketPath, method: 'DELETE', route: tunnelRoute(id) }, BridgeRemoveResponse);
+}
+
+export async function requestShutdown(env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const { socketPath } = clientPaths(env);
+  await request({ socketPath, method: 'POST', route: SHUTDOWN_ROUTE }, ShutdownResponse);
+}

@@ -1,0 +1,117 @@
+import { spawn } from 'node:child_process';
+import { closeSync, openSync, promises as fs } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import lockfile from 'proper-lockfile';
+import { SandboxdError } from '../shared/errors.js';
+import { STATUS_ROUTE, StatusResponse } from '../shared/contracts/status.js';
+import { PROTOCOL_VERSION } from '../shared/protocol.js';
+import type { SandboxdPaths } from '../shared/paths.js';
+import { ensureSecureDir } from '../daemon/secure-dir.js';
+import { request } from './transport.js';
+
+/** One status call; short because it runs on every connect. */
+const DIAL_TIMEOUT_MS = 2_000;
+/** Covers a daemon that must first wait out a SIGKILLed predecessor's lock (≈4 s stale window). */
+const START_TIMEOUT_MS = 20_000;
+const POLL_INTERVAL_MS = 50;
+const SPAWN_LOCK_STALE_MS = 10_000;
+const STDERR_TAIL_BYTES = 2_000;
+
+const CLI_ENTRY = fileURLToPath(new URL('./cli/main.js', import.meta.url));
+
+export async function fetchStatus(socketPath: string): Promise<StatusResponse> {
+  const status = await request({ socketPath, method: 'GET', route: STATUS_ROUTE, timeoutMs: DIAL_TIMEOUT_MS }, StatusResponse);
+  if (status.protocol !== PROTOCOL_VERSION) {
+    throw new SandboxdError('PROTOCOL_MISMATCH', `the daemon speaks protocol ${status.protocol}, this client speaks ${PROTOCOL_VERSION}`);
+  }
+  return status;
+}
+
+async function statusIfRunning(socketPath: string): Promise<StatusResponse | null> {
+  try {
+    return await fetchStatus(socketPath);
+  } catch (error) {
+    if (error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING') return null;
+    throw error;
+  }
+}
+
+async function tail(file: string): Promise<string> {
+  try {
+    const text = await fs.readFile(file, 'utf8');
+    return text.slice(-STDERR_TAIL_BYTES).trim();
+  } catch {
+    return '';
+  }
+}
+
+export interface EnsureDaemonOptions {
+  paths: SandboxdPaths;
+  env: NodeJS.ProcessEnv;
+  /** false: only connect. The env var SANDBOXD_NO_AUTOSTART=1 also turns it off. */
+  autoStart: boolean;
+}
+
+/**
+ * Connects, or starts the daemon and connects (STYLE 6). Concurrent callers serialise on a spawn
+ * lock and re-check under it, so any number of them leave exactly one daemon.
+ */
+export async function ensureDaemon(options: EnsureDaemonOptions): Promise<StatusResponse> {
+  const { paths } = options;
+  const running = await statusIfRunning(paths.socketPath);
+  if (running !== null) return running;
+  if (!options.autoStart || options.env.SANDBOXD_NO_AUTOSTART === '1') {
+    throw new SandboxdError('DAEMON_NOT_RUNNING', `sandboxd is not running (no daemon on ${paths.socketPath}) and auto-start is off`);
+  }
+  await ensureSecureDir(paths.runtimeDir);
+  const release = await lockfile.lock(paths.runtimeDir, {
+    lockfilePath: paths.spawnLockPath,
+    realpath: false,
+    stale: SPAWN_LOCK_STALE_MS,
+    retries: { retries: START_TIMEOUT_MS / 100, factor: 1, minTimeout: 100, maxTimeout: 100 },
+  });
+  try {
+    return (await statusIfRunning(paths.socketPath)) ?? (await spawnAndWait(options));
+  } finally {
+    await release().catch(() => undefined);
+  }
+}
+
+async function spawnAndWait({ paths, env }: EnsureDaemonOptions): Promise<StatusResponse> {
+  const stderrPath = `${paths.runtimeDir}/daemon.stderr`;
+  const stderrFd = openSync(stderrPath, 'w', 0o600);
+  let exited: number | null = null;
+  try {
+    const child = spawn(process.execPath, [CLI_ENTRY, 'daemon'], {
+      detached: true,
+      stdio: ['ignore', 'ignore', stderrFd],
+      env,
+    });
+    child.on('exit', (code) => {
+      exited = code ?? 1;
+    });
+    child.on('error', () => {
+      exited = 1;
+    });
+    child.unref();
+  } finally {
+    closeSync(stderrFd);
+  }
+
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    const status = await statusIfRunning(paths.socketPath);
+    if (status !== null) return status;
+    if (exited !== null) {
+      const output = await tail(stderrPath);
+      // Another starter won the daemon lock: its daemon will answer shortly.
+      if (!output.includes('already running')) {
+        throw new SandboxdError('DAEMON_START_FAILED', `the daemon exited with code ${exited} while starting${output === '' ? '' : `:\n${output}`}`);
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, POLL_INTERVAL_MS));
+  }
+  throw new SandboxdError('DAEMON_START_FAILED', `the daemon did not answer on ${paths.socketPath} within ${START_TIMEOUT_MS} ms`, {
+    remedy: `Run \`sandboxd daemon\` in a terminal to see why; its stderr is in ${stderrPath}.`,
+  });
+}

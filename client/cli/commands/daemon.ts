@@ -1,0 +1,36 @@
+import type { Command } from 'commander';
+import { runDaemon } from '../../../daemon/main.js';
+import { runAction } from '../output.js';
+
+function seconds(value: string | undefined, name: string): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  const parsed = Number(value);
+  if (!Number.isFinite(parsed) || parsed < 0) throw new Error(`${name} must be a number of seconds, got "${value}"`);
+  return Math.round(parsed * 1000);
+}
+
+export function registerDaemonCommand(program: Command): void {
+  program
+    .command('daemon')
+    .description('run the daemon in the foreground (what auto-start, launchd and systemd run)')
+    .option('--log <target>', 'where logs go: file (the log dir) or stdout', 'file')
+    .option('--lease-ttl <seconds>', 'end a session whose heartbeats stop for this long', '30')
+    .option('--tunnel-idle <seconds>', 'keep an unused tunnel or relay this long (env SANDBOXD_TUNNEL_IDLE)')
+    .action(async (options: { log: string; leaseTtl: string; tunnelIdle?: string }) => {
+      await runAction(false, async () => {
+        const leaseTtlMs = seconds(options.leaseTtl, '--lease-ttl');
+        const bridgeIdleMs = seconds(options.tunnelIdle ?? process.env.SANDBOXD_TUNNEL_IDLE, '--tunnel-idle');
+        return runDaemon({
+          env: process.env,
+          log: options.log === 'stdout' ? 'stdout' : 'file',
+          settings: {
+            ...(leaseTtlMs === undefined ? {} : { leaseTtlMs }),
+            ...(bridgeIdleMs === undefined ? {} : { bridgeIdleMs }),
+          },
+          onListening: (paths) => {
+            process.stderr.write(`sandboxd: listening on ${paths.socketPath} (pid ${process.pid})\n`);
+          },
+        });
+      });
+    });
+}

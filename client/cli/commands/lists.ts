@@ -1,0 +1,82 @@
+import type { Command } from 'commander';
+import type { BridgeInfo } from '../../../shared/contracts/bridges.js';
+import type { SessionInfo } from '../../../shared/contracts/sessions.js';
+import { listSessions, listTunnels, removeTunnel, restartTunnel } from '../../admin.js';
+import { formatAge, printJson, printTable, runAction, type Column } from '../output.js';
+
+const SESSION_COLUMNS: Column<SessionInfo>[] = [
+  { header: 'ID', value: (s) => s.id },
+  { header: 'ENGINE', value: (s) => s.engine },
+  { header: 'LABEL', value: (s) => s.label ?? '-' },
+  { header: 'PID', value: (s) => String(s.clientPid) },
+  { header: 'AGE', value: (s) => formatAge(s.createdAt) },
+  { header: 'SSH', value: (s) => (s.ssh.status === 'forwarded' ? `${s.ssh.bridge} ${s.ssh.bridgeId}` : `skipped: ${s.ssh.reason}`) },
+];
+
+const TUNNEL_COLUMNS: Column<BridgeInfo>[] = [
+  { header: 'ID', value: (t) => t.id },
+  { header: 'KIND', value: (t) => t.kind },
+  { header: 'CONNECTION', value: (t) => t.connection ?? '-' },
+  { header: 'STATE', value: (t) => t.state },
+  { header: 'REFS', value: (t) => String(t.refs) },
+  { header: 'PID', value: (t) => (t.pid === null ? '-' : String(t.pid)) },
+  { header: 'RESTARTS', value: (t) => String(t.restarts) },
+  { header: 'AGE', value: (t) => formatAge(t.createdAt) },
+  { header: 'AGENT', value: (t) => t.hostAgentSocket },
+  { header: 'SOCKET', value: (t) => t.socketPath },
+  { header: 'LAST ERROR', value: (t) => t.lastError ?? '-' },
+];
+
+export function registerListCommands(program: Command): void {
+  const sessions = program.command('sessions').description('inspect sessions (leases)');
+  sessions
+    .command('ls')
+    .description('list open sessions')
+    .option('--json', 'print a JSON array')
+    .action(async (options: { json?: boolean }) => {
+      await runAction(options.json === true, async () => {
+        const rows = await listSessions();
+        if (options.json === true) printJson(rows);
+        else printTable(SESSION_COLUMNS, rows, 'no sessions');
+        return 0;
+      });
+    });
+
+  const tunnels = program.command('tunnels').description('inspect and manage agent tunnels and relays');
+  tunnels
+    .command('ls')
+    .description('list tunnels and relays with their state')
+    .option('--json', 'print a JSON array')
+    .action(async (options: { json?: boolean }) => {
+      await runAction(options.json === true, async () => {
+        const rows = await listTunnels();
+        if (options.json === true) printJson(rows);
+        else printTable(TUNNEL_COLUMNS, rows, 'no tunnels');
+        return 0;
+      });
+    });
+  tunnels
+    .command('restart <id>')
+    .description('re-create a tunnel or relay; containers keep their mount')
+    .option('--json', 'print JSON')
+    .action(async (id: string, options: { json?: boolean }) => {
+      await runAction(options.json === true, async () => {
+        const tunnel = await restartTunnel(id);
+        if (options.json === true) printJson(tunnel);
+        else process.stdout.write(`${tunnel.id} ${tunnel.state}\n`);
+        return 0;
+      });
+    });
+  tunnels
+    .command('rm <id>')
+    .description('stop a tunnel or relay now; sessions using it lose their agent')
+    .option('--json', 'print JSON')
+    .action(async (id: string, options: { json?: boolean }) => {
+      await runAction(options.json === true, async () => {
+        await removeTunnel(id);
+        if (options.json === true) printJson({ removed: true, id });
+        else process.stdout.write(`${id} removed\n`);
+        return 0;
+      });
+    });
+}

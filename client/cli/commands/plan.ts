@@ -1,0 +1,40 @@
+import type { Command } from 'commander';
+import { acquireSession } from '../../session.js';
+import { printJson, runAction } from '../output.js';
+import { addSessionOptions, toAcquireOptions, type SessionFlags } from '../session-options.js';
+
+/** Quotes for a POSIX shell only where needed, so the printed line can be pasted. */
+export function shellQuote(arg: string): string {
+  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`;
+}
+
+export function registerPlanCommand(program: Command): void {
+  addSessionOptions(
+    program.command('plan').description('acquire a session, print its plan (mounts, env, run args), release it'),
+  ).action(async (flags: SessionFlags) => {
+    const json = flags.json === true;
+    await runAction(json, async () => {
+      const session = await acquireSession({ ...toAcquireOptions(flags), heartbeat: false });
+      try {
+        if (json) {
+          printJson({ session: session.info, plan: session.plan });
+          return 0;
+        }
+        const { ssh } = session.info;
+        const lines = [
+          `ssh agent: ${ssh.status === 'forwarded' ? `forwarded (${ssh.bridge}, ${ssh.hostAgentSocket} -> ${ssh.socket})` : `skipped (${ssh.reason})`}`,
+          'mounts:',
+          ...session.plan.mounts.map((m) => `  ${m.source} -> ${m.target}${m.readOnly ? ' (ro)' : ''}  [${m.purpose}]`),
+          'env:',
+          ...Object.entries(session.plan.env).map(([name, value]) => `  ${name}=${value}`),
+          ...session.plan.warnings.map((warning) => `warning: ${warning}`),
+          `run args: ${session.plan.args.map(shellQuote).join(' ')}`,
+        ];
+        process.stdout.write(`${lines.join('\n')}\n`);
+        return 0;
+      } finally {
+        await session.release();
+      }
+    });
+  });
+}

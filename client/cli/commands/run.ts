@@ -1,0 +1,59 @@
+import { spawn } from 'node:child_process';
+import { constants as osConstants } from 'node:os';
+import type { Command } from 'commander';
+import { SandboxdError } from '../../../shared/errors.js';
+import { acquireSession } from '../../session.js';
+import { reportError, runAction } from '../output.js';
+import { addSessionOptions, toAcquireOptions, type SessionFlags } from '../session-options.js';
+
+const FORWARDED_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
+const EXIT_ENGINE_NOT_FOUND = 127;
+
+/** Runs `<engine> run <plan args> <run args>` attached to this terminal; resolves to its exit code. */
+function runEngine(engine: string, args: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(engine, args, { stdio: 'inherit' });
+    const forward = (signal: NodeJS.Signals): void => {
+      child.kill(signal);
+    };
+    for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
+    const detach = (): void => {
+      for (const signal of FORWARDED_SIGNALS) process.off(signal, forward);
+    };
+    child.once('error', (error: NodeJS.ErrnoException) => {
+      detach();
+      if (error.code === 'ENOENT') {
+        reject(new SandboxdError('ENGINE_NOT_FOUND', `${engine} was not found on PATH (${process.env.PATH ?? ''})`, {
+          remedy: `Install ${engine} or add its directory to PATH.`,
+        }));
+      } else reject(error);
+    });
+    child.once('exit', (code, signal) => {
+      detach();
+      resolve(code ?? 128 + (signal === null ? 1 : osConstants.signals[signal]));
+    });
+  });
+}
+
+export function registerRunCommand(program: Command): void {
+  addSessionOptions(
+    program
+      .command('run')
+      .description('acquire a session and run `<engine> run <plan args> <run args…>`; exits with the engine\'s code')
+      .argument('<run-args...>', 'arguments for `<engine> run`, after `--` (image, command…)')
+      .usage('--engine podman|docker [options] -- <run args…>'),
+  ).action(async (runArgs: string[], flags: SessionFlags) => {
+    const json = flags.json === true;
+    await runAction(json, async () => {
+      const session = await acquireSession(toAcquireOptions(flags));
+      try {
+        return await runEngine(flags.engine, ['run', ...session.plan.args, ...runArgs]);
+      } catch (error) {
+        const code = reportError(error, json);
+        return error instanceof SandboxdError && error.code === 'ENGINE_NOT_FOUND' ? EXIT_ENGINE_NOT_FOUND : code;
+      } finally {
+        await session.release().catch(() => undefined);
+      }
+    });
+  });
+}

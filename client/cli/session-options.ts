@@ -1,0 +1,54 @@
+import { Option, type Command } from 'commander';
+import { Engine } from '../../shared/contracts/common.js';
+import { SshAgentSetting, type ContainerUser } from '../../shared/contracts/sessions.js';
+import { SandboxdError } from '../../shared/errors.js';
+import type { AcquireOptions } from '../session.js';
+
+export interface SessionFlags {
+  engine: Engine;
+  sshAgent: SshAgentSetting;
+  containerUser?: string;
+  containerHome?: string;
+  label?: string;
+  json?: boolean;
+}
+
+export function addSessionOptions(command: Command): Command {
+  return command
+    .addOption(new Option('--engine <engine>', 'container engine').choices(Engine.options).makeOptionMandatory())
+    .addOption(new Option('--ssh-agent <setting>', 'forward the SSH agent').choices(SshAgentSetting.options).default('auto'))
+    .option('--container-user <uid[:gid]>', 'the user the container runs as (default 0:0)')
+    .option('--container-home <dir>', 'that user\'s HOME in the container (default /root for uid 0)')
+    .option('--label <text>', 'name shown in `sandboxd sessions ls`', 'sandboxd-cli')
+    .option('--json', 'print JSON');
+}
+
+function parseUser(flags: SessionFlags): ContainerUser | undefined {
+  if (flags.containerUser === undefined) {
+    return flags.containerHome === undefined ? undefined : { uid: 0, gid: 0, home: flags.containerHome };
+  }
+  const match = /^(\d+)(?::(\d+))?$/.exec(flags.containerUser);
+  if (match?.[1] === undefined) {
+    throw new SandboxdError('BAD_REQUEST', `--container-user must be uid or uid:gid, got "${flags.containerUser}"`, {
+      remedy: 'Pass numeric ids, e.g. --container-user 1000:1000.',
+    });
+  }
+  const uid = Number(match[1]);
+  const home = flags.containerHome ?? (uid === 0 ? '/root' : undefined);
+  if (home === undefined) {
+    throw new SandboxdError('BAD_REQUEST', `--container-user ${flags.containerUser} needs --container-home`, {
+      remedy: 'Add --container-home with that user\'s HOME inside the image, e.g. /home/node.',
+    });
+  }
+  return { uid, gid: Number(match[2] ?? match[1]), home };
+}
+
+export function toAcquireOptions(flags: SessionFlags): AcquireOptions {
+  const containerUser = parseUser(flags);
+  return {
+    engine: flags.engine,
+    sshAgent: flags.sshAgent,
+    ...(containerUser === undefined ? {} : { containerUser }),
+    ...(flags.label === undefined ? {} : { label: flags.label }),
+  };
+}

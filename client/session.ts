@@ -1,0 +1,94 @@
+import {
+  AcquireResponse,
+  HeartbeatResponse,
+  ReleaseResponse,
+  SESSIONS_ROUTE,
+  heartbeatRoute,
+  sessionRoute,
+  type AcquireRequest,
+  type ContainerUser,
+  type SessionInfo,
+  type SshAgentSetting,
+} from '../shared/contracts/sessions.js';
+import type { Engine } from '../shared/contracts/common.js';
+import type { Plan } from '../shared/contracts/plan.js';
+import { SandboxdError } from '../shared/errors.js';
+import { ensureDaemon } from './autostart.js';
+import { clientPaths, type ConnectionOptions } from './connection.js';
+import { request } from './transport.js';
+
+/** Acquire may wait for a cold tunnel, which is bounded at 20 s by the daemon. */
+const ACQUIRE_TIMEOUT_MS = 30_000;
+
+export interface AcquireOptions extends ConnectionOptions {
+  engine: Engine;
+  sshAgent?: SshAgentSetting;
+  containerUser?: ContainerUser;
+  label?: string;
+  /** Defaults to process.cwd(). */
+  cwd?: string;
+  /** Send heartbeats while the session is held (default true). */
+  heartbeat?: boolean;
+}
+
+export interface Session {
+  readonly id: string;
+  readonly info: SessionInfo;
+  readonly plan: Plan;
+  /** Idempotent; resolves once the daemon has dropped the lease (or is gone). */
+  release(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * Acquires a session: connects (auto-starting the daemon), sends this process's own SSH_AUTH_SOCK,
+ * PATH and cwd (DESIGN §4), and keeps the lease alive with heartbeats that never hold the process.
+ */
+export async function acquireSession(options: AcquireOptions): Promise<Session> {
+  const env = options.env ?? process.env;
+  const paths = clientPaths(env);
+  await ensureDaemon({ paths, env, autoStart: options.autoStart ?? true });
+  const body: AcquireRequest = {
+    engine: options.engine,
+    client: {
+      pid: process.pid,
+      cwd: options.cwd ?? process.cwd(),
+      ...(env.SSH_AUTH_SOCK === undefined ? {} : { sshAuthSock: env.SSH_AUTH_SOCK }),
+      ...(env.PATH === undefined ? {} : { path: env.PATH }),
+    },
+    sshAgent: options.sshAgent ?? 'auto',
+    ...(options.containerUser === undefined ? {} : { containerUser: options.containerUser }),
+    ...(options.label === undefined ? {} : { label: options.label }),
+  };
+  const acquired = await request(
+    { socketPath: paths.socketPath, method: 'POST', route: SESSIONS_ROUTE, body, timeoutMs: ACQUIRE_TIMEOUT_MS },
+    AcquireResponse,
+  );
+  const id = acquired.session.id;
+
+  let timer: NodeJS.Timeout | null = null;
+  if (options.heartbeat ?? true) {
+    timer = setInterval(() => {
+      request({ socketPath: paths.socketPath, method: 'POST', route: heartbeatRoute(id) }, HeartbeatResponse).catch((error: unknown) => {
+        // A session the daemon no longer knows will not come back; stop beating for it.
+        if (error instanceof SandboxdError && error.code === 'SESSION_NOT_FOUND' && timer !== null) clearInterval(timer);
+      });
+    }, acquired.heartbeatIntervalMs);
+    timer.unref();
+  }
+
+  let released: Promise<void> | null = null;
+  const release = (): Promise<void> => {
+    released ??= (async () => {
+      if (timer !== null) clearInterval(timer);
+      try {
+        await request({ socketPath: paths.socketPath, method: 'DELETE', route: sessionRoute(id) }, ReleaseResponse);
+      } catch (error) {
+        // A daemon that is gone has already dropped the lease.
+        if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;
+      }
+    })();
+    return released;
+  };
+  return { id, info: acquired.session, plan: acquired.plan, release, [Symbol.asyncDispose]: release };
+}

@@ -1,0 +1,83 @@
+import http from 'node:http';
+import type { z } from 'zod';
+import { ErrorBody, SandboxdError } from '../shared/errors.js';
+import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
+
+/** Default bound for one request; acquire may wait on a tunnel, so it passes a longer one. */
+export const REQUEST_TIMEOUT_MS = 10_000;
+
+export interface RequestOptions {
+  socketPath: string;
+  method: 'GET' | 'POST' | 'DELETE';
+  route: string;
+  body?: unknown;
+  timeoutMs?: number;
+}
+
+const UNREACHABLE = new Set(['ENOENT', 'ECONNREFUSED', 'ENOTSOCK', 'ECONNRESET']);
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * One JSON request over the daemon's Unix socket, with the response checked against its shared
+ * schema (STYLE 1) and the daemon's protocol version checked on every reply.
+ */
+export async function request<T extends z.ZodType>(options: RequestOptions, schema: T): Promise<z.output<T>> {
+  const { socketPath, method, route } = options;
+  const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
+  const response = await new Promise<{ status: number; protocol: string | undefined; text: string }>((resolve, reject) => {
+    const req = http.request(
+      {
+        socketPath,
+        method,
+        path: route,
+        agent: false,
+        headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+        timeout: options.timeoutMs ?? REQUEST_TIMEOUT_MS,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => {
+          const protocol = res.headers[PROTOCOL_HEADER];
+          resolve({ status: res.statusCode ?? 0, protocol: Array.isArray(protocol) ? protocol[0] : protocol, text: Buffer.concat(chunks).toString('utf8') });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => {
+      req.destroy(new SandboxdError('DAEMON_TIMEOUT', `the daemon did not answer ${method} ${route} within ${options.timeoutMs ?? REQUEST_TIMEOUT_MS} ms`));
+    });
+    req.on('error', (error: NodeJS.ErrnoException) => {
+      if (error instanceof SandboxdError) reject(error);
+      else if (error.code !== undefined && UNREACHABLE.has(error.code)) {
+        reject(new SandboxdError('DAEMON_NOT_RUNNING', `no daemon is listening on ${socketPath}`, { cause: error }));
+      } else reject(new SandboxdError('DAEMON_NOT_RUNNING', `cannot reach the daemon on ${socketPath}: ${error.message}`, { cause: error }));
+    });
+    req.end(payload);
+  });
+
+  if (response.protocol !== String(PROTOCOL_VERSION)) {
+    throw new SandboxdError(
+      'PROTOCOL_MISMATCH',
+      `the daemon speaks protocol ${response.protocol ?? 'unknown'}, this client speaks ${PROTOCOL_VERSION}`,
+    );
+  }
+  const json = parseJson(response.text);
+  if (response.status >= 400) {
+    const error = ErrorBody.safeParse(json);
+    if (error.success) throw SandboxdError.fromObject(error.data.error);
+    throw new SandboxdError('INVALID_RESPONSE', `the daemon answered ${response.status} without an error body`);
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) {
+    throw new SandboxdError('INVALID_RESPONSE', `the daemon's answer to ${method} ${route} does not match the contract: ${parsed.error.issues[0]?.message ?? 'unknown'}`);
+  }
+  return parsed.data;
+}

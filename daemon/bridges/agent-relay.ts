@@ -1,0 +1,154 @@
+import { promises as fs } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import type { BridgeInfo, BridgeState } from '../../shared/contracts/bridges.js';
+import type { Logger } from '../logger.js';
+import { ensureOwnDir, withUmask } from '../secure-dir.js';
+import type { Bridge } from './bridge.js';
+
+export const RELAY_SOCKET_NAME = 'agent.sock';
+/** An agent serves a handful of requests per git operation; this caps a runaway container. */
+const MAX_RELAY_CONNECTIONS = 128;
+
+export interface AgentRelayOptions {
+  id: string;
+  /** realpath of the session's SSH_AUTH_SOCK. */
+  agentSocket: string;
+  /** daemon-generated directory, mounted into containers. */
+  dir: string;
+  logger: Logger;
+}
+
+/**
+ * The Linux direct-mount bridge (DESIGN §6, last paragraph): a 0666 socket in a 0711 directory
+ * inside the 0700 runtime dir, piping each connection to the user's agent. Other host users cannot
+ * traverse to it; a container, whatever its uid or user namespace, sees only the mounted directory.
+ */
+export class AgentRelay implements Bridge {
+  readonly id: string;
+  private state: BridgeState = 'starting';
+  private server: net.Server | null = null;
+  private readonly connections = new Set<net.Socket>();
+  private ready: Promise<void> = Promise.resolve();
+  private restarts = 0;
+  private lastError: string | null = null;
+  private readonly createdAt = new Date().toISOString();
+  private readonly logger: Logger;
+
+  constructor(private readonly options: AgentRelayOptions) {
+    this.id = options.id;
+    this.logger = options.logger.child({ module: 'relay', tunnelId: options.id });
+  }
+
+  get socketPath(): string {
+    return path.join(this.options.dir, RELAY_SOCKET_NAME);
+  }
+
+  start(): void {
+    this.ready = this.listen();
+    this.ready.catch(() => undefined);
+  }
+
+  whenReady(): Promise<void> {
+    return this.ready;
+  }
+
+  async restart(): Promise<void> {
+    this.state = 'restarting';
+    await this.closeServer();
+    this.restarts += 1;
+    this.start();
+    await this.ready;
+  }
+
+  async halt(): Promise<void> {
+    this.state = 'stopped';
+    await this.closeServer();
+    await fs.rm(this.options.dir, { recursive: true, force: true });
+    this.logger.info('relay halted');
+  }
+
+  describe(refs: number): BridgeInfo {
+    return {
+      id: this.id,
+      kind: 'relay',
+      connection: null,
+      hostAgentSocket: this.options.agentSocket,
+      socketPath: this.socketPath,
+      state: this.state === 'ready' && refs === 0 ? 'draining' : this.state,
+      refs,
+      pid: null,
+      restarts: this.restarts,
+      createdAt: this.createdAt,
+      lastError: this.lastError,
+    };
+  }
+
+  private async listen(): Promise<void> {
+    try {
+      await ensureOwnDir(this.options.dir, 0o711);
+      // The directory is ours and generated; whatever socket is there is a previous generation.
+      await fs.rm(this.socketPath, { force: true });
+      const server = net.createServer((client) => {
+        this.pipe(client);
+      });
+      server.maxConnections = MAX_RELAY_CONNECTIONS;
+      this.server = server;
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        withUmask(0o111, () => server.listen(this.socketPath, () => {
+          server.off('error', reject);
+          resolve();
+        }));
+      });
+      server.on('error', (error) => {
+        this.lastError = error.message;
+        this.logger.warn({ err: error }, 'relay listener error');
+      });
+      this.state = 'ready';
+      this.logger.info({ socket: this.socketPath }, 'relay ready');
+    } catch (error) {
+      this.state = 'failed';
+      this.lastError = (error as Error).message;
+      this.logger.error({ err: error }, 'relay failed to listen');
+      throw error;
+    }
+  }
+
+  private pipe(client: net.Socket): void {
+    const upstream = net.connect(this.options.agentSocket);
+    this.connections.add(client);
+    this.connections.add(upstream);
+    const finish = (error?: Error): void => {
+      if (error !== undefined) {
+        this.lastError = `agent ${this.options.agentSocket}: ${error.message}`;
+        this.logger.warn({ err: error }, 'relay connection failed');
+      }
+      client.destroy();
+      upstream.destroy();
+      this.connections.delete(client);
+      this.connections.delete(upstream);
+    };
+    client.on('error', finish);
+    upstream.on('error', finish);
+    client.on('close', () => {
+      finish();
+    });
+    upstream.on('close', () => {
+      finish();
+    });
+    client.pipe(upstream);
+    upstream.pipe(client);
+  }
+
+  private async closeServer(): Promise<void> {
+    const server = this.server;
+    this.server = null;
+    for (const socket of this.connections) socket.destroy();
+    this.connections.clear();
+    if (server === null) return;
+    await new Promise<void>((resolve) => server.close(() => {
+      resolve();
+    }));
+  }
+}

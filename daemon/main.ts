@@ -1,0 +1,131 @@
+import { promises as fs, rmSync } from 'node:fs';
+import os from 'node:os';
+import type { Server } from 'node:net';
+import { SandboxdError } from '../shared/errors.js';
+import { assertSocketPathFits, currentPlatform, resolvePaths, type SandboxdPaths } from '../shared/paths.js';
+import { createDaemon, DEFAULT_SETTINGS, type DaemonSettings } from './daemon.js';
+import { acquireInstanceLock } from './instance-lock.js';
+import { createLogger, type LogTarget } from './logger.js';
+import { createProcessProbe } from './process-identity.js';
+import { ensureSecureDir, withUmask } from './secure-dir.js';
+
+/** SIGTERM/SIGINT/shutdown must finish within 5 s; past this we clean up by hand and exit. */
+const SHUTDOWN_DEADLINE_MS = 4_500;
+
+export interface RunDaemonOptions {
+  env: NodeJS.ProcessEnv;
+  log: 'file' | 'stdout';
+  settings: Partial<DaemonSettings>;
+  /** Called once the socket accepts connections (the CLI prints a line). */
+  onListening?: (paths: SandboxdPaths) => void;
+}
+
+/** Removes a socket left by a dead daemon; only called while holding the instance lock. */
+async function clearStaleSocket(socketPath: string): Promise<void> {
+  try {
+    const stat = await fs.lstat(socketPath);
+    if (!stat.isSocket()) {
+      throw new SandboxdError('INSECURE_DIRECTORY', `${socketPath} exists and is not a socket`, {
+        remedy: `Remove ${socketPath} by hand; sandboxd only deletes its own sockets.`,
+      });
+    }
+    await fs.rm(socketPath);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+}
+
+function listenUnix(server: Server, socketPath: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    // umask 0177: the socket is 0600 from the moment it exists (DESIGN §3), never chmod-ed.
+    withUmask(0o177, () => server.listen(socketPath, () => {
+      server.off('error', reject);
+      resolve();
+    }));
+  });
+}
+
+/** The foreground daemon: wires the real edges, runs until a signal or /v1/shutdown. */
+export async function runDaemon(options: RunDaemonOptions): Promise<number> {
+  const platform = currentPlatform();
+  const home = os.homedir();
+  const paths = resolvePaths({ platform, env: options.env, uid: process.getuid?.() ?? 0, home });
+  assertSocketPathFits(paths.socketPath, platform);
+  await ensureSecureDir(paths.runtimeDir);
+  await ensureSecureDir(paths.stateDir);
+  let logTarget: LogTarget = { kind: 'stdout' };
+  if (options.log === 'file') {
+    await ensureSecureDir(paths.logDir);
+    logTarget = { kind: 'file', path: paths.logPath };
+  }
+  const logger = createLogger(logTarget);
+  const probe = createProcessProbe(platform);
+
+  let stop: (reason: string) => void = () => undefined;
+  const stopped = new Promise<number>((resolve) => {
+    stop = (reason) => {
+      resolve(0);
+      logger.info({ reason }, 'stopping');
+    };
+  });
+  const releaseLock = await acquireInstanceLock({
+    lockTarget: paths.runtimeDir,
+    lockPath: paths.lockPath,
+    pidPath: paths.pidPath,
+    probe,
+    onCompromised: (error) => {
+      logger.error({ err: error }, 'daemon lock compromised; stopping');
+      stop('lock compromised');
+    },
+  });
+
+  try {
+    await clearStaleSocket(paths.socketPath);
+    const daemon = createDaemon({
+      platform,
+      paths,
+      hostHome: home,
+      clock: { now: () => Date.now() },
+      probe,
+      logger,
+      logPath: logTarget.kind === 'file' ? logTarget.path : null,
+      settings: { ...DEFAULT_SETTINGS, ...options.settings },
+      requestShutdown: (reason) => {
+        stop(reason);
+      },
+    });
+    await daemon.app.ready();
+    await listenUnix(daemon.app.server, paths.socketPath);
+    daemon.start();
+    logger.info({ socket: paths.socketPath, version: daemon.app.version }, 'listening');
+    options.onListening?.(paths);
+
+    const onSignal = (signal: NodeJS.Signals): void => {
+      stop(signal);
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    process.on('SIGHUP', onSignal);
+    const code = await stopped;
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+    process.off('SIGHUP', onSignal);
+
+    const deadline = setTimeout(() => {
+      logger.error('graceful stop overran its deadline; exiting');
+      rmSync(paths.socketPath, { force: true });
+      rmSync(paths.pidPath, { force: true });
+      rmSync(paths.lockPath, { recursive: true, force: true });
+      process.exit(1);
+    }, SHUTDOWN_DEADLINE_MS);
+    deadline.unref();
+    await daemon.close();
+    clearTimeout(deadline);
+    logger.info('stopped');
+    return code;
+  } finally {
+    await fs.rm(paths.socketPath, { force: true });
+    await releaseLock();
+  }
+}

@@ -1,0 +1,41 @@
+import { promises as fs } from 'node:fs';
+import net from 'node:net';
+
+const AGENT_CONNECT_TIMEOUT_MS = 1000;
+
+export type AgentSocketCheck = { usable: true; realpath: string } | { usable: false; reason: string };
+
+/** Reads, never writes: the path came from the client and is only stat-ed and connected to. */
+export async function inspectAgentSocket(sshAuthSock: string | undefined): Promise<AgentSocketCheck> {
+  if (sshAuthSock === undefined || sshAuthSock === '') {
+    return { usable: false, reason: 'SSH_AUTH_SOCK is not set in the client environment' };
+  }
+  if (!sshAuthSock.startsWith('/')) {
+    return { usable: false, reason: `SSH_AUTH_SOCK ${sshAuthSock} is not an absolute path` };
+  }
+  let realpath: string;
+  try {
+    realpath = await fs.realpath(sshAuthSock);
+  } catch {
+    return { usable: false, reason: `SSH_AUTH_SOCK ${sshAuthSock} does not exist` };
+  }
+  const stat = await fs.stat(realpath);
+  if (!stat.isSocket()) return { usable: false, reason: `SSH_AUTH_SOCK ${sshAuthSock} is not a socket` };
+  const answers = await new Promise<boolean>((resolve) => {
+    const socket = net.connect(realpath);
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve(false);
+    }, AGENT_CONNECT_TIMEOUT_MS);
+    socket.once('connect', () => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => {
+      clearTimeout(timer);
+      resolve(false);
+    });
+  });
+  return answers ? { usable: true, realpath } : { usable: false, reason: `no agent answers on SSH_AUTH_SOCK ${sshAuthSock}` };
+}

@@ -1,0 +1,30 @@
+import type { Engine } from '../../shared/contracts/common.js';
+import type { Mount, Plan } from '../../shared/contracts/plan.js';
+
+/** `-v` options; DESIGN §8 puts `:z` on Podman mounts so SELinux hosts allow them. */
+function volumeArg(mount: Mount): string {
+  const options = [mount.readOnly ? 'ro' : null, mount.relabel ?? null].filter((option) => option !== null);
+  const spec = `${mount.source}:${mount.target}`;
+  return options.length === 0 ? spec : `${spec}:${options.join(',')}`;
+}
+
+export function flattenArgs(plan: Omit<Plan, 'args'>): string[] {
+  const args: string[] = [];
+  for (const mount of plan.mounts) args.push('-v', volumeArg(mount));
+  for (const [name, value] of Object.entries(plan.env).sort(([a], [b]) => a.localeCompare(b))) {
+    args.push('-e', `${name}=${value}`);
+  }
+  args.push(...plan.flags);
+  return args;
+}
+
+export function relabelFor(engine: Engine, platform: 'darwin' | 'linux'): Mount['relabel'] {
+  return engine === 'podman' && platform === 'linux' ? 'z' : undefined;
+}
+
+/** Two mounts on one target make `run` fail; the first one added wins. */
+export function dedupeMounts(mounts: readonly Mount[]): Mount[] {
+  const byTarget = new Map<string, Mount>();
+  for (const mount of mounts) if (!byTarget.has(mount.target)) byTarget.set(mount.target, mount);
+  return [...byTarget.values()];
+}

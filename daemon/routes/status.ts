@@ -1,0 +1,41 @@
+import type { FastifyInstance } from 'fastify';
+import { PROTOCOL_VERSION } from '../../shared/protocol.js';
+import { SHUTDOWN_ROUTE, STATUS_ROUTE, type ShutdownResponse, type StatusResponse } from '../../shared/contracts/status.js';
+import type { Platform } from '../../shared/paths.js';
+import type { BridgePool } from '../bridges/bridge-pool.js';
+import type { SessionRegistry } from '../session-registry.js';
+import { VERSION } from '../version.js';
+
+export interface StatusDeps {
+  platform: Platform;
+  socketPath: string;
+  logPath: string | null;
+  startedAt: number;
+  now(): number;
+  registry: SessionRegistry;
+  pool: BridgePool;
+  requestShutdown(reason: string): void;
+}
+
+export function registerStatusRoutes(app: FastifyInstance, deps: StatusDeps): void {
+  app.get(STATUS_ROUTE, (): StatusResponse => ({
+    version: VERSION,
+    protocol: PROTOCOL_VERSION,
+    pid: process.pid,
+    startedAt: new Date(deps.startedAt).toISOString(),
+    uptimeMs: Math.max(0, Math.round(deps.now() - deps.startedAt)),
+    socketPath: deps.socketPath,
+    logPath: deps.logPath,
+    platform: deps.platform,
+    counts: { sessions: deps.registry.size, tunnels: deps.pool.size },
+  }));
+
+  app.post(SHUTDOWN_ROUTE, (_request, reply): ShutdownResponse => {
+    // Stop only once the reply is out: the shutdown closes this very connection.
+    reply.raw.once('finish', () => {
+      deps.requestShutdown('shutdown request');
+    });
+    void reply.status(202);
+    return { stopping: true };
+  });
+}

@@ -1,0 +1,97 @@
+import { SandboxdError } from '../shared/errors.js';
+import type { SessionInfo } from '../shared/contracts/sessions.js';
+import type { Lease } from './bridges/bridge.js';
+import type { Logger } from './logger.js';
+import type { ProcessProbe } from './process-identity.js';
+
+export interface Clock {
+  now(): number;
+}
+
+interface SessionRecord {
+  info: SessionInfo;
+  clientStartTime: string | null;
+  lastHeartbeat: number;
+  leases: Lease[];
+}
+
+export interface SessionRegistryOptions {
+  clock: Clock;
+  probe: ProcessProbe;
+  leaseTtlMs: number;
+  maxSessions: number;
+  logger: Logger;
+}
+
+export type EndReason = 'released' | 'client-exited' | 'lease-expired' | 'shutdown';
+
+/**
+ * Leases (DESIGN §5). A session ends when released, when its client pid is gone (or is another
+ * process now), or when heartbeats stop for longer than the TTL; ending releases its bridges.
+ */
+export class SessionRegistry {
+  private readonly sessions = new Map<string, SessionRecord>();
+
+  constructor(private readonly options: SessionRegistryOptions) {}
+
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  assertCapacity(): void {
+    if (this.sessions.size >= this.options.maxSessions) {
+      throw new SandboxdError('SESSION_LIMIT', `${this.sessions.size} sessions are open, the limit is ${this.options.maxSessions}`);
+    }
+  }
+
+  add(info: SessionInfo, clientStartTime: string | null, leases: Lease[]): void {
+    this.assertCapacity();
+    this.sessions.set(info.id, { info, clientStartTime, lastHeartbeat: this.options.clock.now(), leases });
+    this.log(info.id).info({ clientPid: info.clientPid, engine: info.engine, ssh: info.ssh.status }, 'session acquired');
+  }
+
+  heartbeat(id: string): SessionInfo {
+    const record = this.sessions.get(id);
+    if (record === undefined) throw notFound(id);
+    record.lastHeartbeat = this.options.clock.now();
+    record.info = { ...record.info, lastHeartbeatAt: new Date(record.lastHeartbeat).toISOString() };
+    return record.info;
+  }
+
+  end(id: string, reason: EndReason): boolean {
+    const record = this.sessions.get(id);
+    if (record === undefined) return false;
+    this.sessions.delete(id);
+    for (const lease of record.leases) lease.release();
+    this.log(id).info({ reason }, 'session ended');
+    return true;
+  }
+
+  list(): SessionInfo[] {
+    return [...this.sessions.values()].map((record) => record.info);
+  }
+
+  /** Called on a timer; a dead client is noticed within one sweep interval. */
+  async sweep(): Promise<void> {
+    const now = this.options.clock.now();
+    for (const [id, record] of [...this.sessions]) {
+      if (now - record.lastHeartbeat > this.options.leaseTtlMs) {
+        this.end(id, 'lease-expired');
+      } else if (!(await this.options.probe.isSame(record.info.clientPid, record.clientStartTime))) {
+        this.end(id, 'client-exited');
+      }
+    }
+  }
+
+  endAll(reason: EndReason): void {
+    for (const id of [...this.sessions.keys()]) this.end(id, reason);
+  }
+
+  private log(sessionId: string): Logger {
+    return this.options.logger.child({ module: 'session', sessionId });
+  }
+}
+
+function notFound(id: string): SandboxdError {
+  return new SandboxdError('SESSION_NOT_FOUND', `no session ${id}`);
+}

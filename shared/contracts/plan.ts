@@ -1,0 +1,41 @@
+import { z } from 'zod';
+import { AbsolutePath } from './common.js';
+
+export const Mount = z.strictObject({
+  source: AbsolutePath,
+  target: AbsolutePath,
+  readOnly: z.boolean(),
+  /** SELinux relabel for Podman on Linux (`:z`); absent for Docker and inside a VM. */
+  relabel: z.enum(['z']).optional(),
+  /** Why the mount is there, for people reading `sandboxd plan`. */
+  purpose: z.string().max(200),
+});
+export type Mount = z.infer<typeof Mount>;
+
+export const Plan = z.strictObject({
+  mounts: z.array(Mount),
+  env: z.record(z.string(), z.string()),
+  /** Extra `run` flags that are not mounts or env, e.g. `--security-opt label=disable`. */
+  flags: z.array(z.string()),
+  /** mounts, env and flags flattened in that order, ready to splice after `run`. */
+  args: z.array(z.string()),
+  warnings: z.array(z.string()),
+});
+export type Plan = z.infer<typeof Plan>;
+
+export const SshBridgeKind = z.enum(['mount', 'tunnel', 'desktop']);
+export type SshBridgeKind = z.infer<typeof SshBridgeKind>;
+
+export const SshStatus = z.discriminatedUnion('status', [
+  z.strictObject({
+    status: z.literal('forwarded'),
+    bridge: SshBridgeKind,
+    /** SSH_AUTH_SOCK inside the container. */
+    socket: AbsolutePath,
+    /** The host agent socket that is served (realpath). */
+    hostAgentSocket: AbsolutePath,
+    bridgeId: z.string(),
+  }),
+  z.strictObject({ status: z.literal('skipped'), reason: z.string() }),
+]);
+export type SshStatus = z.infer<typeof SshStatus>;

@@ -1,0 +1,67 @@
+import { z } from 'zod';
+import { AbsolutePath, Engine, Id, Timestamp } from './common.js';
+import { Plan, SshStatus } from './plan.js';
+
+export const SESSIONS_ROUTE = '/v1/sessions';
+export const sessionRoute = (id: string): string => `${SESSIONS_ROUTE}/${encodeURIComponent(id)}`;
+export const heartbeatRoute = (id: string): string => `${sessionRoute(id)}/heartbeat`;
+
+export const SshAgentSetting = z.enum(['auto', 'on', 'off']);
+export type SshAgentSetting = z.infer<typeof SshAgentSetting>;
+
+export const ContainerUser = z.strictObject({
+  uid: z.number().int().min(0).max(2 ** 32 - 2),
+  gid: z.number().int().min(0).max(2 ** 32 - 2),
+  home: AbsolutePath,
+});
+export type ContainerUser = z.infer<typeof ContainerUser>;
+
+/** What the client knows and the daemon must not take from its own environment (DESIGN §4). */
+export const ClientContext = z.strictObject({
+  pid: z.number().int().min(1).max(2 ** 31 - 1),
+  cwd: AbsolutePath,
+  sshAuthSock: z.string().max(4096).optional(),
+  path: z.string().max(65536).optional(),
+});
+export type ClientContext = z.infer<typeof ClientContext>;
+
+export const AcquireRequest = z.strictObject({
+  engine: Engine,
+  client: ClientContext,
+  containerUser: ContainerUser.optional(),
+  sshAgent: SshAgentSetting.default('auto'),
+  /** Free text naming the caller (e.g. `llxprt`), shown in `sandboxd sessions ls`. */
+  label: z.string().max(100).optional(),
+});
+export type AcquireRequest = z.input<typeof AcquireRequest>;
+export type AcquireInput = z.output<typeof AcquireRequest>;
+
+export const SessionInfo = z.strictObject({
+  id: Id,
+  engine: Engine,
+  label: z.string().nullable(),
+  clientPid: z.number().int(),
+  createdAt: Timestamp,
+  lastHeartbeatAt: Timestamp,
+  ssh: SshStatus,
+});
+export type SessionInfo = z.infer<typeof SessionInfo>;
+
+export const AcquireResponse = z.strictObject({
+  session: SessionInfo,
+  plan: Plan,
+  leaseTtlMs: z.number().int().positive(),
+  heartbeatIntervalMs: z.number().int().positive(),
+});
+export type AcquireResponse = z.infer<typeof AcquireResponse>;
+
+export const HeartbeatResponse = z.strictObject({ session: SessionInfo });
+export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
+
+export const ReleaseResponse = z.strictObject({ released: z.boolean() });
+export type ReleaseResponse = z.infer<typeof ReleaseResponse>;
+
+export const SessionListResponse = z.strictObject({ sessions: z.array(SessionInfo) });
+export type SessionListResponse = z.infer<typeof SessionListResponse>;
+
+export const SessionParams = z.strictObject({ id: Id });

@@ -1,0 +1,84 @@
+import { z } from 'zod';
+
+interface ErrorSpec {
+  readonly status: number;
+  readonly remedy: string;
+}
+
+/**
+ * Every error sandboxd reports, with its HTTP status and the default remedy. The README lists the
+ * same table; a code is never renamed once released.
+ */
+export const ERROR_SPECS = {
+  BAD_REQUEST: { status: 400, remedy: 'Fix the request so it matches the /v1 schema.' },
+  NOT_FOUND: { status: 404, remedy: 'Check the route; this daemon speaks /v1.' },
+  PAYLOAD_TOO_LARGE: { status: 413, remedy: 'Send a smaller body (the limit is 64 KiB).' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, remedy: 'Send JSON with content-type application/json.' },
+  SESSION_NOT_FOUND: { status: 404, remedy: 'The session ended or was reaped; acquire a new one.' },
+  SESSION_LIMIT: { status: 429, remedy: 'Release unused sessions (`sandboxd sessions ls`).' },
+  SSH_AGENT_UNAVAILABLE: {
+    status: 422,
+    remedy: 'Start an agent (`eval "$(ssh-agent)"` and `ssh-add`), or pass ssh-agent auto/off.',
+  },
+  INVALID_MOUNT: { status: 400, remedy: 'Give an absolute, existing path without ":" or ",".' },
+  SHUTTING_DOWN: { status: 503, remedy: 'The daemon is stopping; retry in a moment.' },
+  INTERNAL: { status: 500, remedy: 'See the daemon log (`sandboxd status` prints its path).' },
+  INSECURE_DIRECTORY: {
+    status: 500,
+    remedy: 'Fix the owner and mode (chown, chmod 700) or point the SANDBOXD_*_DIR variable elsewhere.',
+  },
+  SOCKET_PATH_TOO_LONG: {
+    status: 500,
+    remedy: 'Set SANDBOXD_RUNTIME_DIR to a shorter directory.',
+  },
+  DAEMON_ALREADY_RUNNING: { status: 409, remedy: 'Use the running daemon, or `sandboxd stop` it first.' },
+  DAEMON_NOT_RUNNING: { status: 503, remedy: 'Run `sandboxd start`.' },
+  DAEMON_START_FAILED: { status: 503, remedy: 'Run `sandboxd daemon` in a terminal to see why it fails.' },
+  DAEMON_TIMEOUT: { status: 504, remedy: 'Check `sandboxd status`; restart it with `sandboxd restart`.' },
+  PROTOCOL_MISMATCH: { status: 409, remedy: 'Run `sandboxd restart` to start the installed version.' },
+  INVALID_RESPONSE: { status: 502, remedy: 'Run `sandboxd restart`; the daemon answered unexpectedly.' },
+  TUNNEL_NOT_FOUND: { status: 404, remedy: 'List the tunnels with `sandboxd tunnels ls`.' },
+  ENGINE_NOT_FOUND: { status: 422, remedy: 'Install the engine or add it to PATH.' },
+} as const satisfies Record<string, ErrorSpec>;
+
+export const ErrorCode = z.enum(Object.keys(ERROR_SPECS) as [keyof typeof ERROR_SPECS, ...(keyof typeof ERROR_SPECS)[]]);
+export type ErrorCode = z.infer<typeof ErrorCode>;
+
+export const ErrorObject = z.strictObject({
+  code: ErrorCode,
+  message: z.string(),
+  remedy: z.string(),
+});
+export type ErrorObject = z.infer<typeof ErrorObject>;
+
+export const ErrorBody = z.strictObject({ error: ErrorObject });
+export type ErrorBody = z.infer<typeof ErrorBody>;
+
+/** The one error type both sides throw; it crosses the wire as ErrorBody. */
+export class SandboxdError extends Error {
+  override readonly name = 'SandboxdError';
+  readonly code: ErrorCode;
+  readonly remedy: string;
+
+  constructor(code: ErrorCode, message: string, options?: { remedy?: string; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.remedy = options?.remedy ?? ERROR_SPECS[code].remedy;
+  }
+
+  get status(): number {
+    return ERROR_SPECS[this.code].status;
+  }
+
+  toJSON(): ErrorObject {
+    return { code: this.code, message: this.message, remedy: this.remedy };
+  }
+
+  static fromObject(error: ErrorObject): SandboxdError {
+    return new SandboxdError(error.code, error.message, { remedy: error.remedy });
+  }
+}
+
+export function isSandboxdError(value: unknown): value is SandboxdError {
+  return value instanceof SandboxdError;
+}

@@ -1,0 +1,139 @@
+import { chmodSync, mkdirSync, statSync, existsSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Cleanup, cli, cliEnv, daemonPid, exitOf, makeSandbox, pidAlive, startDaemon, waitFor } from '../helpers.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+describe('sandboxd daemon (real processes)', () => {
+  it('creates a 0700 runtime dir and a 0600 socket, and answers status', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    const daemon = await startDaemon(env, cleanup);
+    const runtimeDir = sandbox.env.SANDBOXD_RUNTIME_DIR;
+    expect(statSync(runtimeDir).mode & 0o777).toBe(0o700);
+    const socket = statSync(path.join(runtimeDir, 'sandboxd.sock'));
+    expect(socket.isSocket()).toBe(true);
+    expect(socket.mode & 0o777).toBe(0o600);
+    expect(statSync(sandbox.env.SANDBOXD_LOG_DIR).mode & 0o777).toBe(0o700);
+
+    const status = await cli(['status', '--json'], env);
+    expect(status.exitCode).toBe(0);
+    const body = JSON.parse(status.stdout) as { running: boolean; pid: number; socketPath: string; counts: { sessions: number } };
+    expect(body).toMatchObject({ running: true, pid: daemon.pid, socketPath: path.join(runtimeDir, 'sandboxd.sock') });
+    expect(body.counts.sessions).toBe(0);
+
+    const human = await cli(['status'], env);
+    expect(human.stdout).toContain(`pid:       ${daemon.pid}`);
+  });
+
+  it('refuses a second daemon at once with "already running (pid N)"', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    const first = await startDaemon(env, cleanup);
+    const started = Date.now();
+    const second = await cli(['daemon'], env);
+    expect(second.exitCode).not.toBe(0);
+    expect(second.stderr).toContain(`already running (pid ${first.pid})`);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(pidAlive(first.pid)).toBe(true);
+  });
+
+  it('starts again after kill -9 without manual clean-up', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    const first = await startDaemon(env, cleanup);
+    first.child.kill('SIGKILL');
+    await exitOf(first.child);
+    expect(existsSync(path.join(sandbox.env.SANDBOXD_RUNTIME_DIR, 'sandboxd.sock'))).toBe(true);
+
+    const second = await startDaemon(env, cleanup);
+    expect(second.pid).not.toBe(first.pid);
+    const status = await cli(['status', '--json'], env);
+    expect((JSON.parse(status.stdout) as { pid: number }).pid).toBe(second.pid);
+  });
+
+  it.each(['SIGTERM', 'SIGINT'] as const)('stops on %s: exit 0, socket, pid file and lock removed', async (signal) => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    const daemon = await startDaemon(env, cleanup);
+    daemon.child.kill(signal);
+    const exit = await exitOf(daemon.child, 5_000);
+    expect(exit.code).toBe(0);
+    const rt = sandbox.env.SANDBOXD_RUNTIME_DIR;
+    expect(existsSync(path.join(rt, 'sandboxd.sock'))).toBe(false);
+    expect(existsSync(path.join(rt, 'daemon.pid'))).toBe(false);
+    expect(existsSync(path.join(rt, 'daemon.lock'))).toBe(false);
+  });
+
+  it('stops on `sandboxd stop` (POST /v1/shutdown) and status then exits 3', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    const daemon = await startDaemon(env, cleanup);
+    const stop = await cli(['stop'], env);
+    expect(stop.stdout).toContain('sandboxd stopped');
+    expect((await exitOf(daemon.child, 5_000)).code).toBe(0);
+    const status = await cli(['status'], env);
+    expect(status.exitCode).toBe(3);
+    expect(status.stdout).toContain('sandboxd is not running');
+    const json = await cli(['status', '--json'], env);
+    expect(json.exitCode).toBe(3);
+    expect(JSON.parse(json.stdout)).toMatchObject({ running: false });
+    expect(daemonPid(sandbox.env)).toBeNull();
+  });
+
+  it('start, restart and stop manage a background daemon', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    const start = await cli(['start', '--json'], env);
+    expect(start.exitCode).toBe(0);
+    const first = (JSON.parse(start.stdout) as { pid: number }).pid;
+    const restart = await cli(['restart', '--json'], env);
+    expect(restart.exitCode).toBe(0);
+    const second = (JSON.parse(restart.stdout) as { pid: number }).pid;
+    expect(second).not.toBe(first);
+    expect(pidAlive(first)).toBe(false);
+    expect((await cli(['stop'], env)).exitCode).toBe(0);
+    await waitFor(() => !pidAlive(second), 'daemon to exit');
+  });
+
+  it('refuses a runtime dir that others can read, naming the path and the fix', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const rt = sandbox.env.SANDBOXD_RUNTIME_DIR;
+    mkdirSync(rt, { recursive: true });
+    chmodSync(rt, 0o755);
+    const result = await cli(['daemon'], cliEnv(sandbox));
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toContain(`sandboxd: ${rt} has mode 0755; it must be at most 0700`);
+    expect(result.stderr).toContain(`chmod 0700 ${rt}`);
+  });
+
+  it('refuses a runtime dir path that is a file', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const rt = sandbox.env.SANDBOXD_RUNTIME_DIR;
+    writeFileSync(rt, 'not a dir');
+    const result = await cli(['daemon', '--log', 'stdout'], cliEnv(sandbox));
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toContain(rt);
+  });
+
+  it('refuses an over-long socket path instead of letting Node truncate it', async () => {
+    const base = mkdtempSync('/tmp/sbx-');
+    cleanup.add(() => {
+      rmSync(base, { recursive: true, force: true });
+    });
+    const sandbox = makeSandbox(cleanup);
+    const longDir = path.join(base, 'x'.repeat(100));
+    const result = await cli(['daemon'], cliEnv(sandbox, { SANDBOXD_RUNTIME_DIR: longDir }));
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toContain(`socket path ${longDir}/sandboxd.sock is`);
+    expect(result.stderr).toContain('linux allows 107');
+    expect(result.stderr).toContain('SANDBOXD_RUNTIME_DIR');
+    expect(existsSync(longDir)).toBe(false);
+
+    const status = await cli(['status', '--json'], cliEnv(sandbox, { SANDBOXD_RUNTIME_DIR: longDir }));
+    expect(status.exitCode).toBe(1);
+    expect(JSON.parse(status.stdout)).toMatchObject({ error: { code: 'SOCKET_PATH_TOO_LONG' } });
+  });
+});
