@@ -80,7 +80,7 @@ export async function ensureDaemon(options: EnsureDaemonOptions): Promise<Status
 async function spawnAndWait({ paths, env }: EnsureDaemonOptions): Promise<StatusResponse> {
   const stderrPath = `${paths.runtimeDir}/daemon.stderr`;
   const stderrFd = openSync(stderrPath, 'w', 0o600);
-  let exited: number | null = null;
+  const exit: { code: number | null } = { code: null };
   try {
     const child = spawn(process.execPath, [CLI_ENTRY, 'daemon'], {
       detached: true,
@@ -88,10 +88,10 @@ async function spawnAndWait({ paths, env }: EnsureDaemonOptions): Promise<Status
       env,
     });
     child.on('exit', (code) => {
-      exited = code ?? 1;
+      exit.code = code ?? 1;
     });
     child.on('error', () => {
-      exited = 1;
+      exit.code = 1;
     });
     child.unref();
   } finally {
@@ -102,11 +102,11 @@ async function spawnAndWait({ paths, env }: EnsureDaemonOptions): Promise<Status
   while (Date.now() < deadline) {
     const status = await statusIfRunning(paths.socketPath);
     if (status !== null) return status;
-    if (exited !== null) {
+    if (exit.code !== null) {
       const output = await tail(stderrPath);
       // Another starter won the daemon lock: its daemon will answer shortly.
       if (!output.includes('already running')) {
-        throw new SandboxdError('DAEMON_START_FAILED', `the daemon exited with code ${exited} while starting${output === '' ? '' : `:\n${output}`}`);
+        throw new SandboxdError('DAEMON_START_FAILED', `the daemon exited with code ${exit.code} while starting${output === '' ? '' : `:\n${output}`}`);
       }
     }
     await new Promise((resolve) => setTimeout(resolve, POLL_INTERVAL_MS));

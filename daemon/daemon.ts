@@ -89,6 +89,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   });
 
   const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT_BYTES, return503OnClosing: true });
+  // JSON only: anything else is UNSUPPORTED_MEDIA_TYPE rather than a string for the schemas.
+  app.removeContentTypeParser('text/plain');
   app.addHook('onSend', async (_request, reply) => {
     void reply.header(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
   });
@@ -101,7 +103,9 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     now: () => deps.clock.now(),
     registry,
     pool,
-    requestShutdown: deps.requestShutdown,
+    requestShutdown: (reason) => {
+      deps.requestShutdown(reason);
+    },
   });
   registerSessionRoutes(app, service, registry);
   registerTunnelRoutes(app, pool);

@@ -5,7 +5,7 @@ const ALPHABET = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789
 export function randomId(prefix: string, length = 16): string {
   const bytes = randomBytes(length);
   let id = '';
-  for (const byte of bytes) id += ALPHABET[byte % ALPHABET.length];
+  for (const byte of bytes) id += ALPHABET.charAt(byte % ALPHABET.length);
   return `${prefix}_${id}`;
 }
 

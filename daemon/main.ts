@@ -8,6 +8,7 @@ import { acquireInstanceLock } from './instance-lock.js';
 import { createLogger, type LogTarget } from './logger.js';
 import { createProcessProbe } from './process-identity.js';
 import { ensureSecureDir, withUmask } from './secure-dir.js';
+import { VERSION } from './version.js';
 
 /** SIGTERM/SIGINT/shutdown must finish within 5 s; past this we clean up by hand and exit. */
 const SHUTDOWN_DEADLINE_MS = 4_500;
@@ -98,7 +99,7 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
     await daemon.app.ready();
     await listenUnix(daemon.app.server, paths.socketPath);
     daemon.start();
-    logger.info({ socket: paths.socketPath, version: daemon.app.version }, 'listening');
+    logger.info({ socket: paths.socketPath, version: VERSION }, 'listening');
     options.onListening?.(paths);
 
     const onSignal = (signal: NodeJS.Signals): void => {

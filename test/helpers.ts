@@ -26,10 +26,19 @@ export class Cleanup {
   }
 }
 
+export interface SandboxEnv {
+  HOME: string;
+  SANDBOXD_RUNTIME_DIR: string;
+  SANDBOXD_STATE_DIR: string;
+  SANDBOXD_LOG_DIR: string;
+  XDG_CONFIG_HOME: string;
+  SSH_AUTH_SOCK: string;
+}
+
 export interface Sandbox {
   dir: string;
   home: string;
-  env: Record<string, string>;
+  env: SandboxEnv;
 }
 
 /** A private HOME and sandboxd dirs under a short /tmp path (socket paths stay well under 107 bytes). */
@@ -37,7 +46,7 @@ export function makeSandbox(cleanup: Cleanup): Sandbox {
   const dir = mkdtempSync('/tmp/sbx-');
   const home = path.join(dir, 'home');
   mkdirSync(home, { recursive: true });
-  const env = {
+  const env: SandboxEnv = {
     HOME: home,
     SANDBOXD_RUNTIME_DIR: path.join(dir, 'rt'),
     SANDBOXD_STATE_DIR: path.join(dir, 'state'),
@@ -79,9 +88,9 @@ export function pidAlive(pid: number): boolean {
   }
 }
 
-export function daemonPid(env: Record<string, string | undefined>): number | null {
+export function daemonPid(env: { SANDBOXD_RUNTIME_DIR: string }): number | null {
   try {
-    const record = JSON.parse(readFileSync(path.join(env.SANDBOXD_RUNTIME_DIR ?? '', 'daemon.pid'), 'utf8')) as { pid: number };
+    const record = JSON.parse(readFileSync(path.join(env.SANDBOXD_RUNTIME_DIR, 'daemon.pid'), 'utf8')) as { pid: number };
     return pidAlive(record.pid) ? record.pid : null;
   } catch {
     return null;
@@ -89,7 +98,7 @@ export function daemonPid(env: Record<string, string | undefined>): number | nul
 }
 
 /** Stops whatever daemon a test left in this sandbox: gracefully, then by force. */
-async function stopDaemonIn(env: Record<string, string>): Promise<void> {
+async function stopDaemonIn(env: SandboxEnv): Promise<void> {
   const pid = daemonPid(env);
   if (pid === null) return;
   process.kill(pid, 'SIGTERM');
@@ -110,7 +119,7 @@ export interface DaemonProcess {
 export async function startDaemon(env: NodeJS.ProcessEnv, cleanup: Cleanup, args: string[] = []): Promise<DaemonProcess> {
   const child = spawn(process.execPath, [CLI, 'daemon', ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   cleanup.add(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });

@@ -1,0 +1,220 @@
+import { spawn } from 'node:child_process';
+import { statSync } from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { execa } from 'execa';
+import { afterEach, describe, expect, it } from 'vitest';
+import { acquireSession, listSessions, listTunnels } from '../../dist/client/index.js';
+import { Cleanup, ROOT, cli, cliEnv, makeSandbox, startAgent, startDaemon, waitFor, type Sandbox } from '../helpers.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+interface Reply {
+  status: number;
+  body: unknown;
+}
+
+function raw(socketPath: string, method: string, route: string, body?: string, headers: Record<string, string> = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath, method, path: route, headers, agent: false, timeout: 5_000 }, (res) => {
+      let text = '';
+      res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      res.on('end', () => {
+        resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as unknown });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const JSON_HEADERS = { 'content-type': 'application/json' };
+
+async function daemonIn(sandbox: Sandbox, args: string[] = []): Promise<{ env: NodeJS.ProcessEnv; socket: string }> {
+  const env = cliEnv(sandbox);
+  await startDaemon(env, cleanup, args);
+  return { env, socket: path.join(sandbox.env.SANDBOXD_RUNTIME_DIR, 'sandboxd.sock') };
+}
+
+describe('sessions (real daemon on a real Unix socket)', () => {
+  it('answers malformed requests with 4xx and the error shape, and keeps serving', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const { socket } = await daemonIn(sandbox);
+    const good = { engine: 'podman', client: { pid: process.pid, cwd: '/' }, sshAgent: 'off' };
+
+    const broken = await raw(socket, 'POST', '/v1/sessions', '{"engine":', JSON_HEADERS);
+    expect(broken.status).toBe(400);
+    expect(broken.body).toMatchObject({ error: { code: 'BAD_REQUEST' } });
+
+    const wrongType = await raw(socket, 'POST', '/v1/sessions', JSON.stringify({ ...good, engine: 42 }), JSON_HEADERS);
+    expect(wrongType.status).toBe(400);
+    expect(wrongType.body).toMatchObject({ error: { code: 'BAD_REQUEST', message: expect.stringContaining('engine') as string } });
+
+    const unknownField = await raw(socket, 'POST', '/v1/sessions', JSON.stringify({ ...good, surprise: true }), JSON_HEADERS);
+    expect(unknownField.status).toBe(400);
+    expect(unknownField.body).toMatchObject({ error: { code: 'BAD_REQUEST', message: expect.stringContaining('surprise') as string } });
+
+    const relativeCwd = await raw(socket, 'POST', '/v1/sessions', JSON.stringify({ ...good, client: { pid: 1, cwd: 'rel' } }), JSON_HEADERS);
+    expect(relativeCwd.body).toMatchObject({ error: { code: 'BAD_REQUEST', message: expect.stringContaining('client.cwd: must be an absolute path') as string } });
+
+    const huge = await raw(socket, 'POST', '/v1/sessions', JSON.stringify({ ...good, label: 'x'.repeat(70_000) }), JSON_HEADERS);
+    expect(huge.status).toBe(413);
+    expect(huge.body).toMatchObject({ error: { code: 'PAYLOAD_TOO_LARGE', message: 'request body is larger than 64 KiB' } });
+
+    const text = await raw(socket, 'POST', '/v1/sessions', 'hello', { 'content-type': 'text/plain' });
+    expect(text.status).toBe(415);
+    expect(text.body).toMatchObject({ error: { code: 'UNSUPPORTED_MEDIA_TYPE' } });
+
+    const nowhere = await raw(socket, 'GET', '/v2/everything');
+    expect(nowhere.status).toBe(404);
+    expect(nowhere.body).toEqual({
+      error: { code: 'NOT_FOUND', message: 'no route GET /v2/everything', remedy: 'Check the route; this daemon speaks /v1.' },
+    });
+
+    const ghost = await raw(socket, 'POST', '/v1/sessions/ses_doesnotexist/heartbeat');
+    expect(ghost.status).toBe(404);
+    expect(ghost.body).toMatchObject({ error: { code: 'SESSION_NOT_FOUND', message: 'no session ses_doesnotexist' } });
+
+    const badId = await raw(socket, 'DELETE', '/v1/sessions/..%2F..%2Fetc');
+    expect(badId.status).toBe(400);
+
+    const ok = await raw(socket, 'POST', '/v1/sessions', JSON.stringify(good), JSON_HEADERS);
+    expect(ok.status).toBe(201);
+    const status = await raw(socket, 'GET', '/v1/status');
+    expect(status.status).toBe(200);
+    expect(status.body).toMatchObject({ counts: { sessions: 1 } });
+  });
+
+  it('reaps the session of a client that was killed within 10 s', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const { env } = await daemonIn(sandbox);
+    const script = `import { acquireSession } from ${JSON.stringify(path.join(ROOT, 'dist/client/index.js'))};
+      const s = await acquireSession({ engine: 'podman', sshAgent: 'off', label: 'doomed' });
+      console.log(s.id); setInterval(() => {}, 1000);`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+    cleanup.add(() => child.kill('SIGKILL'));
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    const id = await waitFor(() => /ses_\w+/.exec(out)?.[0], 'the client to acquire');
+    const sessions = await listSessions(env);
+    expect(sessions.map((s) => s.id)).toEqual([id]);
+    expect(sessions[0]).toMatchObject({ label: 'doomed', clientPid: child.pid });
+
+    child.kill('SIGKILL');
+    const killedAt = Date.now();
+    await waitFor(async () => (await listSessions(env)).length === 0, 'the session to be reaped', 12_000, 200);
+    expect(Date.now() - killedAt).toBeLessThanOrEqual(10_500);
+  });
+
+  it('ends a session whose heartbeats stop for longer than the lease TTL', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const { env } = await daemonIn(sandbox, ['--lease-ttl', '1']);
+    const session = await acquireSession({ engine: 'docker', sshAgent: 'off', heartbeat: false, env });
+    expect((await listSessions(env)).map((s) => s.id)).toEqual([session.id]);
+    await waitFor(async () => (await listSessions(env)).length === 0, 'the lease to expire', 8_000, 200);
+    await session.release();
+  });
+
+  it('keeps a session alive with heartbeats past the TTL, and release is idempotent', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const { env } = await daemonIn(sandbox, ['--lease-ttl', '1.5']);
+    const session = await acquireSession({ engine: 'podman', sshAgent: 'off', env });
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
+    const [listed] = await listSessions(env);
+    expect(listed?.id).toBe(session.id);
+    expect(Date.parse(listed?.lastHeartbeatAt ?? '')).toBeGreaterThan(Date.parse(listed?.createdAt ?? ''));
+    await session.release();
+    await session.release();
+    expect(await listSessions(env)).toEqual([]);
+  });
+
+  it('releases with `await using`', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const { env } = await daemonIn(sandbox);
+    {
+      await using session = await acquireSession({ engine: 'podman', sshAgent: 'off', env });
+      expect((await listSessions(env)).map((s) => s.id)).toEqual([session.id]);
+    }
+    expect(await listSessions(env)).toEqual([]);
+  });
+
+  it('ssh-agent on/auto/off: error, skip with a reason, skip', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const { env } = await daemonIn(sandbox);
+    const noAgent = { ...env, SSH_AUTH_SOCK: '' };
+
+    const on = await cli(['plan', '--engine', 'podman', '--ssh-agent', 'on', '--json'], noAgent);
+    expect(on.exitCode).toBe(1);
+    expect(JSON.parse(on.stdout)).toMatchObject({
+      error: { code: 'SSH_AGENT_UNAVAILABLE', message: 'ssh-agent is on but SSH_AUTH_SOCK is not set in the client environment' },
+    });
+
+    const missing = path.join(sandbox.dir, 'gone.sock');
+    const onMissing = await cli(['plan', '--engine', 'podman', '--ssh-agent', 'on'], { ...env, SSH_AUTH_SOCK: missing });
+    expect(onMissing.stderr).toContain(`sandboxd: ssh-agent is on but SSH_AUTH_SOCK ${missing} does not exist`);
+    expect(onMissing.stderr).toContain('ssh-add');
+
+    const auto = JSON.parse((await cli(['plan', '--engine', 'podman', '--json'], noAgent)).stdout) as { session: { ssh: unknown }; plan: { env: Record<string, string> } };
+    expect(auto.session.ssh).toEqual({ status: 'skipped', reason: 'SSH_AUTH_SOCK is not set in the client environment' });
+    expect(auto.plan.env.SSH_AUTH_SOCK).toBeUndefined();
+
+    const agent = await startAgent(sandbox.dir, cleanup);
+    const off = JSON.parse((await cli(['plan', '--engine', 'podman', '--ssh-agent', 'off', '--json'], { ...env, SSH_AUTH_SOCK: agent.socket })).stdout) as { session: { ssh: unknown } };
+    expect(off.session.ssh).toEqual({ status: 'skipped', reason: 'ssh-agent is off for this session' });
+  });
+
+  it('serves the client\'s own agent through one shared relay: 0711 dir, 0666 socket, key listed', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const { env } = await daemonIn(sandbox);
+    const agent = await startAgent(sandbox.dir, cleanup);
+    // The daemon's own environment has no agent: the session's SSH_AUTH_SOCK is what counts.
+    const clientEnv = { ...env, SSH_AUTH_SOCK: agent.socket };
+    const a = await acquireSession({ engine: 'podman', env: clientEnv, heartbeat: false });
+    const b = await acquireSession({ engine: 'docker', env: clientEnv, heartbeat: false });
+    cleanup.add(() => Promise.all([a.release(), b.release()]));
+
+    expect(a.info.ssh).toMatchObject({ status: 'forwarded', bridge: 'mount', socket: '/run/sandboxd/ssh/agent.sock', hostAgentSocket: agent.socket });
+    const mount = a.plan.mounts.find((m) => m.purpose === 'ssh agent');
+    expect(mount).toMatchObject({ target: '/run/sandboxd/ssh', readOnly: false, relabel: 'z' });
+    expect(b.plan.mounts.find((m) => m.purpose === 'ssh agent')).not.toHaveProperty('relabel');
+    expect(a.plan.args).toContain(`${mount?.source ?? ''}:/run/sandboxd/ssh:z`);
+    expect(a.plan.env.SSH_AUTH_SOCK).toBe('/run/sandboxd/ssh/agent.sock');
+
+    const dir = mount?.source ?? '';
+    expect(statSync(dir).mode & 0o777).toBe(0o711);
+    expect(statSync(path.join(dir, 'agent.sock')).mode & 0o777).toBe(0o666);
+    const listed = await execa('ssh-add', ['-l'], { env: { SSH_AUTH_SOCK: path.join(dir, 'agent.sock') } });
+    expect(listed.stdout).toContain(agent.fingerprint);
+
+    const tunnels = await listTunnels(env);
+    expect(tunnels).toHaveLength(1);
+    expect(tunnels[0]).toMatchObject({ kind: 'relay', refs: 2, state: 'ready', hostAgentSocket: agent.socket });
+    await a.release();
+    await b.release();
+    expect((await listTunnels(env))[0]).toMatchObject({ refs: 0, state: 'draining' });
+
+    const table = await cli(['tunnels', 'ls'], env);
+    expect(table.stdout).toMatch(/^ID\s+KIND\s+CONNECTION\s+STATE/);
+    expect(table.stdout).toContain('draining');
+    const removed = await cli(['tunnels', 'rm', tunnels[0]?.id ?? ''], env);
+    expect(removed.stdout).toContain('removed');
+    expect(await listTunnels(env)).toEqual([]);
+    const again = await cli(['tunnels', 'rm', tunnels[0]?.id ?? '', '--json'], env);
+    expect(JSON.parse(again.stdout)).toMatchObject({ error: { code: 'TUNNEL_NOT_FOUND' } });
+  });
+
+  it('lists sessions as a table and as JSON', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const { env } = await daemonIn(sandbox);
+    expect((await cli(['sessions', 'ls'], env)).stdout).toBe('no sessions');
+    const session = await acquireSession({ engine: 'podman', sshAgent: 'off', env, label: 'llxprt' });
+    cleanup.add(() => session.release());
+    const table = (await cli(['sessions', 'ls'], env)).stdout.split('\n');
+    expect(table[0]).toMatch(/^ID\s+ENGINE\s+LABEL\s+PID\s+AGE\s+SSH$/);
+    expect(table[1]).toContain(session.id);
+    expect(table[1]).toContain('llxprt');
+    const json = JSON.parse((await cli(['sessions', 'ls', '--json'], env)).stdout) as { id: string }[];
+    expect(json.map((s) => s.id)).toEqual([session.id]);
+  });
+});

@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { SandboxdError } from '../../shared/errors.js';
+import type { SessionInfo } from '../../shared/contracts/sessions.js';
+import { createLogger } from '../../daemon/logger.js';
+import type { ProcessProbe } from '../../daemon/process-identity.js';
+import { SessionRegistry } from '../../daemon/session-registry.js';
+
+/** Stands in for /proc: which pids live, and with which start time. */
+function fakeProbe(): ProcessProbe & { processes: Map<number, string> } {
+  const processes = new Map<number, string>();
+  return {
+    processes,
+    startTime: (pid) => Promise.resolve(processes.get(pid) ?? null),
+    isSame: (pid, startTime) => Promise.resolve(processes.has(pid) && (startTime === null || processes.get(pid) === startTime)),
+  };
+}
+
+function info(id: string, pid: number): SessionInfo {
+  const now = new Date(0).toISOString();
+  return { id, engine: 'podman', label: null, clientPid: pid, createdAt: now, lastHeartbeatAt: now, ssh: { status: 'skipped', reason: 'off' } };
+}
+
+function setup(maxSessions = 10) {
+  let now = 0;
+  const probe = fakeProbe();
+  const released: string[] = [];
+  const registry = new SessionRegistry({ clock: { now: () => now }, probe, leaseTtlMs: 30_000, maxSessions, logger: createLogger({ kind: 'silent' }) });
+  const lease = (id: string) => ({ bridgeId: id, release: () => void released.push(id) });
+  return { registry, probe, released, lease, advance: (ms: number) => (now += ms) };
+}
+
+describe('SessionRegistry', () => {
+  it('ends a session whose client pid is gone and releases its leases once', async () => {
+    const { registry, probe, released, lease } = setup();
+    probe.processes.set(100, 'boot-1');
+    registry.add(info('ses_aaaaaaaa', 100), 'boot-1', [lease('relay_1')]);
+    await registry.sweep();
+    expect(registry.size).toBe(1);
+    probe.processes.delete(100);
+    await registry.sweep();
+    expect(registry.size).toBe(0);
+    expect(released).toEqual(['relay_1']);
+    expect(registry.end('ses_aaaaaaaa', 'released')).toBe(false);
+  });
+
+  it('treats a reused pid (other start time) as a dead client', async () => {
+    const { registry, probe } = setup();
+    probe.processes.set(100, 'boot-1');
+    registry.add(info('ses_aaaaaaaa', 100), 'boot-1', []);
+    probe.processes.set(100, 'boot-2');
+    await registry.sweep();
+    expect(registry.list()).toEqual([]);
+  });
+
+  it('expires a lease without heartbeats after the TTL, and heartbeats extend it', async () => {
+    const { registry, probe, advance } = setup();
+    probe.processes.set(1, 's');
+    registry.add(info('ses_aaaaaaaa', 1), 's', []);
+    registry.add(info('ses_bbbbbbbb', 1), 's', []);
+    advance(20_000);
+    registry.heartbeat('ses_aaaaaaaa');
+    advance(20_000);
+    await registry.sweep();
+    expect(registry.list().map((s) => s.id)).toEqual(['ses_aaaaaaaa']);
+    expect(registry.list()[0]?.lastHeartbeatAt).toBe(new Date(20_000).toISOString());
+  });
+
+  it('refuses sessions past the limit and unknown heartbeats, with codes', () => {
+    const { registry } = setup(1);
+    registry.add(info('ses_aaaaaaaa', 1), null, []);
+    expect(() => {
+      registry.add(info('ses_bbbbbbbb', 1), null, []);
+    }).toThrow(expect.objectContaining({ code: 'SESSION_LIMIT', message: '1 sessions are open, the limit is 1' }) as SandboxdError);
+    expect(() => registry.heartbeat('ses_zzzzzzzz')).toThrow(expect.objectContaining({ code: 'SESSION_NOT_FOUND', message: 'no session ses_zzzzzzzz' }) as SandboxdError);
+  });
+});
