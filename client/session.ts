@@ -2,10 +2,13 @@ import {
   AcquireResponse,
   HeartbeatResponse,
   ReleaseResponse,
+  CLIENT_ENV_NAMES,
   SESSIONS_ROUTE,
+  SshBridgeSetting,
   heartbeatRoute,
   sessionRoute,
   type AcquireRequest,
+  type ClientEnv,
   type ContainerUser,
   type SessionInfo,
   type SshAgentSetting,
@@ -23,6 +26,10 @@ const ACQUIRE_TIMEOUT_MS = 30_000;
 export interface AcquireOptions extends ConnectionOptions {
   engine: Engine;
   sshAgent?: SshAgentSetting;
+  /** Defaults to SANDBOXD_SSH_BRIDGE, else `auto`. */
+  sshBridge?: SshBridgeSetting;
+  /** A Podman connection name (else CONTAINER_CONNECTION, else podman's default). */
+  connection?: string;
   containerUser?: ContainerUser;
   label?: string;
   /** Defaults to process.cwd(). */
@@ -44,9 +51,32 @@ export interface Session {
  * Acquires a session: connects (auto-starting the daemon), sends this process's own SSH_AUTH_SOCK,
  * PATH and cwd (DESIGN §4), and keeps the lease alive with heartbeats that never hold the process.
  */
+function pickEnv(env: NodeJS.ProcessEnv): ClientEnv {
+  const picked: ClientEnv = {};
+  for (const name of CLIENT_ENV_NAMES) {
+    const value = env[name];
+    if (value !== undefined && value !== '') picked[name] = value;
+  }
+  return picked;
+}
+
+function bridgeSetting(options: AcquireOptions, env: NodeJS.ProcessEnv): SshBridgeSetting {
+  if (options.sshBridge !== undefined) return options.sshBridge;
+  const fromEnv = env.SANDBOXD_SSH_BRIDGE;
+  if (fromEnv === undefined || fromEnv === '') return 'auto';
+  const parsed = SshBridgeSetting.safeParse(fromEnv);
+  if (!parsed.success) {
+    throw new SandboxdError('BAD_REQUEST', `SANDBOXD_SSH_BRIDGE is "${fromEnv}"; it must be one of ${SshBridgeSetting.options.join(', ')}`, {
+      remedy: 'Fix or unset SANDBOXD_SSH_BRIDGE.',
+    });
+  }
+  return parsed.data;
+}
+
 export async function acquireSession(options: AcquireOptions): Promise<Session> {
   const env = options.env ?? process.env;
   const paths = clientPaths(env);
+  const sshBridge = bridgeSetting(options, env);
   await ensureDaemon({ paths, env, autoStart: options.autoStart ?? true });
   const body: AcquireRequest = {
     engine: options.engine,
@@ -55,8 +85,11 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
       cwd: options.cwd ?? process.cwd(),
       ...(env.SSH_AUTH_SOCK === undefined ? {} : { sshAuthSock: env.SSH_AUTH_SOCK }),
       ...(env.PATH === undefined ? {} : { path: env.PATH }),
+      env: pickEnv(env),
     },
     sshAgent: options.sshAgent ?? 'auto',
+    sshBridge,
+    ...(options.connection === undefined ? {} : { connection: options.connection }),
     ...(options.containerUser === undefined ? {} : { containerUser: options.containerUser }),
     ...(options.label === undefined ? {} : { label: options.label }),
   };

@@ -1,22 +1,21 @@
-import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { BODY_LIMIT_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 import type { Platform, SandboxdPaths } from '../shared/paths.js';
-import { AgentRelay } from './bridges/agent-relay.js';
-import { BridgePool } from './bridges/bridge-pool.js';
+import { AgentBridges } from './agent-bridges.js';
+import type { Bridges } from './bridges/bridges.js';
 import { installErrorHandlers } from './http/errors.js';
-import { stableHash } from './ids.js';
 import type { Logger } from './logger.js';
 import { inspectAgentSocket } from './plan/agent-socket.js';
-import { relabelFor } from './plan/flatten.js';
 import { findHomeGitFiles } from './plan/git-files.js';
-import type { ServedAgent, SshDeps } from './plan/ssh.js';
+import type { SshDeps } from './plan/ssh.js';
+import { discoverConnection } from './podman/discover.js';
 import type { ProcessProbe } from './process-identity.js';
 import { registerSessionRoutes } from './routes/sessions.js';
 import { registerStatusRoutes } from './routes/status.js';
 import { registerTunnelRoutes } from './routes/tunnels.js';
 import { SessionRegistry, type Clock } from './session-registry.js';
 import { SessionService } from './session-service.js';
+import type { SpawnSsh, TunnelRecord } from './tunnels/tunnel.js';
 
 export interface DaemonSettings {
   leaseTtlMs: number;
@@ -42,13 +41,18 @@ export interface DaemonDeps {
   logger: Logger;
   logPath: string | null;
   settings: DaemonSettings;
+  uid: number;
   requestShutdown(reason: string): void;
+  /** Persists a tunnel's running ssh (the state file); null once it stopped. */
+  onTunnelChild(id: string, record: TunnelRecord | null): void;
+  /** Tests pass a spawn that stands in for ssh; the daemon spawns the real one. */
+  spawnSsh?: SpawnSsh;
 }
 
 export interface Daemon {
   app: FastifyInstance;
   registry: SessionRegistry;
-  pool: BridgePool;
+  bridges: Bridges;
   /** Starts the lease sweeper. */
   start(): void;
   /** Stops accepting, ends every session and halts every bridge. */
@@ -58,7 +62,18 @@ export interface Daemon {
 /** Wires the daemon from injected edges (STYLE 4); `runDaemon` supplies the real ones. */
 export function createDaemon(deps: DaemonDeps): Daemon {
   const { logger, settings } = deps;
-  const pool = new BridgePool({ idleMs: settings.bridgeIdleMs, logger: logger.child({ module: 'pool' }) });
+  const agentBridges = new AgentBridges({
+    platform: deps.platform,
+    paths: deps.paths,
+    uid: deps.uid,
+    idleMs: settings.bridgeIdleMs,
+    logger,
+    discover: (input) =>
+      discoverConnection({ path: input.client.path ?? '', env: input.client.env ?? {}, requested: input.connection }),
+    onTunnelChild: deps.onTunnelChild,
+    ...(deps.spawnSsh === undefined ? {} : { spawnSsh: deps.spawnSsh }),
+  });
+  const bridges = agentBridges.all;
   const registry = new SessionRegistry({
     clock: deps.clock,
     probe: deps.probe,
@@ -66,16 +81,9 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     maxSessions: settings.maxSessions,
     logger,
   });
-
-  const serveByRelay = async (agentSocket: string, engine: 'docker' | 'podman'): Promise<ServedAgent> => {
-    const hash = stableHash(agentSocket);
-    const dir = path.join(deps.paths.agentsDir, hash);
-    const lease = await pool.acquire(`relay:${agentSocket}`, () => new AgentRelay({ id: `relay_${hash}`, agentSocket, dir, logger }));
-    return { lease, kind: 'mount', mountSource: dir, relabel: relabelFor(engine, deps.platform), flags: [], warnings: [] };
-  };
   const ssh: SshDeps = {
     inspect: inspectAgentSocket,
-    serve: (agentSocket, input) => serveByRelay(agentSocket, input.engine),
+    serve: (agentSocket, input) => agentBridges.serve(agentSocket, input),
   };
   const service = new SessionService({
     platform: deps.platform,
@@ -102,20 +110,20 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     startedAt: deps.clock.now(),
     now: () => deps.clock.now(),
     registry,
-    pool,
+    bridges,
     requestShutdown: (reason) => {
       deps.requestShutdown(reason);
     },
   });
   registerSessionRoutes(app, service, registry);
-  registerTunnelRoutes(app, pool);
+  registerTunnelRoutes(app, bridges);
 
   let sweeper: NodeJS.Timeout | null = null;
   let sweeping = false;
   return {
     app,
     registry,
-    pool,
+    bridges,
     start() {
       sweeper = setInterval(() => {
         if (sweeping) return;
@@ -135,7 +143,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       if (sweeper !== null) clearInterval(sweeper);
       await app.close();
       registry.endAll('shutdown');
-      await pool.closeAll();
+      await bridges.closeAll();
     },
   };
 }

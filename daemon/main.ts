@@ -6,9 +6,10 @@ import { assertSocketPathFits, currentPlatform, resolvePaths, type SandboxdPaths
 import { createDaemon, DEFAULT_SETTINGS, type DaemonSettings } from './daemon.js';
 import { acquireInstanceLock } from './instance-lock.js';
 import { createLogger, type LogTarget } from './logger.js';
-import { createProcessProbe } from './process-identity.js';
+import { commandLine, createProcessProbe } from './process-identity.js';
 import { ensureSecureDir, withUmask } from './secure-dir.js';
 import { VERSION } from './version.js';
+import { reapOrphans, TunnelStore } from './tunnels/tunnel-store.js';
 
 /** SIGTERM/SIGINT/shutdown must finish within 5 s; past this we clean up by hand and exit. */
 const SHUTDOWN_DEADLINE_MS = 4_500;
@@ -83,7 +84,25 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
 
   try {
     await clearStaleSocket(paths.socketPath);
+    const store = new TunnelStore(paths.statePath, logger.child({ module: 'state' }));
+    const reaped = await reapOrphans(
+      await store.load(),
+      {
+        commandLine: (pid) => commandLine(pid, platform),
+        kill: (pid, signal) => {
+          process.kill(pid, signal);
+        },
+        sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+      },
+      logger,
+    );
+    if (reaped > 0) logger.warn({ reaped }, 'reaped tunnels left by a previous daemon');
+    await store.set('', null);
     const daemon = createDaemon({
+      uid: process.getuid?.() ?? 0,
+      onTunnelChild: (id, record) => {
+        void store.set(id, record);
+      },
       platform,
       paths,
       hostHome: home,

@@ -49,3 +49,18 @@ export function createProcessProbe(platform: Platform): ProcessProbe {
     },
   };
 }
+
+/** The command line of a live pid (null when gone), to check a recorded pid is still ours. */
+export async function commandLine(pid: number, platform: Platform): Promise<string | null> {
+  if (!pidExists(pid)) return null;
+  if (platform === 'linux') {
+    try {
+      const raw = await readFile(`/proc/${pid}/cmdline`, 'utf8');
+      return raw === '' ? null : raw.split('\0').join(' ');
+    } catch {
+      return null;
+    }
+  }
+  const result = await execa('ps', ['-o', 'command=', '-p', String(pid)], { reject: false, timeout: 2000 });
+  return result.exitCode === 0 ? result.stdout.trim() : null;
+}

@@ -1,12 +1,14 @@
 import { Option, type Command } from 'commander';
 import { Engine } from '../../shared/contracts/common.js';
-import { SshAgentSetting, type ContainerUser } from '../../shared/contracts/sessions.js';
+import { SshAgentSetting, SshBridgeSetting, type ContainerUser } from '../../shared/contracts/sessions.js';
 import { SandboxdError } from '../../shared/errors.js';
 import type { AcquireOptions } from '../session.js';
 
 export interface SessionFlags {
   engine: Engine;
   sshAgent: SshAgentSetting;
+  sshBridge?: SshBridgeSetting;
+  connection?: string;
   containerUser?: string;
   containerHome?: string;
   label?: string;
@@ -17,6 +19,8 @@ export function addSessionOptions(command: Command): Command {
   return command
     .addOption(new Option('--engine <engine>', 'container engine').choices(Engine.options).makeOptionMandatory())
     .addOption(new Option('--ssh-agent <setting>', 'forward the SSH agent').choices(SshAgentSetting.options).default('auto'))
+    .addOption(new Option('--ssh-bridge <bridge>', 'how the agent reaches the container (default: SANDBOXD_SSH_BRIDGE or auto)').choices(SshBridgeSetting.options))
+    .option('--connection <name>', 'Podman connection to tunnel into (default: CONTAINER_CONNECTION, then podman\'s default)')
     .option('--container-user <uid[:gid]>', 'the user the container runs as (default 0:0)')
     .option('--container-home <dir>', 'that user\'s HOME in the container (default /root for uid 0)')
     .option('--label <text>', 'name shown in `sandboxd sessions ls`', 'sandboxd-cli')
@@ -48,6 +52,8 @@ export function toAcquireOptions(flags: SessionFlags): AcquireOptions {
   return {
     engine: flags.engine,
     sshAgent: flags.sshAgent,
+    ...(flags.sshBridge === undefined ? {} : { sshBridge: flags.sshBridge }),
+    ...(flags.connection === undefined ? {} : { connection: flags.connection }),
     ...(containerUser === undefined ? {} : { containerUser }),
     ...(flags.label === undefined ? {} : { label: flags.label }),
   };

@@ -2,9 +2,9 @@ import type { BridgeInfo } from '../../shared/contracts/bridges.js';
 import type { Logger } from '../logger.js';
 import type { Bridge, Lease } from './bridge.js';
 
-interface Entry {
+interface Entry<B extends Bridge> {
   readonly key: string;
-  readonly bridge: Bridge;
+  readonly bridge: B;
   refs: number;
   idleTimer: NodeJS.Timeout | null;
 }
@@ -19,12 +19,12 @@ export interface BridgePoolOptions {
  * Shares bridges by key (DESIGN §5–6): the first session creates one, later sessions join it, and
  * the last release starts an idle grace period before the bridge is halted.
  */
-export class BridgePool {
-  private readonly entries = new Map<string, Entry>();
+export class BridgePool<B extends Bridge = Bridge> {
+  private readonly entries = new Map<string, Entry<B>>();
 
   constructor(private readonly options: BridgePoolOptions) {}
 
-  async acquire(key: string, create: () => Bridge): Promise<Lease> {
+  async acquire(key: string, create: () => B): Promise<{ lease: Lease; bridge: B }> {
     let entry = this.entries.get(key);
     if (entry === undefined) {
       const bridge = create();
@@ -44,7 +44,7 @@ export class BridgePool {
       throw error;
     }
     let released = false;
-    return {
+    const lease: Lease = {
       bridgeId: held.bridge.id,
       release: () => {
         if (released) return;
@@ -52,6 +52,7 @@ export class BridgePool {
         this.drop(held);
       },
     };
+    return { lease, bridge: held.bridge };
   }
 
   list(): BridgeInfo[] {
@@ -86,11 +87,11 @@ export class BridgePool {
     await Promise.all([...this.entries.values()].map((entry) => this.haltEntry(entry)));
   }
 
-  private byId(id: string): Entry | undefined {
+  private byId(id: string): Entry<B> | undefined {
     return [...this.entries.values()].find((entry) => entry.bridge.id === id);
   }
 
-  private drop(entry: Entry): void {
+  private drop(entry: Entry<B>): void {
     entry.refs = Math.max(0, entry.refs - 1);
     if (entry.refs > 0 || this.entries.get(entry.key) !== entry) return;
     this.clearIdle(entry);
@@ -104,12 +105,12 @@ export class BridgePool {
     entry.idleTimer.unref();
   }
 
-  private clearIdle(entry: Entry): void {
+  private clearIdle(entry: Entry<B>): void {
     if (entry.idleTimer !== null) clearTimeout(entry.idleTimer);
     entry.idleTimer = null;
   }
 
-  private async haltEntry(entry: Entry): Promise<void> {
+  private async haltEntry(entry: Entry<B>): Promise<void> {
     this.clearIdle(entry);
     if (this.entries.get(entry.key) === entry) this.entries.delete(entry.key);
     await entry.bridge.halt();

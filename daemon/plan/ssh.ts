@@ -31,7 +31,8 @@ export interface ServedAgent {
 
 export interface SshDeps {
   inspect(sshAuthSock: string | undefined): Promise<AgentSocketCheck>;
-  serve(agentSocket: string, input: AcquireInput): Promise<ServedAgent>;
+  /** Serves the agent through the bridge the session needs, or says why none can be used. */
+  serve(agentSocket: string, input: AcquireInput): Promise<ServedAgent | { unavailable: string }>;
 }
 
 function skipped(reason: string): SshSection {
@@ -47,6 +48,10 @@ export async function planSsh(input: AcquireInput, deps: SshDeps): Promise<SshSe
     return skipped(check.reason);
   }
   const served = await deps.serve(check.realpath, input);
+  if ('unavailable' in served) {
+    if (input.sshAgent === 'on') throw new SandboxdError('SSH_BRIDGE_UNSUPPORTED', `ssh-agent is on but ${served.unavailable}`);
+    return skipped(served.unavailable);
+  }
   return {
     ssh: {
       status: 'forwarded',

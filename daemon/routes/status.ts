@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { SHUTDOWN_ROUTE, STATUS_ROUTE, type ShutdownResponse, type StatusResponse } from '../../shared/contracts/status.js';
 import type { Platform } from '../../shared/paths.js';
-import type { BridgePool } from '../bridges/bridge-pool.js';
+import type { Bridges } from '../bridges/bridges.js';
 import type { SessionRegistry } from '../session-registry.js';
 import { VERSION } from '../version.js';
 
@@ -13,7 +13,7 @@ export interface StatusDeps {
   startedAt: number;
   now(): number;
   registry: SessionRegistry;
-  pool: BridgePool;
+  bridges: Bridges;
   requestShutdown(reason: string): void;
 }
 
@@ -27,7 +27,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusDeps): vo
     socketPath: deps.socketPath,
     logPath: deps.logPath,
     platform: deps.platform,
-    counts: { sessions: deps.registry.size, tunnels: deps.pool.size },
+    counts: { sessions: deps.registry.size, tunnels: deps.bridges.size },
   }));
 
   app.post(SHUTDOWN_ROUTE, (_request, reply): ShutdownResponse => {

@@ -9,6 +9,9 @@ export const heartbeatRoute = (id: string): string => `${sessionRoute(id)}/heart
 export const SshAgentSetting = z.enum(['auto', 'on', 'off']);
 export type SshAgentSetting = z.infer<typeof SshAgentSetting>;
 
+export const SshBridgeSetting = z.enum(['auto', 'mount', 'tunnel', 'desktop', 'none']);
+export type SshBridgeSetting = z.infer<typeof SshBridgeSetting>;
+
 export const ContainerUser = z.strictObject({
   uid: z.number().int().min(0).max(2 ** 32 - 2),
   gid: z.number().int().min(0).max(2 ** 32 - 2),
@@ -16,12 +19,34 @@ export const ContainerUser = z.strictObject({
 });
 export type ContainerUser = z.infer<typeof ContainerUser>;
 
+/**
+ * The few variables of the client's environment the daemon may use; nothing else is sent, so a
+ * request can never carry a whole environment (DESIGN §9).
+ */
+export const CLIENT_ENV_NAMES = [
+  'CONTAINER_CONNECTION',
+  'CONTAINER_HOST',
+  'CONTAINER_SSHKEY',
+  'CONTAINERS_CONF',
+  'XDG_CONFIG_HOME',
+  'TERM',
+  'COLORTERM',
+] as const;
+export const ClientEnv = z.strictObject(
+  Object.fromEntries(CLIENT_ENV_NAMES.map((name) => [name, z.string().max(4096).optional()])) as Record<
+    (typeof CLIENT_ENV_NAMES)[number],
+    z.ZodOptional<z.ZodString>
+  >,
+);
+export type ClientEnv = z.infer<typeof ClientEnv>;
+
 /** What the client knows and the daemon must not take from its own environment (DESIGN §4). */
 export const ClientContext = z.strictObject({
   pid: z.number().int().min(1).max(2 ** 31 - 1),
   cwd: AbsolutePath,
   sshAuthSock: z.string().max(4096).optional(),
   path: z.string().max(65536).optional(),
+  env: ClientEnv.optional(),
 });
 export type ClientContext = z.infer<typeof ClientContext>;
 
@@ -30,6 +55,10 @@ export const AcquireRequest = z.strictObject({
   client: ClientContext,
   containerUser: ContainerUser.optional(),
   sshAgent: SshAgentSetting.default('auto'),
+  /** How the agent reaches the container; `auto` decides from engine, platform and connection. */
+  sshBridge: SshBridgeSetting.default('auto'),
+  /** A Podman connection name, overriding CONTAINER_CONNECTION and the default. */
+  connection: z.string().min(1).max(200).optional(),
   /** Free text naming the caller (e.g. `llxprt`), shown in `sandboxd sessions ls`. */
   label: z.string().max(100).optional(),
 });

@@ -65,7 +65,7 @@ describe('BridgePool', () => {
     };
     const pending = Array.from({ length: 20 }, () => subject.acquire('k', create));
     bridges[0]?.succeed();
-    const leases = await Promise.all(pending);
+    const leases = (await Promise.all(pending)).map((held) => held.lease);
     expect(bridges).toHaveLength(1);
     expect(bridges[0]?.starts).toBe(1);
     expect(subject.list()[0]?.refs).toBe(20);
@@ -78,10 +78,10 @@ describe('BridgePool', () => {
     const subject = pool();
     const bridge = new FakeBridge('relay_aaaaaaaa');
     bridge.succeed();
-    const lease = await subject.acquire('k', () => bridge);
+    const { lease } = await subject.acquire('k', () => bridge);
     lease.release();
     await vi.advanceTimersByTimeAsync(59_000);
-    const again = await subject.acquire('k', () => new FakeBridge('relay_other000'));
+    const { lease: again } = await subject.acquire('k', () => new FakeBridge('relay_other000'));
     expect(again.bridgeId).toBe('relay_aaaaaaaa');
     again.release();
     await vi.advanceTimersByTimeAsync(60_001);
@@ -97,7 +97,7 @@ describe('BridgePool', () => {
     expect(broken.halts).toBe(1);
     const fresh = new FakeBridge('relay_fresh000');
     fresh.succeed();
-    expect((await subject.acquire('k', () => fresh)).bridgeId).toBe('relay_fresh000');
+    expect((await subject.acquire('k', () => fresh)).lease.bridgeId).toBe('relay_fresh000');
   });
 
   it('restarts and removes by id; unknown ids report null/false', async () => {

@@ -1,0 +1,236 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { execa } from 'execa';
+import { afterEach, describe, expect, it } from 'vitest';
+import { acquireSession, listTunnels } from '../../dist/client/index.js';
+import { Cleanup, cli, cliEnv, daemonPid, makeSandbox, pidAlive, startAgent, waitFor, type Sandbox } from '../helpers.js';
+import { startSshd, writeContainersConf, type Sshd } from '../lab/sshd.js';
+import { labMissing, podmanLab } from './lab.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+interface Lab {
+  sandbox: Sandbox;
+  sshd: Sshd;
+  env: NodeJS.ProcessEnv;
+  agent: { socket: string; fingerprint: string };
+  image: string;
+}
+
+/** A sandbox whose podman lists one connection, `lab`, pointing at a real sshd on loopback. */
+async function tunnelLab(): Promise<Lab> {
+  const { env: podmanEnv, image } = podmanLab();
+  const sandbox = makeSandbox(cleanup);
+  const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
+  const conf = writeContainersConf(
+    path.join(sandbox.dir, 'containers.conf'),
+    podmanEnv.CONTAINERS_CONF ?? '',
+    [{ name: 'lab', uri: `ssh://root@127.0.0.1:${sshd.port}/run/podman/podman.sock`, identity: sshd.clientKey }],
+    'lab',
+  );
+  const agent = await startAgent(sandbox.dir, cleanup);
+  const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket, SANDBOXD_SSH_BRIDGE: 'tunnel' });
+  return { sandbox, sshd, env, agent, image };
+}
+
+function sshPidsFor(vmDir: string): number[] {
+  const out = spawnSync('pgrep', ['-f', `ssh .*${vmDir}`], { encoding: 'utf8' }).stdout;
+  return out.split('\n').filter((line) => line !== '').map(Number);
+}
+
+async function agentLists(socket: string): Promise<string> {
+  return (await execa('ssh-add', ['-l'], { env: { SSH_AUTH_SOCK: socket }, reject: false, timeout: 5_000 })).stdout;
+}
+
+describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podman)', () => {
+  it('forwards the agent: the VM-side socket answers ssh-add -l, in a 0711 dir as a 0666 socket', async () => {
+    const { env, agent } = await tunnelLab();
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    cleanup.add(() => session.release());
+    expect(session.info.ssh).toMatchObject({ status: 'forwarded', bridge: 'tunnel', socket: '/run/sandboxd/ssh/agent.sock', hostAgentSocket: agent.socket });
+    const mount = session.plan.mounts.find((m) => m.purpose === 'ssh agent');
+    expect(mount?.source).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{10}\/[0-9a-f]{12}$/);
+    expect(mount).not.toHaveProperty('relabel');
+    const vmDir = mount?.source ?? '';
+    expect(await agentLists(path.join(vmDir, 'agent.sock'))).toContain(agent.fingerprint);
+    const [tunnel] = await listTunnels(env);
+    expect(tunnel).toMatchObject({ kind: 'tunnel', connection: 'lab', state: 'ready', refs: 1, restarts: 0, socketPath: `${vmDir}/agent.sock` });
+  });
+
+  it.each([
+    ['root', []],
+    ['--user 1000', ['--user', '1000:1000']],
+  ])('a container from `sandboxd run --ssh-bridge tunnel` lists the key as %s', async (_name, userArgs) => {
+    const { env, agent, image } = await tunnelLab();
+    const result = await cli(['run', '--engine', 'podman', '--ssh-bridge', 'tunnel', '--', '--rm', '--network', 'none', ...userArgs, image, 'ssh-add', '-l'], env, 60_000);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toContain(agent.fingerprint);
+    expect(result.exitCode).toBe(0);
+  });
+
+  it('20 concurrent sessions on one machine and agent share exactly one ssh process', async () => {
+    const { env, sandbox } = await tunnelLab();
+    await cli(['start'], env);
+    const sessions = await Promise.all(Array.from({ length: 20 }, () => acquireSession({ engine: 'podman', env, heartbeat: false })));
+    cleanup.add(() => Promise.all(sessions.map((s) => s.release())));
+    const bridgeIds = new Set(sessions.map((s) => (s.info.ssh.status === 'forwarded' ? s.info.ssh.bridgeId : '')));
+    expect(bridgeIds.size).toBe(1);
+    const tunnels = await listTunnels(env);
+    expect(tunnels).toHaveLength(1);
+    expect(tunnels[0]?.refs).toBe(20);
+    const vmDir = path.dirname(tunnels[0]?.socketPath ?? '');
+    expect(sshPidsFor(vmDir)).toEqual([tunnels[0]?.pid]);
+    expect(daemonPid(sandbox.env)).not.toBeNull();
+  });
+
+  it('a stale socket file at the VM path does not break acquire', async () => {
+    const { env, agent } = await tunnelLab();
+    const first = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    const vmDir = first.plan.mounts.find((m) => m.purpose === 'ssh agent')?.source ?? '';
+    await first.release();
+    expect((await cli(['stop'], env)).exitCode).toBe(0);
+    await waitFor(() => !existsSync(path.join(vmDir, 'agent.sock')), 'the VM socket to be removed on stop');
+
+    // Plant what a crashed tunnel leaves: dead sockets at agent.sock and at a generation name.
+    mkdirSync(vmDir, { recursive: true, mode: 0o711 });
+    for (const name of ['agent.sock', 'a-1-deadbeef.sock']) {
+      // A process that exits while listening leaves its socket file behind, as a crash does.
+      const script = `require('net').createServer().listen(${JSON.stringify(path.join(vmDir, name))}, () => process.exit(0))`;
+      await execa(process.execPath, ['-e', script]);
+    }
+    expect(readdirSync(vmDir).sort()).toEqual(['a-1-deadbeef.sock', 'agent.sock']);
+
+    const second = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    cleanup.add(() => second.release());
+    expect(await agentLists(path.join(vmDir, 'agent.sock'))).toContain(agent.fingerprint);
+    expect(readdirSync(vmDir).filter((name) => name.startsWith('a-'))).toHaveLength(1);
+    expect(readdirSync(vmDir)).not.toContain('a-1-deadbeef.sock');
+  });
+
+  it('heals a killed ssh; a container started before the kill still reaches the agent after it', async () => {
+    const { env, agent, image } = await tunnelLab();
+    const holder = await acquireSession({ engine: 'podman', env });
+    cleanup.add(() => holder.release());
+    const [before] = await listTunnels(env);
+    const container = cli(
+      ['run', '--engine', 'podman', '--', '--rm', '--network', 'none', '--user', '1000', image, 'sh', '-c', 'ssh-add -l >/dev/null && echo before-ok; sleep 5; ssh-add -l'],
+      env,
+      60_000,
+    );
+    await waitFor(async () => (await cli(['sessions', 'ls', '--json'], env)).stdout.includes('sandboxd-cli'), 'the container session');
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    process.kill(before?.pid ?? 0, 'SIGKILL');
+
+    const healed = await waitFor(async () => {
+      const [tunnel] = await listTunnels(env);
+      return tunnel?.state === 'ready' && tunnel.pid !== before?.pid ? tunnel : null;
+    }, 'the tunnel to heal');
+    expect(healed.restarts).toBeGreaterThanOrEqual(1);
+    expect(healed.lastError).toBeNull();
+    const result = await container;
+    expect(result.stdout).toContain('before-ok');
+    expect(result.stdout).toContain(agent.fingerprint);
+    expect(result.exitCode).toBe(0);
+  });
+
+  it('an unreachable machine fails acquire within 20 s with TUNNEL_UNREACHABLE, and the tunnel recovers by itself', async () => {
+    const { env, sshd, agent } = await tunnelLab();
+    const holder = await acquireSession({ engine: 'podman', env });
+    cleanup.add(() => holder.release());
+    const vmSocket = path.join(holder.plan.mounts.find((m) => m.purpose === 'ssh agent')?.source ?? '', 'agent.sock');
+
+    await sshd.stop();
+    await waitFor(async () => (await listTunnels(env))[0]?.state === 'restarting', 'the tunnel to notice', 20_000, 200);
+    const started = Date.now();
+    const failed = await cli(['plan', '--engine', 'podman', '--json'], env, 40_000);
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(failed.exitCode).toBe(1);
+    const error = (JSON.parse(failed.stdout) as { error: { code: string; message: string; remedy: string } }).error;
+    expect(error.code).toBe('TUNNEL_UNREACHABLE');
+    expect(error.message).toContain('connection lab');
+    expect(error.message).toContain('Connection refused');
+    expect(error.remedy).toContain('podman machine start');
+    expect((await listTunnels(env))[0]?.lastError).toContain('Connection refused');
+
+    await sshd.start();
+    await waitFor(async () => (await listTunnels(env))[0]?.state === 'ready', 'the tunnel to recover', 20_000, 200);
+    expect(await agentLists(vmSocket)).toContain(agent.fingerprint);
+    const again = await cli(['plan', '--engine', 'podman', '--json'], env);
+    expect(again.exitCode).toBe(0);
+  });
+
+  it('an unreachable machine on a cold start fails with TUNNEL_UNREACHABLE and ssh\'s own line', async () => {
+    const { env, sshd } = await tunnelLab();
+    await sshd.stop();
+    const result = await cli(['plan', '--engine', 'podman', '--json'], env, 40_000);
+    expect(JSON.parse(result.stdout)).toMatchObject({
+      error: { code: 'TUNNEL_UNREACHABLE', message: expect.stringMatching(/connection lab is unreachable: .*Connection refused/) as string },
+    });
+    expect(await listTunnels(env)).toEqual([]);
+  });
+
+  it('reports ssh\'s own stderr when the identity is refused', async () => {
+    const { env, sandbox, sshd } = await tunnelLab();
+    const { env: podmanEnv } = podmanLab();
+    const wrongKey = path.join(sandbox.dir, 'wrong_key');
+    await execa('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', wrongKey]);
+    const conf = writeContainersConf(path.join(sandbox.dir, 'bad.conf'), podmanEnv.CONTAINERS_CONF ?? '', [
+      { name: 'lab', uri: `ssh://root@127.0.0.1:${sshd.port}/run/podman/podman.sock`, identity: wrongKey },
+    ], 'lab');
+    const result = await cli(['plan', '--engine', 'podman', '--json'], { ...env, CONTAINERS_CONF: conf });
+    expect(JSON.parse(result.stdout)).toMatchObject({
+      error: { code: 'TUNNEL_AUTH_FAILED', message: expect.stringContaining('Permission denied (publickey)') as string },
+    });
+  });
+
+  it('kill -9 of the daemon leaves no orphaned ssh and no stale VM socket, and acquire works after', async () => {
+    const { env, sandbox, agent } = await tunnelLab();
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    const [tunnel] = await listTunnels(env);
+    const vmDir = path.dirname(tunnel?.socketPath ?? '');
+    const daemon = daemonPid(sandbox.env) ?? 0;
+    process.kill(daemon, 'SIGKILL');
+    await waitFor(() => !pidAlive(daemon), 'the daemon to die');
+    await waitFor(() => sshPidsFor(vmDir).length === 0, 'no orphaned ssh', 10_000);
+    await waitFor(() => !existsSync(path.join(vmDir, 'agent.sock')), 'no stale VM socket', 10_000);
+    await session.release().catch(() => undefined);
+
+    const next = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    cleanup.add(() => next.release());
+    expect(await agentLists(path.join(vmDir, 'agent.sock'))).toContain(agent.fingerprint);
+    expect(sshPidsFor(vmDir)).toHaveLength(1);
+  });
+
+  it('halts an idle tunnel after the grace period and removes its VM socket', async () => {
+    const { env } = await tunnelLab();
+    const idleEnv = { ...env, SANDBOXD_TUNNEL_IDLE: '1' };
+    const session = await acquireSession({ engine: 'podman', env: idleEnv, heartbeat: false });
+    const [tunnel] = await listTunnels(idleEnv);
+    const vmDir = path.dirname(tunnel?.socketPath ?? '');
+    await session.release();
+    expect((await listTunnels(idleEnv))[0]?.state).toBe('draining');
+    await waitFor(async () => (await listTunnels(idleEnv)).length === 0, 'the idle tunnel to stop', 10_000, 200);
+    await waitFor(() => !existsSync(vmDir), 'the VM dir to be removed', 5_000);
+    expect(sshPidsFor(vmDir)).toEqual([]);
+  });
+
+  it('`tunnels restart ID` makes a new generation; `sandboxd stop` ends the tunnel and its VM socket', async () => {
+    const { env, agent } = await tunnelLab();
+    const session = await acquireSession({ engine: 'podman', env });
+    cleanup.add(() => session.release());
+    const [before] = await listTunnels(env);
+    const restarted = await cli(['tunnels', 'restart', before?.id ?? '', '--json'], env);
+    const after = JSON.parse(restarted.stdout) as { pid: number; restarts: number; state: string };
+    expect(after).toMatchObject({ state: 'ready', restarts: 1 });
+    expect(after.pid).not.toBe(before?.pid);
+    const vmDir = path.dirname(before?.socketPath ?? '');
+    expect(await agentLists(path.join(vmDir, 'agent.sock'))).toContain(agent.fingerprint);
+    await waitFor(() => readdirSync(vmDir).filter((n) => n.startsWith('a-')).length === 1, 'the old generation to go');
+
+    expect((await cli(['stop'], env)).exitCode).toBe(0);
+    expect(sshPidsFor(vmDir)).toEqual([]);
+    await waitFor(() => !existsSync(path.join(vmDir, 'agent.sock')), 'the VM socket to be removed');
+  });
+});

@@ -1,0 +1,132 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, copyFileSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { execa } from 'execa';
+import { Cleanup, waitFor } from '../helpers.js';
+
+export interface Sshd {
+  port: number;
+  clientKey: string;
+  configPath: string;
+  /** Starts (again) the listener. */
+  start(): Promise<void>;
+  /** Stops the listener and every connection it serves, as a machine that goes down would. */
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The listener and its per-connection children (whose command lines do not name the config). */
+function pidsOf(configPath: string): number[] {
+  const out = spawnSync('pgrep', ['-f', configPath], { encoding: 'utf8' }).stdout;
+  const pids = out.split('\n').filter((line) => line !== '').map(Number);
+  const parents = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      parents.set(ppid, [...(parents.get(ppid) ?? []), Number(entry)]);
+    } catch {
+      // gone
+    }
+  }
+  for (let i = 0; i < pids.length; i += 1) pids.push(...(parents.get(pids[i] ?? -1) ?? []));
+  return pids;
+}
+
+/**
+ * A real OpenSSH server on a loopback port, standing in for the Podman machine's VM: the tunnel's
+ * VM-side socket is then a local path, which local containers can mount.
+ */
+export async function startSshd(dir: string, cleanup: Cleanup): Promise<Sshd> {
+  mkdirSync('/run/sshd', { recursive: true });
+  mkdirSync(dir, { recursive: true });
+  const hostKey = path.join(dir, 'host_key');
+  const clientKey = path.join(dir, 'client_key');
+  await execa('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', hostKey]);
+  await execa('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'sandboxd-lab-client', '-f', clientKey]);
+  const authorized = path.join(dir, 'authorized_keys');
+  copyFileSync(`${clientKey}.pub`, authorized);
+  chmodSync(authorized, 0o600);
+  const port = await freePort();
+  const configPath = path.join(dir, 'sshd_config');
+  writeFileSync(
+    configPath,
+    [
+      `Port ${port}`,
+      'ListenAddress 127.0.0.1',
+      `HostKey ${hostKey}`,
+      `AuthorizedKeysFile ${authorized}`,
+      `PidFile ${path.join(dir, 'sshd.pid')}`,
+      'PasswordAuthentication no',
+      'KbdInteractiveAuthentication no',
+      'UsePAM no',
+      'StrictModes no',
+      'PermitRootLogin yes',
+      'AllowStreamLocalForwarding yes',
+      'ClientAliveInterval 5',
+      '',
+    ].join('\n'),
+  );
+  const sshd: Sshd = {
+    port,
+    clientKey,
+    configPath,
+    async start() {
+      const child = spawn('/usr/sbin/sshd', ['-D', '-f', configPath, '-E', path.join(dir, 'sshd.log')], { stdio: 'ignore' });
+      child.unref();
+      await waitFor(
+        () =>
+          new Promise<boolean>((resolve) => {
+            const socket = net.connect(port, '127.0.0.1');
+            socket.once('connect', () => {
+              socket.destroy();
+              resolve(true);
+            });
+            socket.once('error', () => {
+              resolve(false);
+            });
+          }),
+        'sshd to listen',
+      );
+    },
+    async stop() {
+      for (const pid of pidsOf(configPath)) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+      await waitFor(() => pidsOf(configPath).length === 0, 'sshd to stop');
+    },
+  };
+  cleanup.add(() => sshd.stop());
+  await sshd.start();
+  return sshd;
+}
+
+/** A containers.conf of the test's own: the lab's engine settings plus the given connections. */
+export function writeContainersConf(
+  file: string,
+  base: string,
+  connections: { name: string; uri: string; identity?: string }[],
+  active?: string,
+): string {
+  const lines = [readFileSync(base, 'utf8').trimEnd()];
+  if (active !== undefined) lines.push(`active_service = "${active}"`);
+  for (const connection of connections) {
+    lines.push(`[engine.service_destinations.${connection.name}]`, `uri = "${connection.uri}"`);
+    if (connection.identity !== undefined) lines.push(`identity = "${connection.identity}"`);
+  }
+  writeFileSync(file, `${lines.join('\n')}\n`);
+  return file;
+}
