@@ -21,11 +21,9 @@ export interface AgentBridgesOptions {
   logger: Logger;
   discover(input: AcquireInput): Promise<PodmanConnection>;
   onTunnelChild(id: string, record: TunnelRecord | null): void;
-  spawnSsh?: SpawnSsh;
-  tunnelReadyTimeoutMs?: number;
 }
 
-const defaultSpawnSsh: SpawnSsh = (args) => spawn('ssh', args, { stdio: ['pipe', 'pipe', 'pipe'] });
+const spawnSsh: SpawnSsh = (args) => spawn('ssh', args, { stdio: ['pipe', 'pipe', 'pipe'] });
 
 /** Where tunnels live in the VM: one directory per host user (and per sandboxd state dir). */
 export function vmRootFor(uid: number, stateDir: string): string {
@@ -83,11 +81,10 @@ export class AgentBridges {
         vmRoot: this.vmRoot,
         knownHostsPath: path.join(this.options.paths.stateDir, 'known_hosts'),
         logger: this.options.logger,
-        spawnSsh: this.options.spawnSsh ?? defaultSpawnSsh,
+        spawnSsh,
         onChild: (record) => {
           this.options.onTunnelChild(id, record);
         },
-        ...(this.options.tunnelReadyTimeoutMs === undefined ? {} : { readyTimeoutMs: this.options.tunnelReadyTimeoutMs }),
       }),
     );
     const enforcing = bridge.selinuxMode?.toLowerCase() === 'enforcing';

@@ -15,7 +15,7 @@ import { registerStatusRoutes } from './routes/status.js';
 import { registerTunnelRoutes } from './routes/tunnels.js';
 import { SessionRegistry, type Clock } from './session-registry.js';
 import { SessionService } from './session-service.js';
-import type { SpawnSsh, TunnelRecord } from './tunnels/tunnel.js';
+import type { TunnelRecord } from './tunnels/tunnel.js';
 
 export interface DaemonSettings {
   leaseTtlMs: number;
@@ -45,8 +45,6 @@ export interface DaemonDeps {
   requestShutdown(reason: string): void;
   /** Persists a tunnel's running ssh (the state file); null once it stopped. */
   onTunnelChild(id: string, record: TunnelRecord | null): void;
-  /** Tests pass a spawn that stands in for ssh; the daemon spawns the real one. */
-  spawnSsh?: SpawnSsh;
 }
 
 export interface Daemon {
@@ -70,8 +68,9 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     logger,
     discover: (input) =>
       discoverConnection({ path: input.client.path ?? '', env: input.client.env ?? {}, requested: input.connection }),
-    onTunnelChild: deps.onTunnelChild,
-    ...(deps.spawnSsh === undefined ? {} : { spawnSsh: deps.spawnSsh }),
+    onTunnelChild: (id, record) => {
+      deps.onTunnelChild(id, record);
+    },
   });
   const bridges = agentBridges.all;
   const registry = new SessionRegistry({

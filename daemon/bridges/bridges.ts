@@ -1,12 +1,11 @@
 import type { BridgeInfo } from '../../shared/contracts/bridges.js';
-import type { Bridge } from './bridge.js';
 import type { BridgePool } from './bridge-pool.js';
 
 /** One view over the relay and tunnel pools for status, `tunnels ls`, restart and rm. */
 export class Bridges {
-  private readonly pools: readonly BridgePool<Bridge>[];
+  private readonly pools: readonly BridgePool[];
 
-  constructor(...pools: BridgePool<Bridge>[]) {
+  constructor(...pools: BridgePool[]) {
     this.pools = pools;
   }
 
