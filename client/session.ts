@@ -77,7 +77,6 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
   const env = options.env ?? process.env;
   const paths = clientPaths(env);
   const sshBridge = bridgeSetting(options, env);
-  await ensureDaemon({ paths, env, autoStart: options.autoStart ?? true });
   const body: AcquireRequest = {
     engine: options.engine,
     client: {
@@ -93,10 +92,17 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     ...(options.containerUser === undefined ? {} : { containerUser: options.containerUser }),
     ...(options.label === undefined ? {} : { label: options.label }),
   };
-  const acquired = await request(
-    { socketPath: paths.socketPath, method: 'POST', route: SESSIONS_ROUTE, body, timeoutMs: ACQUIRE_TIMEOUT_MS },
-    AcquireResponse,
-  );
+  const post = () =>
+    request({ socketPath: paths.socketPath, method: 'POST', route: SESSIONS_ROUTE, body, timeoutMs: ACQUIRE_TIMEOUT_MS }, AcquireResponse);
+  let acquired: AcquireResponse;
+  try {
+    // Every reply carries the protocol version, so a running daemon needs no status call first.
+    acquired = await post();
+  } catch (error) {
+    if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;
+    await ensureDaemon({ paths, env, autoStart: options.autoStart ?? true });
+    acquired = await post();
+  }
   const id = acquired.session.id;
 
   let timer: NodeJS.Timeout | null = null;

@@ -19,7 +19,8 @@ export interface AgentBridgesOptions {
   uid: number;
   idleMs: number;
   logger: Logger;
-  discover(input: AcquireInput): Promise<PodmanConnection>;
+  /** The session's connection; `forget` drops a cached answer after a tunnel failure. */
+  discover(input: AcquireInput): Promise<{ connection: PodmanConnection; forget(): void }>;
   onTunnelChild(id: string, record: TunnelRecord | null): void;
 }
 
@@ -68,11 +69,11 @@ export class AgentBridges {
   }
 
   private async serveByTunnel(agentSocket: string, input: AcquireInput): Promise<ServedAgent> {
-    const connection = await this.options.discover(input);
+    const { connection, forget } = await this.options.discover(input);
     const key = ['tunnel', connection.name, connection.uri, connection.identity ?? '', agentSocket].join('\n');
     const hash = stableHash(key);
     const id = `tun_${hash}`;
-    const { lease, bridge } = await this.tunnels.acquire(key, () =>
+    const held = this.tunnels.acquire(key, () =>
       new Tunnel({
         id,
         hash,
@@ -87,6 +88,8 @@ export class AgentBridges {
         },
       }),
     );
+    held.catch(forget);
+    const { lease, bridge } = await held;
     const enforcing = bridge.selinuxMode?.toLowerCase() === 'enforcing';
     return {
       lease,

@@ -8,7 +8,8 @@ import type { Logger } from './logger.js';
 import { inspectAgentSocket } from './plan/agent-socket.js';
 import { findHomeGitFiles } from './plan/git-files.js';
 import type { SshDeps } from './plan/ssh.js';
-import { discoverConnection } from './podman/discover.js';
+import { discoverConnection, type DiscoverInput } from './podman/discover.js';
+import { DiscoveryCache } from './podman/discovery-cache.js';
 import type { ProcessProbe } from './process-identity.js';
 import { registerSessionRoutes } from './routes/sessions.js';
 import { registerStatusRoutes } from './routes/status.js';
@@ -60,14 +61,22 @@ export interface Daemon {
 /** Wires the daemon from injected edges (STYLE 4); `runDaemon` supplies the real ones. */
 export function createDaemon(deps: DaemonDeps): Daemon {
   const { logger, settings } = deps;
+  const discovery = new DiscoveryCache(discoverConnection, { home: deps.hostHome, now: () => deps.clock.now() });
   const agentBridges = new AgentBridges({
     platform: deps.platform,
     paths: deps.paths,
     uid: deps.uid,
     idleMs: settings.bridgeIdleMs,
     logger,
-    discover: (input) =>
-      discoverConnection({ path: input.client.path ?? '', env: input.client.env ?? {}, requested: input.connection }),
+    discover: async (input) => {
+      const view: DiscoverInput = { path: input.client.path ?? '', env: input.client.env ?? {}, requested: input.connection };
+      return {
+        connection: await discovery.get(view),
+        forget: () => {
+          discovery.forget(view);
+        },
+      };
+    },
     onTunnelChild: (id, record) => {
       deps.onTunnelChild(id, record);
     },

@@ -30,18 +30,17 @@ export class SessionService {
   async acquire(input: AcquireInput): Promise<AcquireResponse> {
     const { deps } = this;
     deps.registry.assertCapacity();
-    const clientStartTime = await deps.probe.startTime(input.client.pid);
-    const ssh = await planSsh(input, deps.ssh);
+    // Independent lookups run together: a warm acquire is a few small reads and one connect.
+    const [clientStartTime, ssh, configFiles] = await Promise.all([
+      deps.probe.startTime(input.client.pid),
+      planSsh(input, deps.ssh),
+      deps.findGitFiles(deps.hostHome),
+    ]);
     const leases: Lease[] = ssh.leases;
     try {
       const user = input.containerUser ?? ROOT_USER;
       const relabel = relabelFor(input.engine, deps.platform);
-      const git = planGit({
-        hostHome: deps.hostHome,
-        containerHome: path.resolve(user.home),
-        configFiles: await deps.findGitFiles(deps.hostHome),
-        relabel,
-      });
+      const git = planGit({ hostHome: deps.hostHome, containerHome: path.resolve(user.home), configFiles, relabel });
       const body: Omit<Plan, 'args'> = {
         mounts: dedupeMounts([...ssh.mounts, ...git.mounts]),
         env: { ...git.env, ...ssh.env },

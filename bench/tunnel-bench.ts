@@ -1,0 +1,142 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { execa } from 'execa';
+import { acquireSession, ensureDaemon, listTunnels, removeTunnel, requestShutdown, clientPaths } from '../client/index.js';
+import { Cleanup, makeSandbox, startAgent, waitFor } from '../test/helpers.js';
+import { startSshd, type Sshd } from '../test/lab/sshd.js';
+
+/**
+ * `npm run bench`: the tunnel figures of issue 3, measured in one run on a real loopback sshd
+ * (standing in for the Podman machine), a real ssh-agent and the real podman CLI.
+ */
+const COLD_RUNS = 7;
+const WARM_RUNS = 300;
+const CONCURRENT = 20;
+const POLL_MS = 200;
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
+}
+
+function sshBase(sshd: Sshd): string[] {
+  return ['-F', '/dev/null', '-i', sshd.clientKey, '-p', String(sshd.port), '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR'];
+}
+
+async function timed(fn: () => Promise<unknown>): Promise<number> {
+  const start = performance.now();
+  await fn();
+  return performance.now() - start;
+}
+
+/** (5) the floor: one full SSH login that does nothing. */
+async function bareHandshake(sshd: Sshd): Promise<number> {
+  return timed(() => execa('ssh', [...sshBase(sshd), 'root@127.0.0.1', 'true'], { timeout: 10_000 }));
+}
+
+/**
+ * (4) what a CLI does on its own today: clear the VM socket over ssh, spawn `ssh -R`, poll
+ * `test -S` with a fresh login every 200 ms until it exists, then tear down at exit.
+ */
+async function baselineSession(sshd: Sshd, agentSocket: string, vmSocket: string): Promise<number> {
+  const base = [...sshBase(sshd), 'root@127.0.0.1'];
+  return timed(async () => {
+    await execa('ssh', [...base, `rm -f ${vmSocket}`], { timeout: 10_000 });
+    const tunnel = spawn('ssh', [...sshBase(sshd), '-o', 'ExitOnForwardFailure=yes', '-N', '-R', `${vmSocket}:${agentSocket}`, 'root@127.0.0.1'], { stdio: 'ignore' });
+    try {
+      const deadline = Date.now() + 15_000;
+      for (;;) {
+        const probe = await execa('ssh', [...base, `test -S ${vmSocket}`], { reject: false, timeout: 10_000 });
+        if (probe.exitCode === 0) break;
+        if (Date.now() > deadline) throw new Error('baseline tunnel never became ready');
+        await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      }
+    } finally {
+      tunnel.kill('SIGTERM');
+    }
+  });
+}
+
+function sshProcessesFor(vmDir: string): number {
+  const out = spawnSync('pgrep', ['-f', `ssh .*${vmDir}`], { encoding: 'utf8' }).stdout;
+  return out.split('\n').filter((line) => line !== '').length;
+}
+
+async function removeAllTunnels(env: NodeJS.ProcessEnv): Promise<void> {
+  for (const tunnel of await listTunnels(env)) await removeTunnel(tunnel.id, env);
+}
+
+async function main(): Promise<void> {
+  const cleanup = new Cleanup();
+  try {
+    const sandbox = makeSandbox(cleanup);
+    const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
+    const agent = await startAgent(sandbox.dir, cleanup);
+    const conf = path.join(sandbox.dir, 'containers.conf');
+    writeFileSync(conf, `[engine]\nactive_service = "bench"\n[engine.service_destinations.bench]\nuri = "ssh://root@127.0.0.1:${sshd.port}/run/podman/podman.sock"\nidentity = "${sshd.clientKey}"\n`);
+    const env: NodeJS.ProcessEnv = { ...process.env, ...sandbox.env, SSH_AUTH_SOCK: agent.socket, CONTAINERS_CONF: conf, SANDBOXD_SSH_BRIDGE: 'tunnel' };
+    cleanup.add(() => requestShutdown(env).catch(() => undefined));
+    await ensureDaemon({ paths: clientPaths(env), env, autoStart: true });
+    const acquire = () => acquireSession({ engine: 'podman', env, heartbeat: false });
+
+    // Warm up ssh, podman and the daemon's code paths once, unmeasured.
+    await bareHandshake(sshd);
+    await (await acquire()).release();
+    await removeAllTunnels(env);
+
+    const bare: number[] = [];
+    const baseline: number[] = [];
+    const cold: number[] = [];
+    for (let run = 0; run < COLD_RUNS; run += 1) {
+      bare.push(await bareHandshake(sshd));
+      baseline.push(await baselineSession(sshd, agent.socket, path.join(sandbox.dir, `baseline-${run}.sock`)));
+      let session: Awaited<ReturnType<typeof acquire>> | null = null;
+      cold.push(await timed(async () => (session = await acquire())));
+      await (session as Awaited<ReturnType<typeof acquire>> | null)?.release();
+      await removeAllTunnels(env);
+    }
+
+    const holder = await acquire();
+    const warm: number[] = [];
+    for (let run = 0; run < WARM_RUNS; run += 1) {
+      let session: Awaited<ReturnType<typeof acquire>> | null = null;
+      warm.push(await timed(async () => (session = await acquire())));
+      await (session as Awaited<ReturnType<typeof acquire>> | null)?.release();
+    }
+    await holder.release();
+    await removeAllTunnels(env);
+
+    let sessions: Awaited<ReturnType<typeof acquire>>[] = [];
+    const concurrentMs = await timed(async () => (sessions = await Promise.all(Array.from({ length: CONCURRENT }, acquire))));
+    const [shared] = await listTunnels(env);
+    const sshCount = sshProcessesFor(path.dirname(shared?.socketPath ?? '/nonexistent'));
+    await Promise.all(sessions.map((s) => s.release()));
+    await waitFor(() => true, 'noop');
+
+    const bareMs = median(bare);
+    const baselineMs = median(baseline);
+    const coldMs = median(cold);
+    const rows: [string, string, string][] = [
+      ['(5) bare ssh handshake (floor)', `${bareMs.toFixed(0)} ms`, ''],
+      ['(4) per-session baseline (rm, ssh -R, poll test -S, teardown)', `${baselineMs.toFixed(0)} ms`, ''],
+      ['(1) cold acquire via client library', `${coldMs.toFixed(0)} ms`, `${(coldMs / bareMs).toFixed(2)}x bare (target <= 1.3), ${(coldMs / baselineMs).toFixed(2)}x baseline (target <= 0.7)`],
+      ['(2) warm acquire p50', `${median(warm).toFixed(2)} ms`, ''],
+      ['(2) warm acquire p99', `${percentile(warm, 99).toFixed(2)} ms`, 'target <= 5 ms'],
+      [`(3) ${CONCURRENT} sessions at once, cold: wall time`, `${concurrentMs.toFixed(0)} ms`, `${(concurrentMs / (2 * baselineMs)).toFixed(2)}x two baseline sessions (target < 1)`],
+      [`(3) ${CONCURRENT} sessions at once: ssh processes`, String(sshCount), 'target 1'],
+    ];
+    const width = Math.max(...rows.map(([name]) => name.length));
+    process.stdout.write(`sandboxd tunnel benchmark (node ${process.version}; ${COLD_RUNS} cold runs, ${WARM_RUNS} warm runs; medians)\n`);
+    for (const [name, value, note] of rows) process.stdout.write(`${name.padEnd(width)}  ${value.padStart(9)}  ${note}\n`);
+  } finally {
+    await cleanup.run();
+  }
+}
+
+await main();
