@@ -20,7 +20,7 @@ export interface AgentBridgesOptions {
   idleMs: number;
   logger: Logger;
   /** The session's connection; `forget` drops a cached answer after a tunnel failure. */
-  discover(input: AcquireInput): Promise<{ connection: PodmanConnection; forget(): void }>;
+  discover(input: AcquireInput): Promise<{ connection: PodmanConnection; forget: () => void }>;
   onTunnelChild(id: string, record: TunnelRecord | null): void;
 }
 
