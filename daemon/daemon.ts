@@ -1,4 +1,5 @@
 import Fastify, { type FastifyInstance } from 'fastify';
+import { SandboxdError } from '../shared/errors.js';
 import { BODY_LIMIT_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 import type { Platform, SandboxdPaths } from '../shared/paths.js';
 import { AgentBridges } from './agent-bridges.js';
@@ -104,7 +105,12 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     leaseTtlMs: settings.leaseTtlMs,
   });
 
-  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT_BYTES, return503OnClosing: true });
+  let closing = false;
+  // fastify's own 503-on-close reply has neither our error shape nor the protocol header.
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT_BYTES, return503OnClosing: false });
+  app.addHook('onRequest', async () => {
+    if (closing) throw new SandboxdError('SHUTTING_DOWN', 'the daemon is shutting down');
+  });
   // JSON only: anything else is UNSUPPORTED_MEDIA_TYPE rather than a string for the schemas.
   app.removeContentTypeParser('text/plain');
   app.addHook('onSend', async (_request, reply) => {
@@ -148,6 +154,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       sweeper.unref();
     },
     async close() {
+      closing = true;
       if (sweeper !== null) clearInterval(sweeper);
       await app.close();
       registry.endAll('shutdown');
