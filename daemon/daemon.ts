@@ -108,8 +108,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   let closing = false;
   // fastify's own 503-on-close reply has neither our error shape nor the protocol header.
   const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT_BYTES, return503OnClosing: false });
-  app.addHook('onRequest', async () => {
-    if (closing) throw new SandboxdError('SHUTTING_DOWN', 'the daemon is shutting down');
+  app.addHook('onRequest', (_request, _reply, done) => {
+    done(closing ? new SandboxdError('SHUTTING_DOWN', 'the daemon is shutting down') : undefined);
   });
   // JSON only: anything else is UNSUPPORTED_MEDIA_TYPE rather than a string for the schemas.
   app.removeContentTypeParser('text/plain');

@@ -52,7 +52,7 @@ describe('HTTP adapter', () => {
     expect(acquired.statusCode).toBe(201);
     expect(acquired.json()).toMatchObject({ session: { ssh: { status: 'skipped', reason: 'SSH_AUTH_SOCK is not set in the client environment' } }, leaseTtlMs: 30_000, heartbeatIntervalMs: 10_000 });
     const list = await app.inject({ method: 'GET', url: '/v1/sessions' });
-    expect((list.json() as { sessions: unknown[] }).sessions).toHaveLength(1);
+    expect(list.json<{ sessions: unknown[] }>().sessions).toHaveLength(1);
   });
 
   it('answers SHUTTING_DOWN in the error shape while it closes', async () => {
