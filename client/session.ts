@@ -30,6 +30,16 @@ export interface AcquireOptions extends ConnectionOptions {
   sshBridge?: SshBridgeSetting;
   /** A Podman connection name (else CONTAINER_CONNECTION, else podman's default). */
   connection?: string;
+  /** Add the cwd mount and `--workdir` (default false: a CLI that mounts it itself gets no duplicate). */
+  workdir?: boolean;
+  /** Extra mounts: `path`, `path:ro|rw`, `src:dst`, `src:dst:ro|rw`; read-only by default. */
+  mounts?: string[];
+  /** Mount ~/.config/gcloud, ~/.aws and GOOGLE_APPLICATION_CREDENTIALS read-only. */
+  cloudCredentials?: boolean;
+  /** Variables to set in the container beyond TERM and COLORTERM. */
+  passEnv?: Record<string, string>;
+  /** `readonly` (default) keeps the repository's hooks/ unwritable from the sandbox. */
+  gitHooks?: 'readonly' | 'writable';
   containerUser?: ContainerUser;
   label?: string;
   /** Defaults to process.cwd(). */
@@ -89,6 +99,11 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     sshAgent: options.sshAgent ?? 'auto',
     sshBridge,
     ...(options.connection === undefined ? {} : { connection: options.connection }),
+    ...(options.workdir === undefined ? {} : { workdir: options.workdir }),
+    ...(options.mounts === undefined ? {} : { mounts: options.mounts }),
+    ...(options.cloudCredentials === undefined ? {} : { cloudCredentials: options.cloudCredentials }),
+    ...(options.passEnv === undefined ? {} : { passEnv: options.passEnv }),
+    ...(options.gitHooks === undefined ? {} : { gitHooks: options.gitHooks }),
     ...(options.containerUser === undefined ? {} : { containerUser: options.containerUser }),
     ...(options.label === undefined ? {} : { label: options.label }),
   };

@@ -7,7 +7,7 @@ import type { Bridges } from './bridges/bridges.js';
 import { installErrorHandlers } from './http/errors.js';
 import type { Logger } from './logger.js';
 import { inspectAgentSocket } from './plan/agent-socket.js';
-import { findHomeGitFiles } from './plan/git-files.js';
+import { gitHostFacts } from './plan/git-host.js';
 import type { SshDeps } from './plan/ssh.js';
 import { discoverConnection, type DiscoverInput } from './podman/discover.js';
 import { DiscoveryCache } from './podman/discovery-cache.js';
@@ -101,7 +101,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     probe: deps.probe,
     registry,
     ssh,
-    findGitFiles: findHomeGitFiles,
+    gitFacts: gitHostFacts,
+    emptyDir: deps.paths.emptyDir,
     leaseTtlMs: settings.leaseTtlMs,
   });
 

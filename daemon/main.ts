@@ -7,7 +7,7 @@ import { createDaemon, DEFAULT_SETTINGS, type DaemonSettings } from './daemon.js
 import { acquireInstanceLock } from './instance-lock.js';
 import { createLogger, type LogTarget } from './logger.js';
 import { commandLine, createProcessProbe } from './process-identity.js';
-import { ensureSecureDir, withUmask } from './secure-dir.js';
+import { ensureOwnDir, ensureSecureDir, withUmask } from './secure-dir.js';
 import { VERSION } from './version.js';
 import { reapOrphans, TunnelStore } from './tunnels/tunnel-store.js';
 
@@ -55,6 +55,7 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
   const paths = resolvePaths({ platform, env: options.env, uid: process.getuid?.() ?? 0, home });
   assertSocketPathFits(paths.socketPath, platform);
   await ensureSecureDir(paths.runtimeDir);
+  await ensureOwnDir(paths.emptyDir, 0o555);
   await ensureSecureDir(paths.stateDir);
   let logTarget: LogTarget = { kind: 'stdout' };
   if (options.log === 'file') {

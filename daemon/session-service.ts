@@ -1,13 +1,16 @@
 import path from 'node:path';
+import { SandboxdError } from '../shared/errors.js';
 import type { AcquireInput, AcquireResponse, SessionInfo } from '../shared/contracts/sessions.js';
-import type { Plan } from '../shared/contracts/plan.js';
+import type { Mount, Plan } from '../shared/contracts/plan.js';
 import type { Platform } from '../shared/paths.js';
-import type { Lease } from './bridges/bridge.js';
 import { randomId } from './ids.js';
 import type { ProcessProbe } from './process-identity.js';
+import { cloudCredentialMounts, containerEnv } from './plan/extras.js';
 import { dedupeMounts, flattenArgs, relabelFor } from './plan/flatten.js';
-import { planGit, type GitConfigFile } from './plan/git.js';
-import { planSsh, type SshDeps } from './plan/ssh.js';
+import { planGit } from './plan/git.js';
+import type { GitHostFacts, GitHostInput } from './plan/git-host.js';
+import { canonicalIfExists, resolveMountSpecs } from './plan/mount-spec.js';
+import { planSsh, type SshDeps, type SshSection } from './plan/ssh.js';
 import type { Clock, SessionRegistry } from './session-registry.js';
 
 const ROOT_USER = { uid: 0, gid: 0, home: '/root' };
@@ -15,11 +18,13 @@ const ROOT_USER = { uid: 0, gid: 0, home: '/root' };
 export interface SessionServiceDeps {
   platform: Platform;
   hostHome: string;
+  /** Daemon-owned empty, read-only directory (covers a missing hooks/). */
+  emptyDir: string;
   clock: Clock;
   probe: ProcessProbe;
   registry: SessionRegistry;
   ssh: SshDeps;
-  findGitFiles(hostHome: string): Promise<GitConfigFile[]>;
+  gitFacts(input: GitHostInput): Promise<GitHostFacts>;
   leaseTtlMs: number;
 }
 
@@ -30,22 +35,50 @@ export class SessionService {
   async acquire(input: AcquireInput): Promise<AcquireResponse> {
     const { deps } = this;
     deps.registry.assertCapacity();
+    const cwd = await canonicalIfExists(input.client.cwd);
+    if (cwd === null) throw new SandboxdError('BAD_REQUEST', `the client's cwd ${input.client.cwd} does not exist`);
+    const user = input.containerUser ?? ROOT_USER;
+    const containerHome = path.resolve(user.home);
+    const relabel = relabelFor(input.engine, deps.platform);
+    const clientEnv = input.client.env ?? {};
+    // Invalid input fails here, before any bridge is held.
+    const requested = await resolveMountSpecs(input.mounts, relabel);
+
     // Independent lookups run together: a warm acquire is a few small reads and one connect.
-    const [clientStartTime, ssh, configFiles] = await Promise.all([
+    const [startTime, ssh, git, cloud] = await Promise.allSettled([
       deps.probe.startTime(input.client.pid),
       planSsh(input, deps.ssh),
-      deps.findGitFiles(deps.hostHome),
+      deps.gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: clientEnv.XDG_CONFIG_HOME }),
+      input.cloudCredentials
+        ? cloudCredentialMounts({ hostHome: deps.hostHome, containerHome, googleApplicationCredentials: clientEnv.GOOGLE_APPLICATION_CREDENTIALS, relabel })
+        : Promise.resolve({ mounts: [], env: {} }),
     ]);
-    const leases: Lease[] = ssh.leases;
+    const sshSection: SshSection | null = ssh.status === 'fulfilled' ? ssh.value : null;
     try {
-      const user = input.containerUser ?? ROOT_USER;
-      const relabel = relabelFor(input.engine, deps.platform);
-      const git = planGit({ hostHome: deps.hostHome, containerHome: path.resolve(user.home), configFiles, relabel });
+      for (const result of [startTime, ssh, git, cloud]) if (result.status === 'rejected') throw result.reason;
+      if (sshSection === null || git.status !== 'fulfilled' || cloud.status !== 'fulfilled' || startTime.status !== 'fulfilled') {
+        throw new SandboxdError('INTERNAL', 'a plan section is missing');
+      }
+      const gitPlan = planGit({
+        hostHome: deps.hostHome,
+        containerHome,
+        configFiles: git.value.configFiles,
+        repo: git.value.repo,
+        hooks: input.gitHooks,
+        emptyDir: deps.emptyDir,
+        relabel,
+      });
+      // Inside a repository the whole work tree is mounted, so git works from any subdirectory.
+      const top = git.value.repo?.topLevel;
+      const workdirSource = top !== undefined && (cwd === top || cwd.startsWith(`${top}/`)) ? top : cwd;
+      const workdir: Mount[] = input.workdir
+        ? [{ source: workdirSource, target: workdirSource, readOnly: false, purpose: 'workdir', ...(relabel === undefined ? {} : { relabel }) }]
+        : [];
       const body: Omit<Plan, 'args'> = {
-        mounts: dedupeMounts([...ssh.mounts, ...git.mounts]),
-        env: { ...git.env, ...ssh.env },
-        flags: ssh.flags,
-        warnings: ssh.warnings,
+        mounts: dedupeMounts([...sshSection.mounts, ...workdir, ...gitPlan.mounts, ...requested, ...cloud.value.mounts]),
+        env: { ...gitPlan.env, ...sshSection.env, ...cloud.value.env, ...containerEnv(clientEnv, input.passEnv) },
+        flags: [...sshSection.flags, ...(input.workdir ? ['--workdir', cwd] : [])],
+        warnings: [...sshSection.warnings, ...git.value.warnings],
       };
       const now = new Date(deps.clock.now()).toISOString();
       const session: SessionInfo = {
@@ -55,9 +88,9 @@ export class SessionService {
         clientPid: input.client.pid,
         createdAt: now,
         lastHeartbeatAt: now,
-        ssh: ssh.ssh,
+        ssh: sshSection.ssh,
       };
-      deps.registry.add(session, clientStartTime, leases);
+      deps.registry.add(session, startTime.value, sshSection.leases);
       return {
         session,
         plan: { ...body, args: flattenArgs(body) },
@@ -65,7 +98,7 @@ export class SessionService {
         heartbeatIntervalMs: Math.max(1000, Math.floor(deps.leaseTtlMs / 3)),
       };
     } catch (error) {
-      for (const lease of leases) lease.release();
+      for (const lease of sshSection?.leases ?? []) lease.release();
       throw error;
     }
   }

@@ -17,6 +17,8 @@ export interface SandboxdPaths {
   readonly pidPath: string;
   readonly spawnLockPath: string;
   readonly agentsDir: string;
+  /** Empty and read-only: mounted over a repository's missing hooks/ dir. */
+  readonly emptyDir: string;
   readonly stateDir: string;
   readonly statePath: string;
   readonly logDir: string;
@@ -56,6 +58,7 @@ export function resolvePaths({ platform, env, uid, home }: PathInputs): Sandboxd
     pidPath: path.resolve(runtimeDir, 'daemon.pid'),
     spawnLockPath: path.resolve(runtimeDir, 'spawn.lock'),
     agentsDir: path.resolve(runtimeDir, 'agents'),
+    emptyDir: path.resolve(runtimeDir, 'empty'),
     stateDir: path.resolve(stateDir),
     statePath: path.resolve(stateDir, 'state.json'),
     logDir: path.resolve(logDir),

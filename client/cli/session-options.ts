@@ -13,6 +13,15 @@ export interface SessionFlags {
   containerHome?: string;
   label?: string;
   json?: boolean;
+  workdir?: boolean;
+  mount: string[];
+  cloudCredentials?: boolean;
+  passEnv: string[];
+  gitHooks: 'readonly' | 'writable';
+}
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
 }
 
 export function addSessionOptions(command: Command): Command {
@@ -24,6 +33,10 @@ export function addSessionOptions(command: Command): Command {
     .option('--container-user <uid[:gid]>', 'the user the container runs as (default 0:0)')
     .option('--container-home <dir>', 'that user\'s HOME in the container (default /root for uid 0)')
     .option('--label <text>', 'name shown in `sandboxd sessions ls`', 'sandboxd-cli')
+    .option('--mount <spec>', 'extra mount: path, path:ro|rw, src:dst, src:dst:ro|rw (read-only by default; repeatable)', collect, [])
+    .option('--cloud-credentials', 'mount ~/.config/gcloud, ~/.aws and GOOGLE_APPLICATION_CREDENTIALS read-only')
+    .option('--pass-env <name>', 'pass this variable from your environment into the container (repeatable)', collect, [])
+    .addOption(new Option('--git-hooks <policy>', 'whether the sandbox may write the repository\'s hooks/').choices(['readonly', 'writable']).default('readonly'))
     .option('--json', 'print JSON');
 }
 
@@ -47,6 +60,18 @@ function parseUser(flags: SessionFlags): ContainerUser | undefined {
   return { uid, gid: Number(match[2] ?? match[1]), home };
 }
 
+function passEnv(names: readonly string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of names) {
+    const value = process.env[name];
+    if (value === undefined) {
+      throw new SandboxdError('BAD_REQUEST', `--pass-env ${name}: ${name} is not set in this environment`, { remedy: `Set ${name} or drop --pass-env ${name}.` });
+    }
+    env[name] = value;
+  }
+  return env;
+}
+
 export function toAcquireOptions(flags: SessionFlags): AcquireOptions {
   const containerUser = parseUser(flags);
   return {
@@ -56,5 +81,10 @@ export function toAcquireOptions(flags: SessionFlags): AcquireOptions {
     ...(flags.connection === undefined ? {} : { connection: flags.connection }),
     ...(containerUser === undefined ? {} : { containerUser }),
     ...(flags.label === undefined ? {} : { label: flags.label }),
+    ...(flags.workdir === undefined ? {} : { workdir: flags.workdir }),
+    mounts: flags.mount,
+    cloudCredentials: flags.cloudCredentials === true,
+    passEnv: passEnv(flags.passEnv),
+    gitHooks: flags.gitHooks,
   };
 }

@@ -31,6 +31,7 @@ export const CLIENT_ENV_NAMES = [
   'XDG_CONFIG_HOME',
   'TERM',
   'COLORTERM',
+  'GOOGLE_APPLICATION_CREDENTIALS',
 ] as const;
 export const ClientEnv = z.strictObject(
   Object.fromEntries(CLIENT_ENV_NAMES.map((name) => [name, z.string().max(4096).optional()])) as Record<
@@ -59,6 +60,19 @@ export const AcquireRequest = z.strictObject({
   sshBridge: SshBridgeSetting.default('auto'),
   /** A Podman connection name, overriding CONTAINER_CONNECTION and the default. */
   connection: z.string().min(1).max(200).optional(),
+  /** Mount the (canonical) cwd at the same path and make it the working directory. */
+  workdir: z.boolean().default(false),
+  /** Extra mounts: `path`, `path:ro`, `path:rw`, `src:dst`, `src:dst:ro`, `src:dst:rw`; read-only by default. */
+  mounts: z.array(z.string().min(1).max(4096)).max(64).default([]),
+  /** Mount ~/.config/gcloud, ~/.aws and GOOGLE_APPLICATION_CREDENTIALS read-only. */
+  cloudCredentials: z.boolean().default(false),
+  /** More variables for the container, by explicit request only. */
+  passEnv: z
+    .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be a variable name'), z.string().max(32_768))
+    .refine((env) => Object.keys(env).length <= 64, 'at most 64 variables')
+    .default({}),
+  /** `readonly` (default): the repository's hooks/ cannot be written from the sandbox. */
+  gitHooks: z.enum(['readonly', 'writable']).default('readonly'),
   /** Free text naming the caller (e.g. `llxprt`), shown in `sandboxd sessions ls`. */
   label: z.string().max(100).optional(),
 });

@@ -10,7 +10,10 @@ export function shellQuote(arg: string): string {
 
 export function registerPlanCommand(program: Command): void {
   addSessionOptions(
-    program.command('plan').description('acquire a session, print its plan (mounts, env, run args), release it'),
+    program
+      .command('plan')
+      .description('acquire a session, print its plan (mounts, env, run args), release it')
+      .option('--workdir', 'include the cwd mount and --workdir, as `run` does'),
   ).action(async (flags: SessionFlags) => {
     const json = flags.json === true;
     await runAction(json, async () => {

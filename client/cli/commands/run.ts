@@ -41,7 +41,8 @@ export function registerRunCommand(program: Command): void {
       .command('run')
       .description('acquire a session and run `<engine> run <plan args> <run args…>`; exits with the engine\'s code')
       .argument('<run-args...>', 'arguments for `<engine> run`, after `--` (image, command…)')
-      .usage('--engine podman|docker [options] -- <run args…>'),
+      .usage('--engine podman|docker [options] -- <run args…>')
+      .option('--no-workdir', 'do not mount the current directory or make it the working directory'),
   ).action(async (runArgs: string[], flags: SessionFlags) => {
     const json = flags.json === true;
     await runAction(json, async () => {

@@ -1,0 +1,46 @@
+import path from 'node:path';
+import type { ClientEnv } from '../../shared/contracts/sessions.js';
+import type { Mount } from '../../shared/contracts/plan.js';
+import { dualHomeMounts } from './dual-home.js';
+import { canonicalIfExists } from './mount-spec.js';
+
+const CLOUD_DIRS = ['.config/gcloud', '.aws'];
+const TERMINAL_ENV = ['TERM', 'COLORTERM'] as const;
+
+export interface CloudInput {
+  hostHome: string;
+  containerHome: string;
+  googleApplicationCredentials: string | undefined;
+  relabel: Mount['relabel'];
+}
+
+/** Opt-in, read-only cloud credentials (DESIGN §8): what gcloud and the AWS CLI read. */
+export async function cloudCredentialMounts(input: CloudInput): Promise<{ mounts: Mount[]; env: Record<string, string> }> {
+  const base = { readOnly: true, purpose: 'cloud credentials', ...(input.relabel === undefined ? {} : { relabel: input.relabel }) };
+  const mounts: Mount[] = [];
+  for (const dir of CLOUD_DIRS) {
+    const file = path.join(input.hostHome, dir);
+    const source = await canonicalIfExists(file);
+    if (source !== null) mounts.push(...dualHomeMounts({ path: file, source }, input.hostHome, input.containerHome, base));
+  }
+  const env: Record<string, string> = {};
+  const gac = input.googleApplicationCredentials;
+  if (gac !== undefined && path.isAbsolute(gac)) {
+    const source = await canonicalIfExists(gac);
+    if (source !== null) {
+      mounts.push({ source, target: gac, ...base });
+      env.GOOGLE_APPLICATION_CREDENTIALS = gac;
+    }
+  }
+  return { mounts, env };
+}
+
+/** TERM and COLORTERM pass through; anything else only when the session names it. */
+export function containerEnv(clientEnv: ClientEnv, passEnv: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of TERMINAL_ENV) {
+    const value = clientEnv[name];
+    if (value !== undefined) env[name] = value;
+  }
+  return { ...env, ...passEnv };
+}

@@ -1,0 +1,87 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { execa } from 'execa';
+import { findExecutable } from '../podman/discover.js';
+import { globalConfigFiles, parseConfigList } from './git-config.js';
+import { HOME_GIT_FILES, type GitConfigFile, type GitRepo } from './git.js';
+
+const GIT_TIMEOUT_MS = 5_000;
+
+export interface GitHostInput {
+  hostHome: string;
+  cwd: string;
+  /** The session's PATH, where git is looked up. */
+  path: string;
+  xdgConfigHome: string | undefined;
+}
+
+export interface GitHostFacts {
+  configFiles: GitConfigFile[];
+  repo: GitRepo | null;
+  warnings: string[];
+}
+
+async function canonicalFile(file: string): Promise<GitConfigFile | null> {
+  try {
+    const source = await fs.realpath(file);
+    return (await fs.stat(source)).isFile() ? { path: file, source } : null;
+  } catch {
+    return null;
+  }
+}
+
+function gitEnv(input: GitHostInput): Record<string, string> {
+  return {
+    HOME: input.hostHome,
+    PATH: input.path,
+    GIT_CONFIG_NOSYSTEM: '1',
+    ...(input.xdgConfigHome === undefined ? {} : { XDG_CONFIG_HOME: input.xdgConfigHome }),
+  };
+}
+
+async function repoAt(git: string, input: GitHostInput): Promise<GitRepo | null> {
+  const result = await execa(git, ['rev-parse', '--path-format=absolute', '--git-dir', '--git-common-dir', '--show-toplevel'], {
+    cwd: input.cwd,
+    env: gitEnv(input),
+    extendEnv: false,
+    reject: false,
+    timeout: GIT_TIMEOUT_MS,
+  });
+  if (result.exitCode !== 0) return null;
+  const [gitDir, commonDir, topLevel] = result.stdout.split('\n');
+  if (gitDir === undefined || commonDir === undefined || topLevel === undefined || topLevel === '') return null;
+  const [realGitDir, realCommonDir, realTop] = await Promise.all([fs.realpath(gitDir), fs.realpath(commonDir), fs.realpath(topLevel)]);
+  const dotGit = await fs.lstat(path.join(realTop, '.git')).catch(() => null);
+  const commonEntries = await fs.readdir(realCommonDir).catch(() => []);
+  return { topLevel: realTop, gitDir: realGitDir, commonDir: realCommonDir, linked: dotGit?.isFile() === true, commonEntries };
+}
+
+/**
+ * Asks the session's own git (DESIGN §8) which global config files it reads and which repository
+ * the workdir is in. Without git, falls back to the usual files and says so.
+ */
+export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
+  const xdgConfigHome = input.xdgConfigHome ?? path.join(input.hostHome, '.config');
+  const git = await findExecutable('git', input.path);
+  if (git === null) {
+    const files = await Promise.all(HOME_GIT_FILES.map((name) => canonicalFile(path.join(input.hostHome, name))));
+    return {
+      configFiles: files.filter((file) => file !== null),
+      repo: null,
+      warnings: [`git is not on the session's PATH; mounted ${HOME_GIT_FILES.map((name) => `~/${name}`).join(', ')} where present, and no repository`],
+    };
+  }
+  const [listed, repo] = await Promise.all([
+    execa(git, ['config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], {
+      cwd: input.cwd,
+      env: gitEnv(input),
+      extendEnv: false,
+      reject: false,
+      timeout: GIT_TIMEOUT_MS,
+    }),
+    repoAt(git, input),
+  ]);
+  const { files } = globalConfigFiles(parseConfigList(listed.stdout), input.hostHome, xdgConfigHome, input.cwd);
+  const configFiles = (await Promise.all(files.map(canonicalFile))).filter((file) => file !== null);
+  return { configFiles, repo, warnings: [] };
+}
