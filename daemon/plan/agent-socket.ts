@@ -14,13 +14,14 @@ export async function inspectAgentSocket(sshAuthSock: string | undefined): Promi
     return { usable: false, reason: `SSH_AUTH_SOCK ${sshAuthSock} is not an absolute path` };
   }
   let realpath: string;
+  let isSocket: boolean;
   try {
     realpath = await fs.realpath(sshAuthSock);
+    isSocket = (await fs.stat(realpath)).isSocket();
   } catch {
     return { usable: false, reason: `SSH_AUTH_SOCK ${sshAuthSock} does not exist` };
   }
-  const stat = await fs.stat(realpath);
-  if (!stat.isSocket()) return { usable: false, reason: `SSH_AUTH_SOCK ${sshAuthSock} is not a socket` };
+  if (!isSocket) return { usable: false, reason: `SSH_AUTH_SOCK ${sshAuthSock} is not a socket` };
   const answers = await new Promise<boolean>((resolve) => {
     const socket = net.connect(realpath);
     const timer = setTimeout(() => {

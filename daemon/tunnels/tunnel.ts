@@ -89,7 +89,7 @@ export class Tunnel implements Bridge {
   whenReady(): Promise<void> {
     if (this.state === 'ready') return Promise.resolve();
     if (this.state === 'failed') return Promise.reject(this.lastError ?? this.failure('the tunnel failed'));
-    if (this.state === 'stopped' || this.state === 'draining') return Promise.reject(this.failure('the tunnel is stopping'));
+    if (this.state === 'stopped') return Promise.reject(this.failure('the tunnel is stopped'));
     // A session is waiting: retry now rather than at the end of the backoff.
     if (this.backoffTimer !== null) {
       clearTimeout(this.backoffTimer);
