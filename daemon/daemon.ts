@@ -7,10 +7,10 @@ import type { Bridges } from './bridges/bridges.js';
 import { installErrorHandlers } from './http/errors.js';
 import type { Logger } from './logger.js';
 import { inspectAgentSocket } from './plan/agent-socket.js';
-import { gitHostFacts } from './plan/git-host.js';
+import { createGitFactsCache } from './plan/git-host.js';
 import type { SshDeps } from './plan/ssh.js';
 import { discoverConnection, type DiscoverInput } from './podman/discover.js';
-import { DiscoveryCache } from './podman/discovery-cache.js';
+import { createDiscoveryCache } from './podman/discovery-cache.js';
 import type { ProcessProbe } from './process-identity.js';
 import { registerSessionRoutes } from './routes/sessions.js';
 import { registerStatusRoutes } from './routes/status.js';
@@ -62,7 +62,8 @@ export interface Daemon {
 /** Wires the daemon from injected edges (STYLE 4); `runDaemon` supplies the real ones. */
 export function createDaemon(deps: DaemonDeps): Daemon {
   const { logger, settings } = deps;
-  const discovery = new DiscoveryCache(discoverConnection, { home: deps.hostHome, now: () => deps.clock.now() });
+  const discovery = createDiscoveryCache(discoverConnection, { home: deps.hostHome, now: () => deps.clock.now() });
+  const gitFacts = createGitFactsCache(() => deps.clock.now());
   const agentBridges = new AgentBridges({
     platform: deps.platform,
     paths: deps.paths,
@@ -101,7 +102,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     probe: deps.probe,
     registry,
     ssh,
-    gitFacts: gitHostFacts,
+    gitFacts: (input) => gitFacts.get(input),
     emptyDir: deps.paths.emptyDir,
     leaseTtlMs: settings.leaseTtlMs,
   });

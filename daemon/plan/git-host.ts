@@ -1,6 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
+import { FingerprintCache } from '../fingerprint-cache.js';
 import { findExecutable } from '../podman/discover.js';
 import { globalConfigFiles, parseConfigList } from './git-config.js';
 import { HOME_GIT_FILES, type GitConfigFile, type GitRepo } from './git.js';
@@ -84,4 +85,33 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
   const { files } = globalConfigFiles(parseConfigList(listed.stdout), input.hostHome, xdgConfigHome, input.cwd);
   const configFiles = (await Promise.all(files.map(canonicalFile))).filter((file) => file !== null);
   return { configFiles, repo, warnings: [] };
+}
+
+/** Spawning git twice per acquire would dominate a warm acquire; see FingerprintCache. */
+export const GIT_FACTS_TTL_MS = 10_000;
+
+/**
+ * What invalidates git facts: the config files git reported and the ones it would read if they
+ * appeared, and the repository's layout (a new worktree, hooks/ or packed-refs changes the common
+ * dir's mtime).
+ */
+export function gitFactsWatched(input: GitHostInput, facts: GitHostFacts): string[] {
+  const xdg = input.xdgConfigHome ?? path.join(input.hostHome, '.config');
+  const repo = facts.repo;
+  return [
+    path.join(input.hostHome, '.gitconfig'),
+    path.join(xdg, 'git', 'config'),
+    ...facts.configFiles.map((file) => file.path),
+    ...(repo === null ? [input.cwd] : [path.join(repo.topLevel, '.git'), repo.gitDir, repo.commonDir]),
+  ];
+}
+
+export function createGitFactsCache(now: () => number): FingerprintCache<GitHostInput, GitHostFacts> {
+  return new FingerprintCache({
+    compute: gitHostFacts,
+    key: (input) => JSON.stringify([input.hostHome, input.cwd, input.path, input.xdgConfigHome ?? null]),
+    watched: gitFactsWatched,
+    now,
+    ttlMs: GIT_FACTS_TTL_MS,
+  });
 }

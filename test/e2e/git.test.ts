@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -85,6 +85,18 @@ describe.skipIf(labMissing)('git inside the sandbox (real repositories, real con
     expect(lines).toContain('creds-absent');
     expect(lines).toContain('hook-refused');
     expect(lines).toContain('term=xterm-test secret=unset');
+  });
+
+  it('mounts a newly added include while the daemon runs (cached git facts are invalidated)', async () => {
+    const identity = path.join(sandbox.home, 'inc', 'identity.inc');
+    const original = readFileSync(identity, 'utf8');
+    writeFileSync(path.join(sandbox.home, 'inc', 'extra.inc'), '[user]\n\tsigningkey = ABC123\n');
+    const before = await run(sandbox.dir, 'git config user.signingkey || echo none');
+    expect(before.stdout).toBe('none');
+    writeFileSync(identity, `${original}[include]\n\tpath = extra.inc\n`);
+    const after = await run(sandbox.dir, 'git config user.signingkey || echo none');
+    writeFileSync(identity, original);
+    expect(after.stdout).toBe('ABC123');
   });
 
   it('linked worktree: git commit succeeds with the host identity; hooks and config stay read-only', async () => {
