@@ -23,7 +23,7 @@ export function connectionFiles(input: DiscoverInput, home: string): string[] {
  */
 export function createDiscoveryCache(
   discover: (input: DiscoverInput) => Promise<PodmanConnection>,
-  options: { home: string; now(): number; ttlMs?: number },
+  options: { home: string; now: () => number; ttlMs?: number },
 ): FingerprintCache<DiscoverInput, PodmanConnection> {
   return new FingerprintCache({
     compute: discover,
