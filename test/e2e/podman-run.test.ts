@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { Cleanup, cli, cliEnv, makeSandbox, startAgent } from '../helpers.js';
+import { execa } from 'execa';
+import { CLI, Cleanup, cli, cliEnv, makeSandbox, startAgent, waitFor } from '../helpers.js';
 import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -42,6 +43,23 @@ describe.skipIf(labMissing)('sandboxd run with real podman containers (Linux dir
       60_000,
     );
     expect(result.stdout).toBe('sock=none gd=1');
+  });
+
+  it('forwards SIGTERM to the engine and exits with the container\'s code', async () => {
+    const { env, image } = await setup();
+    const child = execa(
+      process.execPath,
+      [CLI, 'run', '--engine', 'podman', '--ssh-agent', 'off', '--', '--rm', '--network', 'none', image, 'sh', '-c', 'trap "echo got-term; exit 42" TERM; echo started; sleep 30 & wait'],
+      { env, reject: false, timeout: 60_000, extendEnv: false },
+    );
+    let out = '';
+    child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    await waitFor(() => out.includes('started'), 'the container to start', 30_000);
+    child.kill('SIGTERM');
+    const result = await child;
+    expect(result.stdout).toContain('got-term');
+    expect(result.exitCode).toBe(42);
+    expect(JSON.parse((await cli(['sessions', 'ls', '--json'], env)).stdout)).toEqual([]);
   });
 
   it('reports ENGINE_NOT_FOUND with exit 127 when the engine is not on PATH', async () => {
