@@ -53,7 +53,7 @@ describe.skipIf(labMissing)('sandboxd run with real podman containers (Linux dir
       { env, reject: false, timeout: 60_000, extendEnv: false },
     );
     let out = '';
-    child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     await waitFor(() => out.includes('started'), 'the container to start', 30_000);
     child.kill('SIGTERM');
     const result = await child;
