@@ -2,8 +2,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
-import { acquireSession, ensureDaemon, listTunnels, removeTunnel, requestShutdown, clientPaths } from '../client/index.js';
-import { Cleanup, makeSandbox, startAgent, waitFor } from '../test/helpers.js';
+import { acquireSession, ensureDaemon, getStatus, listTunnels, removeTunnel, requestShutdown, clientPaths } from '../client/index.js';
+import { Cleanup, makeSandbox, startAgent } from '../test/helpers.js';
 import { startSshd, type Sshd } from '../test/lab/sshd.js';
 
 /**
@@ -102,6 +102,10 @@ async function main(): Promise<void> {
       await removeAllTunnels(env);
     }
 
+    // The floor for any request on this machine: one empty round trip to the daemon.
+    const roundTrip: number[] = [];
+    for (let run = 0; run < WARM_RUNS; run += 1) roundTrip.push(await timed(() => getStatus(env)));
+
     const holder = await acquire();
     const warm: number[] = [];
     for (let run = 0; run < WARM_RUNS; run += 1) {
@@ -117,7 +121,6 @@ async function main(): Promise<void> {
     const [shared] = await listTunnels(env);
     const sshCount = sshProcessesFor(path.dirname(shared?.socketPath ?? '/nonexistent'));
     await Promise.all(sessions.map((s) => s.release()));
-    await waitFor(() => true, 'noop');
 
     const bareMs = median(bare);
     const baselineMs = median(baseline);
@@ -128,6 +131,7 @@ async function main(): Promise<void> {
       ['(1) cold acquire via client library', `${coldMs.toFixed(0)} ms`, `${(coldMs / bareMs).toFixed(2)}x bare (target <= 1.3), ${(coldMs / baselineMs).toFixed(2)}x baseline (target <= 0.7)`],
       ['(2) warm acquire p50', `${median(warm).toFixed(2)} ms`, ''],
       ['(2) warm acquire p99', `${percentile(warm, 99).toFixed(2)} ms`, 'target <= 5 ms'],
+      ['    empty round trip (GET /v1/status) p50 / p99', `${median(roundTrip).toFixed(2)} ms`, `p99 ${percentile(roundTrip, 99).toFixed(2)} ms: this machine's floor for any request`],
       [`(3) ${CONCURRENT} sessions at once, cold: wall time`, `${concurrentMs.toFixed(0)} ms`, `${(concurrentMs / (2 * baselineMs)).toFixed(2)}x two baseline sessions (target < 1)`],
       [`(3) ${CONCURRENT} sessions at once: ssh processes`, String(sshCount), 'target 1'],
     ];
