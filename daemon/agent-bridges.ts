@@ -26,6 +26,18 @@ export interface AgentBridgesOptions {
 
 const spawnSsh: SpawnSsh = (args) => spawn('ssh', args, { stdio: ['pipe', 'pipe', 'pipe'] });
 
+/**
+ * sshd creates the socket with its own SELinux label, which a container (container_t) may not
+ * connect to; where the VM enforces SELinux, the least flag that works is `label=disable`.
+ */
+export function selinuxAccess(mode: string | null, connection: string): { flags: string[]; warnings: string[] } {
+  if (mode?.toLowerCase() !== 'enforcing') return { flags: [], warnings: [] };
+  return {
+    flags: ['--security-opt', 'label=disable'],
+    warnings: [`SELinux is enforcing in the VM of connection ${connection}; the plan adds --security-opt label=disable so the container can reach the agent socket`],
+  };
+}
+
 /** Where tunnels live in the VM: one directory per host user (and per sandboxd state dir). */
 export function vmRootFor(uid: number, stateDir: string): string {
   return `/tmp/sandboxd-${stableHash(`${uid}:${stateDir}`, 10)}`;
@@ -90,17 +102,6 @@ export class AgentBridges {
     );
     held.catch(forget);
     const { lease, bridge } = await held;
-    const enforcing = bridge.selinuxMode?.toLowerCase() === 'enforcing';
-    return {
-      lease,
-      kind: 'tunnel',
-      mountSource: bridge.vmDir,
-      relabel: undefined,
-      // sshd creates the socket with its own label, which container_t may not connect to.
-      flags: enforcing ? ['--security-opt', 'label=disable'] : [],
-      warnings: enforcing
-        ? [`SELinux is enforcing in the VM of connection ${connection.name}; the plan adds --security-opt label=disable so the container can reach the agent socket`]
-        : [],
-    };
+    return { lease, kind: 'tunnel', mountSource: bridge.vmDir, relabel: undefined, ...selinuxAccess(bridge.selinuxMode, connection.name) };
   }
 }

@@ -5,7 +5,7 @@ import { SandboxdError } from '../shared/errors.js';
 import { assertSocketPathFits, currentPlatform, resolvePaths, type SandboxdPaths } from '../shared/paths.js';
 import { createDaemon, DEFAULT_SETTINGS, type DaemonSettings } from './daemon.js';
 import { acquireInstanceLock } from './instance-lock.js';
-import { createLogger, type LogTarget } from './logger.js';
+import { createLogger, rotateLog, type LogTarget } from './logger.js';
 import { commandLine, createProcessProbe } from './process-identity.js';
 import { ensureOwnDir, ensureSecureDir, withUmask } from './secure-dir.js';
 import { VERSION } from './version.js';
@@ -60,6 +60,7 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
   let logTarget: LogTarget = { kind: 'stdout' };
   if (options.log === 'file') {
     await ensureSecureDir(paths.logDir);
+    await rotateLog(paths.logPath);
     logTarget = { kind: 'file', path: paths.logPath };
   }
   const logger = createLogger(logTarget);
