@@ -15,6 +15,10 @@ import type { Clock, SessionRegistry } from './session-registry.js';
 
 const ROOT_USER = { uid: 0, gid: 0, home: '/root' };
 
+function releaseLeases(section: SshSection | null): void {
+  for (const lease of section?.leases ?? []) lease.release();
+}
+
 export interface SessionServiceDeps {
   platform: Platform;
   hostHome: string;
@@ -45,40 +49,41 @@ export class SessionService {
     const requested = await resolveMountSpecs(input.mounts, relabel);
 
     // Independent lookups run together: a warm acquire is a few small reads and one connect.
-    const [startTime, ssh, git, cloud] = await Promise.allSettled([
+    // Only the ssh section holds a bridge, so it is the one to give back if anything fails.
+    const sshPending = planSsh(input, deps.ssh);
+    sshPending.catch(() => undefined);
+    const [startTime, git, cloud] = await Promise.all([
       deps.probe.startTime(input.client.pid),
-      planSsh(input, deps.ssh),
       deps.gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: clientEnv.XDG_CONFIG_HOME }),
       input.cloudCredentials
         ? cloudCredentialMounts({ hostHome: deps.hostHome, containerHome, googleApplicationCredentials: clientEnv.GOOGLE_APPLICATION_CREDENTIALS, relabel })
         : Promise.resolve({ mounts: [], env: {} }),
-    ]);
-    const sshSection: SshSection | null = ssh.status === 'fulfilled' ? ssh.value : null;
+    ]).catch(async (error: unknown) => {
+      releaseLeases(await sshPending.catch(() => null));
+      throw error;
+    });
+    const ssh = await sshPending;
     try {
-      for (const result of [startTime, ssh, git, cloud]) if (result.status === 'rejected') throw result.reason;
-      if (sshSection === null || git.status !== 'fulfilled' || cloud.status !== 'fulfilled' || startTime.status !== 'fulfilled') {
-        throw new SandboxdError('INTERNAL', 'a plan section is missing');
-      }
       const gitPlan = planGit({
         hostHome: deps.hostHome,
         containerHome,
-        configFiles: git.value.configFiles,
-        repo: git.value.repo,
+        configFiles: git.configFiles,
+        repo: git.repo,
         hooks: input.gitHooks,
         emptyDir: deps.emptyDir,
         relabel,
       });
       // Inside a repository the whole work tree is mounted, so git works from any subdirectory.
-      const top = git.value.repo?.topLevel;
+      const top = git.repo?.topLevel;
       const workdirSource = top !== undefined && (cwd === top || cwd.startsWith(`${top}/`)) ? top : cwd;
       const workdir: Mount[] = input.workdir
         ? [{ source: workdirSource, target: workdirSource, readOnly: false, purpose: 'workdir', ...(relabel === undefined ? {} : { relabel }) }]
         : [];
       const body: Omit<Plan, 'args'> = {
-        mounts: dedupeMounts([...sshSection.mounts, ...workdir, ...gitPlan.mounts, ...requested, ...cloud.value.mounts]),
-        env: { ...gitPlan.env, ...sshSection.env, ...cloud.value.env, ...containerEnv(clientEnv, input.passEnv) },
-        flags: [...sshSection.flags, ...(input.workdir ? ['--workdir', cwd] : [])],
-        warnings: [...sshSection.warnings, ...git.value.warnings],
+        mounts: dedupeMounts([...ssh.mounts, ...workdir, ...gitPlan.mounts, ...requested, ...cloud.mounts]),
+        env: { ...gitPlan.env, ...ssh.env, ...cloud.env, ...containerEnv(clientEnv, input.passEnv) },
+        flags: [...ssh.flags, ...(input.workdir ? ['--workdir', cwd] : [])],
+        warnings: [...ssh.warnings, ...git.warnings],
       };
       const now = new Date(deps.clock.now()).toISOString();
       const session: SessionInfo = {
@@ -88,9 +93,9 @@ export class SessionService {
         clientPid: input.client.pid,
         createdAt: now,
         lastHeartbeatAt: now,
-        ssh: sshSection.ssh,
+        ssh: ssh.ssh,
       };
-      deps.registry.add(session, startTime.value, sshSection.leases);
+      deps.registry.add(session, startTime, ssh.leases);
       return {
         session,
         plan: { ...body, args: flattenArgs(body) },
@@ -98,7 +103,7 @@ export class SessionService {
         heartbeatIntervalMs: Math.max(1000, Math.floor(deps.leaseTtlMs / 3)),
       };
     } catch (error) {
-      for (const lease of sshSection?.leases ?? []) lease.release();
+      releaseLeases(ssh);
       throw error;
     }
   }

@@ -4,6 +4,7 @@ import { execa } from 'execa';
 import { FingerprintCache } from '../fingerprint-cache.js';
 import { findExecutable } from '../podman/discover.js';
 import { globalConfigFiles, parseConfigList } from './git-config.js';
+import { canonicalIfExists } from './mount-spec.js';
 import { HOME_GIT_FILES, type GitConfigFile, type GitRepo } from './git.js';
 
 const GIT_TIMEOUT_MS = 5_000;
@@ -23,12 +24,9 @@ export interface GitHostFacts {
 }
 
 async function canonicalFile(file: string): Promise<GitConfigFile | null> {
-  try {
-    const source = await fs.realpath(file);
-    return (await fs.stat(source)).isFile() ? { path: file, source } : null;
-  } catch {
-    return null;
-  }
+  const source = await canonicalIfExists(file);
+  const stat = source === null ? null : await fs.stat(source).catch(() => null);
+  return source !== null && stat?.isFile() === true ? { path: file, source } : null;
 }
 
 function gitEnv(input: GitHostInput): Record<string, string> {

@@ -94,16 +94,15 @@ export function sshArgs(options: SshOptions): string[] {
   return args;
 }
 
+const AUTH_FAILED = /permission denied|too many authentication failures|no such identity|host key verification failed/i;
 const UNREACHABLE = [/connection refused/i, /connection timed out/i, /no route to host/i, /could not resolve hostname/i, /network is unreachable/i, /connection closed by/i, /connection reset/i, /timeout, server .* not responding/i];
 
 /** Turns ssh's exit and stderr into a stable code, keeping ssh's own line in the message. */
 export function classifySshFailure(connection: string, stderr: string, exitCode: number | null): SandboxdError {
   const lines = stderr.split('\n').map((line) => line.trim()).filter((line) => line !== '');
   const last = lines.at(-1) ?? `ssh exited with code ${exitCode ?? 'unknown'}`;
-  if (lines.some((line) => /permission denied|too many authentication failures|no such identity|host key verification failed/i.test(line))) {
-    const line = lines.find((l) => /permission denied|too many authentication|no such identity|host key verification/i.test(l)) ?? last;
-    return new SandboxdError('TUNNEL_AUTH_FAILED', `ssh to connection ${connection} was refused: ${line}`);
-  }
+  const refused = lines.find((line) => AUTH_FAILED.test(line));
+  if (refused !== undefined) return new SandboxdError('TUNNEL_AUTH_FAILED', `ssh to connection ${connection} was refused: ${refused}`);
   if (lines.some((line) => UNREACHABLE.some((pattern) => pattern.test(line)))) {
     return new SandboxdError('TUNNEL_UNREACHABLE', `the machine behind connection ${connection} is unreachable: ${last}`);
   }
