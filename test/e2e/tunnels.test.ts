@@ -115,12 +115,13 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     cleanup.add(() => holder.release());
     const [before] = await listTunnels(env);
     const container = cli(
-      ['run', '--engine', 'podman', '--', '--rm', '--network', 'none', '--user', '1000', image, 'sh', '-c', 'ssh-add -l >/dev/null && echo before-ok; sleep 5; ssh-add -l'],
+      ['run', '--engine', 'podman', '--', '--rm', '--network', 'none', '--user', '1000', image, 'sh', '-c', 'ssh-add -l >/dev/null && echo before-ok; sleep 8; ssh-add -l'],
       env,
       60_000,
     );
-    await waitFor(async () => (await cli(['sessions', 'ls', '--json'], env)).stdout.includes('sandboxd-cli'), 'the container session');
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    let out = '';
+    container.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    await waitFor(() => out.includes('before-ok'), 'the container to reach the agent once', 30_000);
     process.kill(before?.pid ?? 0, 'SIGKILL');
 
     const healed = await waitFor(async () => {
