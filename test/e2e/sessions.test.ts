@@ -118,9 +118,10 @@ describe('sessions (real daemon on a real Unix socket)', () => {
 
   it('keeps a session alive with heartbeats past the TTL, and release is idempotent', async () => {
     const sandbox = makeSandbox(cleanup);
-    const { env } = await daemonIn(sandbox, ['--lease-ttl', '1.5']);
+    // TTL 3 s, heartbeats every 1 s: without them the session would be gone by the 4 s sweep.
+    const { env } = await daemonIn(sandbox, ['--lease-ttl', '3']);
     const session = await acquireSession({ engine: 'podman', sshAgent: 'off', env });
-    await new Promise((resolve) => setTimeout(resolve, 4_000));
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
     const [listed] = await listSessions(env);
     expect(listed?.id).toBe(session.id);
     expect(Date.parse(listed?.lastHeartbeatAt ?? '')).toBeGreaterThan(Date.parse(listed?.createdAt ?? ''));
