@@ -1,5 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
+import { vmRootFor } from '../daemon/agent-bridges.js';
 import path from 'node:path';
 import { execa } from 'execa';
 import { acquireSession, ensureDaemon, getStatus, listTunnels, removeTunnel, requestShutdown, clientPaths } from '../client/index.js';
@@ -76,6 +77,9 @@ async function main(): Promise<void> {
   const cleanup = new Cleanup();
   try {
     const sandbox = makeSandbox(cleanup);
+    cleanup.add(() => {
+      rmSync(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR), { recursive: true, force: true });
+    });
     const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
     const agent = await startAgent(sandbox.dir, cleanup);
     const conf = path.join(sandbox.dir, 'containers.conf');

@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { vmRootFor } from '../../daemon/agent-bridges.js';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -23,6 +24,10 @@ interface Lab {
 async function tunnelLab(): Promise<Lab> {
   const { env: podmanEnv, image } = podmanLab();
   const sandbox = makeSandbox(cleanup);
+  // The "VM" is this machine: its per-user tunnel root lives in /tmp and is removed after the test.
+  cleanup.add(() => {
+    rmSync(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR), { recursive: true, force: true });
+  });
   const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
   const conf = writeContainersConf(
     path.join(sandbox.dir, 'containers.conf'),
