@@ -92,14 +92,18 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
       {
         commandLine: (pid) => commandLine(pid, platform),
         kill: (pid, signal) => {
-          process.kill(pid, signal);
+          try {
+            process.kill(pid, signal);
+          } catch {
+            // it exited between the check and the signal
+          }
         },
         sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
       },
       logger,
     );
     if (reaped > 0) logger.warn({ reaped }, 'reaped tunnels left by a previous daemon');
-    await store.set('', null);
+    await store.clear();
     const daemon = createDaemon({
       uid: process.getuid?.() ?? 0,
       onTunnelChild: (id, record) => {

@@ -45,9 +45,19 @@ export class TunnelStore {
     return parsed.data.tunnels;
   }
 
+  /** Starts this daemon's file empty, once what a previous one recorded has been reaped. */
+  clear(): Promise<void> {
+    this.records.clear();
+    return this.write();
+  }
+
   set(id: string, record: TunnelRecord | null): Promise<void> {
     if (record === null) this.records.delete(id);
     else this.records.set(id, record);
+    return this.write();
+  }
+
+  private write(): Promise<void> {
     const body = JSON.stringify({ version: 1, tunnels: [...this.records.values()] }, null, 2);
     this.writing = this.writing
       .then(() => writeFileAtomic(this.statePath, body, 0o600))
