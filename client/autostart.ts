@@ -64,12 +64,19 @@ export async function ensureDaemon(options: EnsureDaemonOptions): Promise<Status
     throw new SandboxdError('DAEMON_NOT_RUNNING', `sandboxd is not running (no daemon on ${paths.socketPath}) and auto-start is off`);
   }
   await ensureSecureDir(paths.runtimeDir);
-  const release = await lockfile.lock(paths.runtimeDir, {
-    lockfilePath: paths.spawnLockPath,
-    realpath: false,
-    stale: SPAWN_LOCK_STALE_MS,
-    retries: { retries: START_TIMEOUT_MS / 100, factor: 1, minTimeout: 100, maxTimeout: 100 },
-  });
+  const release = await lockfile
+    .lock(paths.runtimeDir, {
+      lockfilePath: paths.spawnLockPath,
+      realpath: false,
+      stale: SPAWN_LOCK_STALE_MS,
+      retries: { retries: START_TIMEOUT_MS / 100, factor: 1, minTimeout: 100, maxTimeout: 100 },
+    })
+    .catch((error: unknown) => {
+      throw new SandboxdError('DAEMON_START_FAILED', `another client held the start lock ${paths.spawnLockPath} for over ${START_TIMEOUT_MS} ms`, {
+        remedy: 'Run `sandboxd status`; if no daemon answers, run `sandboxd daemon` in a terminal to see why.',
+        cause: error,
+      });
+    });
   try {
     return (await statusIfRunning(paths.socketPath)) ?? (await spawnAndWait(options));
   } finally {
