@@ -48,7 +48,7 @@ async function tail(file: string): Promise<string> {
 export interface EnsureDaemonOptions {
   paths: SandboxdPaths;
   env: NodeJS.ProcessEnv;
-  /** false: only connect. The env var SANDBOXD_NO_AUTOSTART=1 also turns it off. */
+  /** false: only connect. */
   autoStart: boolean;
 }
 
@@ -60,7 +60,7 @@ export async function ensureDaemon(options: EnsureDaemonOptions): Promise<Status
   const { paths } = options;
   const running = await statusIfRunning(paths.socketPath);
   if (running !== null) return running;
-  if (!options.autoStart || options.env.SANDBOXD_NO_AUTOSTART === '1') {
+  if (!options.autoStart) {
     throw new SandboxdError('DAEMON_NOT_RUNNING', `sandboxd is not running (no daemon on ${paths.socketPath}) and auto-start is off`);
   }
   await ensureSecureDir(paths.runtimeDir);

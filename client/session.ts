@@ -115,7 +115,8 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     acquired = await post();
   } catch (error) {
     if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;
-    await ensureDaemon({ paths, env, autoStart: options.autoStart ?? true });
+    // SANDBOXD_NO_AUTOSTART=1 is the user's word for every auto-starting caller.
+    await ensureDaemon({ paths, env, autoStart: (options.autoStart ?? true) && env.SANDBOXD_NO_AUTOSTART !== '1' });
     acquired = await post();
   }
   const id = acquired.session.id;

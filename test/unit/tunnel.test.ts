@@ -62,7 +62,14 @@ function setup() {
     onChild: (record) => records.push(record),
     readyTimeoutMs: 15_000,
   });
-  return { tunnel, children, records };
+  /** Starts the tunnel and lets its first ssh print the ready line. */
+  const ready = async (selinux?: string) => {
+    tunnel.start();
+    const pending = tunnel.whenReady();
+    children[0]?.ready(selinux);
+    await pending;
+  };
+  return { tunnel, children, records, ready };
 }
 
 describe('Tunnel state machine (fake ssh, fake time)', () => {
@@ -74,11 +81,8 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
   });
 
   it('is ready on the ready line, records its pid, and reports the SELinux mode', async () => {
-    const { tunnel, children, records } = setup();
-    tunnel.start();
-    const ready = tunnel.whenReady();
-    children[0]?.ready('Enforcing');
-    await ready;
+    const { tunnel, records, ready } = setup();
+    await ready('Enforcing');
     expect(tunnel.describe(1)).toMatchObject({ state: 'ready', pid: 1000, restarts: 0, socketPath: '/tmp/sandboxd-x/abcdef123456/agent.sock' });
     expect(tunnel.selinuxMode).toBe('Enforcing');
     expect(records).toEqual([{ id: 'tun_abcdef123456', pid: 1000, vmDir: '/tmp/sandboxd-x/abcdef123456', connection: 'machine', agentSocket: '/agent.sock' }]);
@@ -98,10 +102,8 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
   });
 
   it('re-creates a dead ssh with capped exponential backoff, a fresh socket name each time', async () => {
-    const { tunnel, children } = setup();
-    tunnel.start();
-    children[0]?.ready();
-    await tunnel.whenReady();
+    const { tunnel, children, ready } = setup();
+    await ready();
     children[0]?.exit(255);
     expect(tunnel.describe(1).state).toBe('restarting');
     await vi.advanceTimersByTimeAsync(499);
@@ -122,10 +124,8 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
   });
 
   it('a waiting session cuts the backoff short, and gives up with TUNNEL_UNREACHABLE after the bound', async () => {
-    const { tunnel, children } = setup();
-    tunnel.start();
-    children[0]?.ready();
-    await tunnel.whenReady();
+    const { tunnel, children, ready } = setup();
+    await ready();
     children[0]?.exit(255);
     const waiting = tunnel.whenReady();
     waiting.catch(() => undefined);
@@ -135,10 +135,8 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
   });
 
   it('halt tells the remote side to remove the directory and stops the child', async () => {
-    const { tunnel, children, records } = setup();
-    tunnel.start();
-    children[0]?.ready();
-    await tunnel.whenReady();
+    const { tunnel, children, records, ready } = setup();
+    await ready();
     await tunnel.halt();
     expect(children[0]?.stdinText).toBe('halt\n');
     expect(children[0]?.exitCode).toBe(0);

@@ -30,7 +30,7 @@ async function stopDaemon(): Promise<'stopped' | 'not-running'> {
 }
 
 async function startDaemon(json: boolean): Promise<number> {
-  const status = await ensureDaemon({ paths: clientPaths(), env: { ...process.env, SANDBOXD_NO_AUTOSTART: '' }, autoStart: true });
+  const status = await ensureDaemon({ paths: clientPaths(), env: process.env, autoStart: true });
   if (json) printJson({ running: true, pid: status.pid, socketPath: status.socketPath });
   else process.stdout.write(`sandboxd is running (pid ${status.pid}, ${status.socketPath})\n`);
   return 0;
