@@ -12,6 +12,8 @@ import {
   type ContainerUser,
   type SessionInfo,
   type SshAgentSetting,
+  type HostSocketRequest,
+  type HostSocketStatus,
 } from '../shared/contracts/sessions.js';
 import type { Engine } from '../shared/contracts/common.js';
 import type { Plan } from '../shared/contracts/plan.js';
@@ -40,8 +42,12 @@ export interface AcquireOptions extends ConnectionOptions {
   passEnv?: Record<string, string>;
   /** `readonly` (default) keeps the repository's hooks/ unwritable from the sandbox. */
   gitHooks?: 'readonly' | 'writable';
+  /** `readonly` (default) keeps the repository's `.git/config` unwritable from the sandbox. */
+  gitConfig?: 'readonly' | 'writable';
   containerUser?: ContainerUser;
   label?: string;
+  /** Extra host sockets, each mounted at `/run/sandboxd/sockets/<name>/` and named in `env` (at most 8). */
+  sockets?: HostSocketRequest[];
   /** Defaults to process.cwd(). */
   cwd?: string;
   /** Send heartbeats while the session is held (default true). */
@@ -49,9 +55,12 @@ export interface AcquireOptions extends ConnectionOptions {
 }
 
 export interface Session {
+  /** The current lease: a lease the daemon lost is renewed under a new id (same request, same bridges). */
   readonly id: string;
   readonly info: SessionInfo;
   readonly plan: Plan;
+  /** One status per requested socket: forwarded, or skipped with the reason. */
+  readonly sockets: HostSocketStatus[];
   /** Idempotent; resolves once the daemon has dropped the lease (or is gone). */
   release(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
@@ -104,8 +113,10 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     ...(options.cloudCredentials === undefined ? {} : { cloudCredentials: options.cloudCredentials }),
     ...(options.passEnv === undefined ? {} : { passEnv: options.passEnv }),
     ...(options.gitHooks === undefined ? {} : { gitHooks: options.gitHooks }),
+    ...(options.gitConfig === undefined ? {} : { gitConfig: options.gitConfig }),
     ...(options.containerUser === undefined ? {} : { containerUser: options.containerUser }),
     ...(options.label === undefined ? {} : { label: options.label }),
+    ...(options.sockets === undefined ? {} : { sockets: options.sockets }),
   };
   const post = () =>
     request({ socketPath: paths.socketPath, method: 'POST', route: SESSIONS_ROUTE, body, timeoutMs: ACQUIRE_TIMEOUT_MS }, AcquireResponse);
@@ -119,14 +130,27 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     await ensureDaemon({ paths, env, autoStart: (options.autoStart ?? true) && env.SANDBOXD_NO_AUTOSTART !== '1' });
     acquired = await post();
   }
-  const id = acquired.session.id;
-
+  let current = acquired.session;
   let timer: NodeJS.Timeout | null = null;
+  let renewing: Promise<void> | null = null;
+  // The daemon lost the lease (it was restarted, or reaped it while stalled) although this process
+  // still holds the container: take a new lease for the same request, so its bridges stay held.
+  const renew = (): Promise<void> => {
+    renewing ??= post()
+      .then((again) => {
+        current = again.session;
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        renewing = null;
+      });
+    return renewing;
+  };
   if (options.heartbeat ?? true) {
     timer = setInterval(() => {
-      request({ socketPath: paths.socketPath, method: 'POST', route: heartbeatRoute(id) }, HeartbeatResponse).catch((error: unknown) => {
-        // A session the daemon no longer knows will not come back; stop beating for it.
-        if (error instanceof SandboxdError && error.code === 'SESSION_NOT_FOUND' && timer !== null) clearInterval(timer);
+      if (renewing !== null) return;
+      request({ socketPath: paths.socketPath, method: 'POST', route: heartbeatRoute(current.id) }, HeartbeatResponse).catch((error: unknown) => {
+        if (error instanceof SandboxdError && error.code === 'SESSION_NOT_FOUND') void renew();
       });
     }, acquired.heartbeatIntervalMs);
     timer.unref();
@@ -136,8 +160,10 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
   const release = (): Promise<void> => {
     released ??= (async () => {
       if (timer !== null) clearInterval(timer);
+      // A renewal under way ends with the lease this release must drop.
+      await renewing;
       try {
-        await request({ socketPath: paths.socketPath, method: 'DELETE', route: sessionRoute(id) }, ReleaseResponse);
+        await request({ socketPath: paths.socketPath, method: 'DELETE', route: sessionRoute(current.id) }, ReleaseResponse);
       } catch (error) {
         // A daemon that is gone has already dropped the lease.
         if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;
@@ -145,5 +171,16 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     })();
     return released;
   };
-  return { id, info: acquired.session, plan: acquired.plan, release, [Symbol.asyncDispose]: release };
+  return {
+    get id() {
+      return current.id;
+    },
+    get info() {
+      return current;
+    },
+    plan: acquired.plan,
+    sockets: acquired.sockets,
+    release,
+    [Symbol.asyncDispose]: release,
+  };
 }

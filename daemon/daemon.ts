@@ -1,9 +1,13 @@
+import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { SandboxdError } from '../shared/errors.js';
 import { BODY_LIMIT_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 import type { Platform, SandboxdPaths } from '../shared/paths.js';
 import { AgentBridges } from './agent-bridges.js';
+import { GeneratedConfigStore } from './git-config-store.js';
 import type { Bridges } from './bridges/bridges.js';
+import { clientErrorHandler } from './http/client-errors.js';
+import { connectionLimitFor, guardConnections, openFilesSoftLimit } from './http/connection-guard.js';
 import { installErrorHandlers } from './http/errors.js';
 import type { Logger } from './logger.js';
 import { inspectAgentSocket } from './plan/agent-socket.js';
@@ -24,6 +28,10 @@ export interface DaemonSettings {
   sweepIntervalMs: number;
   bridgeIdleMs: number;
   maxSessions: number;
+  /** Open connections served at once; null derives it from the soft fd limit. */
+  maxConnections: number | null;
+  /** A request (headers and body) must arrive within this, or it is answered REQUEST_TIMEOUT. */
+  requestTimeoutMs: number;
 }
 
 export const DEFAULT_SETTINGS: DaemonSettings = {
@@ -32,7 +40,12 @@ export const DEFAULT_SETTINGS: DaemonSettings = {
   sweepIntervalMs: 2_000,
   bridgeIdleMs: 60_000,
   maxSessions: 1024,
+  maxConnections: null,
+  requestTimeoutMs: 10_000,
 };
+
+/** How often node looks for requests past `requestTimeoutMs` (its default is 30 s). */
+const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 
 export interface DaemonDeps {
   platform: Platform;
@@ -62,8 +75,9 @@ export interface Daemon {
 /** Wires the daemon from injected edges (STYLE 4); `runDaemon` supplies the real ones. */
 export function createDaemon(deps: DaemonDeps): Daemon {
   const { logger, settings } = deps;
-  const discovery = createDiscoveryCache(discoverConnection, { home: deps.hostHome, now: () => deps.clock.now() });
+  const discovery = createDiscoveryCache((input) => discoverConnection(input, { home: deps.hostHome }), { home: deps.hostHome, now: () => deps.clock.now() });
   const gitFacts = createGitFactsCache(() => deps.clock.now());
+  const gitConfigs = new GeneratedConfigStore(path.join(deps.paths.runtimeDir, 'git'));
   const agentBridges = new AgentBridges({
     platform: deps.platform,
     paths: deps.paths,
@@ -88,6 +102,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     clock: deps.clock,
     probe: deps.probe,
     leaseTtlMs: settings.leaseTtlMs,
+    sweepIntervalMs: settings.sweepIntervalMs,
     maxSessions: settings.maxSessions,
     logger,
   });
@@ -103,15 +118,32 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     registry,
     ssh,
     gitFacts: (input) => gitFacts.get(input),
+    writeGitConfig: (content) => gitConfigs.write(content),
     emptyDir: deps.paths.emptyDir,
     leaseTtlMs: settings.leaseTtlMs,
   });
 
   let closing = false;
   // fastify's own 503-on-close reply has neither our error shape nor the protocol header.
-  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT_BYTES, return503OnClosing: false });
-  app.addHook('onRequest', (_request, _reply, done) => {
-    done(closing ? new SandboxdError('SHUTTING_DOWN', 'the daemon is shutting down') : undefined);
+  const app = Fastify({
+    logger: false,
+    bodyLimit: BODY_LIMIT_BYTES,
+    return503OnClosing: false,
+    requestTimeout: settings.requestTimeoutMs,
+    http: { headersTimeout: settings.requestTimeoutMs, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
+    // Parser failures (bad request line, 431, 408) get the error shape and protocol header too.
+    clientErrorHandler: clientErrorHandler(settings.requestTimeoutMs),
+  });
+  const connections = guardConnections(app.server, settings.maxConnections ?? connectionLimitFor(openFilesSoftLimit()), logger);
+  app.addHook('onRequest', (request, reply, done) => {
+    if (closing) {
+      done(new SandboxdError('SHUTTING_DOWN', 'the daemon is shutting down'));
+    } else if (connections.isOverLimit(request.raw.socket)) {
+      void reply.header('connection', 'close');
+      done(new SandboxdError('DAEMON_BUSY', `${connections.open} connections are open, the limit is ${connections.limit}`));
+    } else {
+      done();
+    }
   });
   // JSON only: anything else is UNSUPPORTED_MEDIA_TYPE rather than a string for the schemas.
   app.removeContentTypeParser('text/plain');

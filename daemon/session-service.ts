@@ -7,13 +7,13 @@ import { randomId } from './ids.js';
 import type { ProcessProbe } from './process-identity.js';
 import { cloudCredentialMounts, containerEnv } from './plan/extras.js';
 import { dedupeMounts, flattenArgs, relabelFor } from './plan/flatten.js';
-import { planGit } from './plan/git.js';
 import type { GitHostFacts, GitHostInput } from './plan/git-host.js';
+import { planGitSection } from './plan/git-section.js';
 import { canonicalIfExists, resolveMountSpecs } from './plan/mount-spec.js';
 import { planSsh, type SshDeps, type SshSection } from './plan/ssh.js';
 import type { Clock, SessionRegistry } from './session-registry.js';
 
-const ROOT_USER = { uid: 0, gid: 0, home: '/root' };
+const ROOT_USER = { uid: 0, gid: 0, home: '/root' } as const;
 
 function releaseLeases(section: SshSection | null): void {
   for (const lease of section?.leases ?? []) lease.release();
@@ -29,6 +29,8 @@ export interface SessionServiceDeps {
   registry: SessionRegistry;
   ssh: SshDeps;
   gitFacts(input: GitHostInput): Promise<GitHostFacts>;
+  /** Stores a generated GIT_CONFIG_GLOBAL file and returns its host path. */
+  writeGitConfig(content: string): Promise<string>;
   leaseTtlMs: number;
 }
 
@@ -42,7 +44,8 @@ export class SessionService {
     const cwd = await canonicalIfExists(input.client.cwd);
     if (cwd === null) throw new SandboxdError('BAD_REQUEST', `the client's cwd ${input.client.cwd} does not exist`);
     const user = input.containerUser ?? ROOT_USER;
-    const containerHome = path.resolve(user.home);
+    const home = user.home ?? (user.uid === 0 ? ROOT_USER.home : undefined);
+    const containerHome = home === undefined ? null : path.resolve(home);
     const relabel = relabelFor(input.engine, deps.platform);
     const clientEnv = input.client.env ?? {};
     // Invalid input fails here, before any bridge is held.
@@ -56,7 +59,7 @@ export class SessionService {
       deps.probe.startTime(input.client.pid),
       deps.gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: clientEnv.XDG_CONFIG_HOME }),
       input.cloudCredentials
-        ? cloudCredentialMounts({ hostHome: deps.hostHome, containerHome, googleApplicationCredentials: clientEnv.GOOGLE_APPLICATION_CREDENTIALS, relabel })
+        ? cloudCredentialMounts({ hostHome: deps.hostHome, containerHome: containerHome ?? deps.hostHome, googleApplicationCredentials: clientEnv.GOOGLE_APPLICATION_CREDENTIALS, relabel })
         : Promise.resolve({ mounts: [], env: {} }),
     ]).catch(async (error: unknown) => {
       releaseLeases(await sshPending.catch(() => null));
@@ -64,14 +67,15 @@ export class SessionService {
     });
     const ssh = await sshPending;
     try {
-      const gitPlan = planGit({
+      const gitPlan = await planGitSection({
+        facts: git,
         hostHome: deps.hostHome,
         containerHome,
-        configFiles: git.configFiles,
-        repo: git.repo,
-        hooks: input.gitHooks,
+        policy: { hooks: input.gitHooks, config: input.gitConfig },
         emptyDir: deps.emptyDir,
         relabel,
+        agentForwarded: ssh.ssh.status === 'forwarded',
+        writeGlobalConfig: (content) => deps.writeGitConfig(content),
       });
       // Inside a repository the whole work tree is mounted, so git works from any subdirectory.
       const top = git.repo?.topLevel;
@@ -82,8 +86,10 @@ export class SessionService {
       const body: Omit<Plan, 'args'> = {
         mounts: dedupeMounts([...ssh.mounts, ...workdir, ...gitPlan.mounts, ...requested, ...cloud.mounts]),
         env: { ...gitPlan.env, ...ssh.env, ...cloud.env, ...containerEnv(clientEnv, input.passEnv) },
+        spawnEnv: {},
+        globalArgs: [],
         flags: [...ssh.flags, ...(input.workdir ? ['--workdir', cwd] : [])],
-        warnings: [...ssh.warnings, ...git.warnings],
+        warnings: [...ssh.warnings, ...gitPlan.warnings],
       };
       const now = new Date(deps.clock.now()).toISOString();
       const session: SessionInfo = {
@@ -101,6 +107,7 @@ export class SessionService {
         plan: { ...body, args: flattenArgs(body) },
         leaseTtlMs: deps.leaseTtlMs,
         heartbeatIntervalMs: Math.max(1000, Math.floor(deps.leaseTtlMs / 3)),
+        sockets: ssh.sockets,
       };
     } catch (error) {
       releaseLeases(ssh);

@@ -18,6 +18,7 @@ export interface SessionFlags {
   cloudCredentials?: boolean;
   passEnv: string[];
   gitHooks: 'readonly' | 'writable';
+  gitConfig: 'readonly' | 'writable';
 }
 
 function collect(value: string, previous: string[]): string[] {
@@ -30,34 +31,39 @@ export function addSessionOptions(command: Command): Command {
     .addOption(new Option('--ssh-agent <setting>', 'forward the SSH agent').choices(SshAgentSetting.options).default('auto'))
     .addOption(new Option('--ssh-bridge <bridge>', 'how the agent reaches the container (default: SANDBOXD_SSH_BRIDGE or auto)').choices(SshBridgeSetting.options))
     .option('--connection <name>', 'Podman connection to tunnel into (default: CONTAINER_CONNECTION, then podman\'s default)')
-    .option('--container-user <uid[:gid]>', 'the user the container runs as (default 0:0)')
-    .option('--container-home <dir>', 'that user\'s HOME in the container (default /root for uid 0)')
+    .option('--container-user <uid[:gid]>', 'the user the container runs as (default: `run`\'s --user, else 0:0)')
+    .option('--container-home <dir>', 'that user\'s HOME in the container, for git < 2.32 (default /root for uid 0)')
     .option('--label <text>', 'name shown in `sandboxd sessions ls`', 'sandboxd-cli')
     .option('--mount <spec>', 'extra mount: path, path:ro|rw, src:dst, src:dst:ro|rw (read-only by default; repeatable)', collect, [])
     .option('--cloud-credentials', 'mount ~/.config/gcloud, ~/.aws and GOOGLE_APPLICATION_CREDENTIALS read-only')
     .option('--pass-env <name>', 'pass this variable from your environment into the container (repeatable)', collect, [])
     .addOption(new Option('--git-hooks <policy>', 'whether the sandbox may write the repository\'s hooks/').choices(['readonly', 'writable']).default('readonly'))
+    .addOption(new Option('--git-config <policy>', 'whether the sandbox may write the repository\'s .git/config').choices(['readonly', 'writable']).default('readonly'))
     .option('--json', 'print JSON');
+}
+
+const NUMERIC_USER = /^(\d+)(?::(\d+))?$/;
+
+/** `uid` or `uid:gid`; names cannot be resolved outside the image, so they give no user. */
+export function numericUser(value: string, home: string | undefined): ContainerUser | undefined {
+  const match = NUMERIC_USER.exec(value);
+  if (match?.[1] === undefined) return undefined;
+  const uid = Number(match[1]);
+  const resolvedHome = home ?? (uid === 0 ? '/root' : undefined);
+  return { uid, gid: Number(match[2] ?? match[1]), ...(resolvedHome === undefined ? {} : { home: resolvedHome }) };
 }
 
 function parseUser(flags: SessionFlags): ContainerUser | undefined {
   if (flags.containerUser === undefined) {
     return flags.containerHome === undefined ? undefined : { uid: 0, gid: 0, home: flags.containerHome };
   }
-  const match = /^(\d+)(?::(\d+))?$/.exec(flags.containerUser);
-  if (match?.[1] === undefined) {
+  const user = numericUser(flags.containerUser, flags.containerHome);
+  if (user === undefined) {
     throw new SandboxdError('BAD_REQUEST', `--container-user must be uid or uid:gid, got "${flags.containerUser}"`, {
       remedy: 'Pass numeric ids, e.g. --container-user 1000:1000.',
     });
   }
-  const uid = Number(match[1]);
-  const home = flags.containerHome ?? (uid === 0 ? '/root' : undefined);
-  if (home === undefined) {
-    throw new SandboxdError('BAD_REQUEST', `--container-user ${flags.containerUser} needs --container-home`, {
-      remedy: 'Add --container-home with that user\'s HOME inside the image, e.g. /home/node.',
-    });
-  }
-  return { uid, gid: Number(match[2] ?? match[1]), home };
+  return user;
 }
 
 function passEnv(names: readonly string[]): Record<string, string> {
@@ -86,5 +92,6 @@ export function toAcquireOptions(flags: SessionFlags): AcquireOptions {
     cloudCredentials: flags.cloudCredentials === true,
     passEnv: passEnv(flags.passEnv),
     gitHooks: flags.gitHooks,
+    gitConfig: flags.gitConfig,
   };
 }

@@ -14,6 +14,7 @@ export function flattenArgs(plan: Omit<Plan, 'args'>): string[] {
   for (const [name, value] of Object.entries(plan.env).sort(([a], [b]) => a.localeCompare(b))) {
     args.push('-e', `${name}=${value}`);
   }
+  for (const name of Object.keys(plan.spawnEnv).sort()) args.push('-e', name);
   args.push(...plan.flags);
   return args;
 }

@@ -38,7 +38,8 @@ function expandPath(value: string, relativeTo: string, home: string): string {
 }
 
 const INCLUDE_KEY = /^include(if\..*)?\.path$/;
-const PATH_KEYS = ['core.excludesfile', 'core.attributesfile', 'commit.template'];
+/** Keys whose value names a file git reads. */
+export const PATH_KEYS = ['core.excludesfile', 'core.attributesfile', 'commit.template', 'gpg.ssh.allowedsignersfile'] as const;
 
 export interface GlobalConfigFiles {
   /** Every file git reads for the global scope, includes followed (in git's order). */

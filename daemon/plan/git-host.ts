@@ -3,9 +3,10 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { FingerprintCache } from '../fingerprint-cache.js';
 import { findExecutable } from '../podman/discover.js';
-import { globalConfigFiles, parseConfigList } from './git-config.js';
+import { globalConfigFiles, parseConfigList, type ConfigEntry } from './git-config.js';
+import { sandboxOverrides, type Overrides } from './git-overrides.js';
 import { canonicalIfExists } from './mount-spec.js';
-import { HOME_GIT_FILES, type GitConfigFile, type GitRepo } from './git.js';
+import { containerKnownHostsPath, HOME_GIT_FILES, sandboxPath, type GitConfigFile, type GitRepo, type LinkedWorktree } from './git.js';
 
 const GIT_TIMEOUT_MS = 5_000;
 
@@ -19,9 +20,24 @@ export interface GitHostInput {
 
 export interface GitHostFacts {
   configFiles: GitConfigFile[];
+  /** The top-level global files (XDG, then ~/.gitconfig) the generated config includes. */
+  includes: string[];
+  /** null when git could not be asked: no generated config then, only the plain files. */
+  overrides: Overrides | null;
+  signingKey: GitConfigFile | null;
+  knownHosts: GitConfigFile[];
   repo: GitRepo | null;
   warnings: string[];
 }
+
+/**
+ * The probes only read the repository's layout and config (nothing they run executes what a
+ * config names), so they may look at a repository owned by another uid, which git itself would
+ * refuse; the sandbox then gets a safe.directory for exactly that repository.
+ */
+const TRUST_FOR_PROBE = ['-c', 'safe.directory=*'];
+
+const KNOWN_HOSTS_FILES = ['.ssh/known_hosts', '.ssh/known_hosts2'] as const;
 
 async function canonicalFile(file: string): Promise<GitConfigFile | null> {
   const source = await canonicalIfExists(file);
@@ -39,7 +55,7 @@ function gitEnv(input: GitHostInput): Record<string, string> {
 }
 
 async function repoAt(git: string, input: GitHostInput): Promise<GitRepo | null> {
-  const result = await execa(git, ['rev-parse', '--path-format=absolute', '--git-dir', '--git-common-dir', '--show-toplevel'], {
+  const result = await execa(git, [...TRUST_FOR_PROBE, 'rev-parse', '--path-format=absolute', '--git-dir', '--git-common-dir', '--show-toplevel'], {
     cwd: input.cwd,
     env: gitEnv(input),
     extendEnv: false,
@@ -50,28 +66,64 @@ async function repoAt(git: string, input: GitHostInput): Promise<GitRepo | null>
   const [gitDir, commonDir, topLevel] = result.stdout.split('\n');
   if (gitDir === undefined || commonDir === undefined || topLevel === undefined || topLevel === '') return null;
   const [realGitDir, realCommonDir, realTop] = await Promise.all([fs.realpath(gitDir), fs.realpath(commonDir), fs.realpath(topLevel)]);
-  const dotGit = await fs.lstat(path.join(realTop, '.git')).catch(() => null);
-  const commonEntries = await fs.readdir(realCommonDir).catch(() => []);
-  return { topLevel: realTop, gitDir: realGitDir, commonDir: realCommonDir, linked: dotGit?.isFile() === true, commonEntries };
+  const [dotGit, commonEntries, names] = await Promise.all([
+    fs.lstat(path.join(realTop, '.git')).catch(() => null),
+    fs.readdir(realCommonDir).catch(() => []),
+    fs.readdir(path.join(realCommonDir, 'worktrees')).catch(() => []),
+  ]);
+  const worktrees = await Promise.all(names.map((name) => linkedWorktree(path.join(realCommonDir, 'worktrees', name))));
+  const worktreeConfigs = await existingFiles(
+    [realCommonDir, realGitDir, ...worktrees.map((worktree) => worktree.admin)].map((dir) => path.join(dir, 'config.worktree')),
+  );
+  return {
+    topLevel: realTop,
+    gitDir: realGitDir,
+    commonDir: realCommonDir,
+    linked: dotGit?.isFile() === true,
+    commonEntries,
+    worktrees,
+    worktreeConfigs: [...new Set(worktreeConfigs.map((file) => file.source))],
+  };
+}
+
+/** `<admin>/gitdir` names the worktree's `.git` file; git prunes the admin dir when that is gone. */
+async function linkedWorktree(admin: string): Promise<LinkedWorktree> {
+  const named = (await fs.readFile(path.join(admin, 'gitdir'), 'utf8').catch(() => '')).trim();
+  const exists = named.startsWith('/') && (await fs.stat(named).catch(() => null))?.isFile() === true;
+  return { admin, dotGit: exists ? named : null };
+}
+
+async function existingFiles(files: readonly string[]): Promise<GitConfigFile[]> {
+  return (await Promise.all(files.map(canonicalFile))).filter((file) => file !== null);
+}
+
+/** Without a git that answers, the usual files are mounted as they are and nothing is overridden. */
+async function plainFiles(input: GitHostInput, why: string, knownHosts: GitConfigFile[]): Promise<GitHostFacts> {
+  return {
+    configFiles: await existingFiles(HOME_GIT_FILES.map((name) => path.join(input.hostHome, name))),
+    includes: [],
+    overrides: null,
+    signingKey: null,
+    knownHosts,
+    repo: null,
+    warnings: [`${why}; mounted ${HOME_GIT_FILES.map((name) => `~/${name}`).join(', ')} where present, with no sandbox overrides and no repository`],
+  };
 }
 
 /**
- * Asks the session's own git (DESIGN §8) which global config files it reads and which repository
- * the workdir is in. Without git, falls back to the usual files and says so.
+ * Asks the session's own git (DESIGN §8) which global config files it reads, what they set, and
+ * which repository the workdir is in. A git that is missing or fails (macOS's `xcode-select` shim
+ * without the Command Line Tools) falls back to the usual files and says so.
  */
 export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
   const xdgConfigHome = input.xdgConfigHome ?? path.join(input.hostHome, '.config');
-  const git = await findExecutable('git', input.path);
-  if (git === null) {
-    const files = await Promise.all(HOME_GIT_FILES.map((name) => canonicalFile(path.join(input.hostHome, name))));
-    return {
-      configFiles: files.filter((file) => file !== null),
-      repo: null,
-      warnings: [`git is not on the session's PATH; mounted ${HOME_GIT_FILES.map((name) => `~/${name}`).join(', ')} where present, and no repository`],
-    };
-  }
+  const [git, knownHosts] = await Promise.all([
+    findExecutable('git', input.path),
+    existingFiles(KNOWN_HOSTS_FILES.map((name) => path.join(input.hostHome, name))),
+  ]);
+  if (git === null) return plainFiles(input, "git is not on the session's PATH", knownHosts);
   const [listed, repo] = await Promise.all([
-    execa(git, ['config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], {
+    execa(git, [...TRUST_FOR_PROBE, 'config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], {
       cwd: input.cwd,
       env: gitEnv(input),
       extendEnv: false,
@@ -80,9 +132,31 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
     }),
     repoAt(git, input),
   ]);
-  const { files } = globalConfigFiles(parseConfigList(listed.stdout), input.hostHome, xdgConfigHome, input.cwd);
-  const configFiles = (await Promise.all(files.map(canonicalFile))).filter((file) => file !== null);
-  return { configFiles, repo, warnings: [] };
+  if (listed.failed) {
+    const detail = (listed.stderr.split('\n')[0] ?? '').slice(0, 200);
+    return plainFiles(input, `the session's git (${git}) failed${detail === '' ? '' : `: ${detail}`}`, knownHosts);
+  }
+  const entries = parseConfigList(listed.stdout);
+  const global: ConfigEntry[] = entries.filter((entry) => entry.scope === 'global');
+  const { files } = globalConfigFiles(entries, input.hostHome, xdgConfigHome, input.cwd);
+  const configFiles = await existingFiles(files);
+  const overrides = await sandboxOverrides({
+    entries: global,
+    hostHome: input.hostHome,
+    knownHosts: knownHosts.map((file) => containerKnownHostsPath(file.path)),
+    sandboxPath: (file) => sandboxPath(file, input.hostHome),
+    publicKeyExists: async (file) => (await canonicalFile(file)) !== null,
+  });
+  const topLevel = [path.join(xdgConfigHome, 'git', 'config'), path.join(input.hostHome, '.gitconfig')];
+  return {
+    configFiles,
+    includes: topLevel.filter((file) => configFiles.some((config) => config.path === file)),
+    overrides,
+    signingKey: overrides.signingKey === null ? null : await canonicalFile(overrides.signingKey.path),
+    knownHosts,
+    repo,
+    warnings: [],
+  };
 }
 
 /** Spawning git twice per acquire would dominate a warm acquire; see FingerprintCache. */
@@ -100,7 +174,9 @@ export function gitFactsWatched(input: GitHostInput, facts: GitHostFacts): strin
     path.join(input.hostHome, '.gitconfig'),
     path.join(xdg, 'git', 'config'),
     ...facts.configFiles.map((file) => file.path),
-    ...(repo === null ? [input.cwd] : [path.join(repo.topLevel, '.git'), repo.gitDir, repo.commonDir]),
+    ...KNOWN_HOSTS_FILES.map((name) => path.join(input.hostHome, name)),
+    ...(facts.signingKey === null ? [] : [facts.signingKey.path]),
+    ...(repo === null ? [input.cwd] : [path.join(repo.topLevel, '.git'), repo.gitDir, repo.commonDir, path.join(repo.commonDir, 'worktrees')]),
   ];
 }
 

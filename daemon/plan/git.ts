@@ -1,19 +1,25 @@
 import path from 'node:path';
 import type { Mount } from '../../shared/contracts/plan.js';
 import { dualHomeMounts, type HomeFile } from './dual-home.js';
+import { CONTAINER_GIT_CONFIG } from './git-global.js';
 
-/** Config files git reads from HOME when it cannot be asked (no git on the session's PATH). */
+/** Config files git reads from HOME when it cannot be asked (no git, or a git that fails). */
 export const HOME_GIT_FILES = ['.gitconfig', '.config/git/config', '.gitignore_global'] as const;
 
-/** What a linked worktree needs from the common dir, and how (DESIGN §8). */
-const COMMON_DIR_GRANTS: readonly { name: string; readOnly: boolean }[] = [
-  { name: 'objects', readOnly: false },
-  { name: 'refs', readOnly: false },
-  { name: 'logs', readOnly: false },
-  { name: 'packed-refs', readOnly: false },
-  { name: 'config', readOnly: true },
-  { name: 'info', readOnly: true },
-];
+/**
+ * Where the user's files under the host HOME appear again in every container, with the same
+ * layout (so relative includes resolve) under directories any container user can traverse.
+ */
+export const CONTAINER_GIT_HOME = '/run/sandboxd/git/home';
+
+/** The path the generated config names for a host file: under CONTAINER_GIT_HOME when in HOME. */
+export function sandboxPath(file: string, hostHome: string): string {
+  const relative = path.relative(hostHome, file);
+  return relative === '' || relative.startsWith('..') || path.isAbsolute(relative) ? file : path.posix.join(CONTAINER_GIT_HOME, relative);
+}
+
+/** Where the host's known_hosts files appear in every container, whatever its user's HOME. */
+export const CONTAINER_KNOWN_HOSTS_DIR = '/run/sandboxd/known_hosts';
 
 /** A config file as git names it (`path`) and its canonical mount source. */
 export type GitConfigFile = HomeFile;
@@ -23,23 +29,86 @@ export interface GitRepo {
   topLevel: string;
   gitDir: string;
   commonDir: string;
-  /** The workdir's `.git` is a file: a linked worktree. */
+  /** The workdir's `.git` is a file: a linked worktree (or a submodule). */
   linked: boolean;
-  /** Names in the common dir that exist (objects, refs, logs, packed-refs, config, info, hooks). */
+  /** Names in the common dir that exist (objects, refs, config, info, hooks, worktrees…). */
   commonEntries: readonly string[];
+  /** The linked worktrees registered in the common dir. */
+  worktrees: readonly LinkedWorktree[];
+  /** `config.worktree` files that exist (per-worktree config, `extensions.worktreeConfig`). */
+  worktreeConfigs: readonly string[];
 }
 
-export type HooksPolicy = 'readonly' | 'writable';
+export interface LinkedWorktree {
+  /** `<common dir>/worktrees/<name>`. */
+  admin: string;
+  /** The `.git` file of its work tree, as `<admin>/gitdir` names it, when that exists. */
+  dotGit: string | null;
+}
+
+export type WritePolicy = 'readonly' | 'writable';
+
+export interface RepoPolicy {
+  hooks: WritePolicy;
+  config: WritePolicy;
+}
+
+/**
+ * What the sandbox may change in a repository (DESIGN §8). Git creates files next to the ones it
+ * rewrites and renames them into place (`packed-refs.lock` → `packed-refs`), so a linked
+ * worktree's whole common dir is mounted read-write: single files or a few subdirs would send
+ * those new files into the container's own layer and lose refs. On top of it, read-only, lies what
+ * the host's next git command would run: `hooks/`, `config` and every `config.worktree`. (`info/`
+ * stays writable: nothing in it runs, and `git gc` rewrites `info/refs`.) A plain clone's `.git` is
+ * inside the work tree mount and gets the same.
+ *
+ * Other worktrees' admin dirs stay writable (`git gc` expires their reflogs), but `git worktree
+ * prune` in the sandbox would delete any whose work tree it cannot see: so each one's `.git` file
+ * is mounted read-only where `gitdir` says it is, and `gitdir` itself is read-only.
+ */
+export function repoMounts(repo: GitRepo, policy: RepoPolicy, emptyDir: string, relabel: Mount['relabel']): Mount[] {
+  const label = relabel === undefined ? {} : { relabel };
+  const at = (source: string, readOnly: boolean, purpose: string): Mount => ({ source, target: source, readOnly, purpose, ...label });
+  const common = (name: string): string => path.join(repo.commonDir, name);
+  const mounts: Mount[] = [];
+  if (repo.linked) {
+    mounts.push(at(repo.commonDir, false, 'git common dir'));
+    const inCommon = repo.gitDir === repo.commonDir || repo.gitDir.startsWith(`${repo.commonDir}/`);
+    if (!inCommon) mounts.push(at(repo.gitDir, false, 'git worktree'));
+  }
+  if (policy.hooks === 'readonly') {
+    // A missing hooks/ is covered too: the sandbox could create it otherwise.
+    if (repo.commonEntries.includes('hooks')) mounts.push(at(common('hooks'), true, 'git hooks (read-only)'));
+    else mounts.push({ source: emptyDir, target: common('hooks'), readOnly: true, purpose: 'git hooks (read-only)', ...label });
+  }
+  if (policy.config === 'readonly') {
+    if (repo.commonEntries.includes('config')) mounts.push(at(common('config'), true, 'git config (read-only)'));
+    for (const file of repo.worktreeConfigs) mounts.push(at(file, true, 'git config (read-only)'));
+  }
+  for (const worktree of repo.worktrees) {
+    if (worktree.admin === repo.gitDir) continue;
+    mounts.push(at(path.join(worktree.admin, 'gitdir'), true, 'other worktree (read-only)'));
+    if (worktree.dotGit !== null) mounts.push(at(worktree.dotGit, true, 'other worktree (read-only)'));
+  }
+  return mounts;
+}
 
 export interface GitPlanInput {
   hostHome: string;
-  containerHome: string;
+  /** The container user's HOME when known; config files are then also mounted under it. */
+  containerHome: string | null;
   /** The config files that exist, in the order git reads them. */
   configFiles: readonly GitConfigFile[];
   repo: GitRepo | null;
-  hooks: HooksPolicy;
+  policy: RepoPolicy;
   /** A daemon-owned empty directory, mounted read-only where a repo has no hooks dir yet. */
   emptyDir: string;
+  /** The generated GIT_CONFIG_GLOBAL file on the host; null when git could not be asked. */
+  globalConfig: string | null;
+  /** `known_hosts` and `known_hosts2` of the host user, canonical. */
+  knownHosts: readonly GitConfigFile[];
+  /** The public key that signs commits, mounted at its host path. */
+  signingKey: GitConfigFile | null;
   relabel: Mount['relabel'];
 }
 
@@ -48,36 +117,38 @@ export interface GitPlan {
   env: Record<string, string>;
 }
 
+export function containerKnownHostsPath(file: string): string {
+  return path.posix.join(CONTAINER_KNOWN_HOSTS_DIR, path.basename(file));
+}
+
 /**
- * Dual-HOME (DESIGN §8): each config file is mounted read-only at its host path, so absolute
- * include paths resolve, and again under the container user's HOME, where git looks. A linked
- * worktree gets the parts of the common dir git writes, read-write at their host paths; `hooks/`
- * is never writable by default, because a hook planted from the sandbox would run unsandboxed on
- * the host's next commit.
+ * The user's config files are mounted read-only at their host paths (so absolute includes resolve
+ * as on the host), under CONTAINER_GIT_HOME (what the generated global config includes, readable
+ * by any container user), and under a known container HOME for git < 2.32, which ignores
+ * GIT_CONFIG_GLOBAL (dual HOME). Mounts on one target collapse to the first.
+ * known_hosts, never private keys or ~/.ssh/config (whose IdentityAgent or ProxyCommand name host
+ * programs).
  */
 export function planGit(input: GitPlanInput): GitPlan {
   const label = input.relabel === undefined ? {} : { relabel: input.relabel };
-  const mounts: Mount[] = input.configFiles.flatMap((file) =>
-    dualHomeMounts(file, input.hostHome, input.containerHome, { readOnly: true, purpose: 'git config', ...label }),
-  );
-  const { repo } = input;
-  if (repo !== null) {
-    const at = (source: string, readOnly: boolean, purpose: string): Mount => ({ source, target: source, readOnly, purpose, ...label });
-    if (repo.linked) {
-      mounts.push(at(repo.gitDir, false, 'git worktree'));
-      for (const grant of COMMON_DIR_GRANTS) {
-        if (repo.commonEntries.includes(grant.name)) mounts.push(at(path.join(repo.commonDir, grant.name), grant.readOnly, 'git common dir'));
-      }
-    }
-    const hooksDir = path.join(repo.commonDir, 'hooks');
-    const hasHooks = repo.commonEntries.includes('hooks');
-    if (input.hooks === 'readonly') {
-      // A plain clone's .git is inside the workdir mount; cover hooks/ even when it is missing.
-      if (hasHooks) mounts.push(at(hooksDir, true, 'git hooks (read-only)'));
-      else if (!repo.linked) mounts.push({ source: input.emptyDir, target: hooksDir, readOnly: true, purpose: 'git hooks (read-only)', ...label });
-    } else if (repo.linked && hasHooks) {
-      mounts.push(at(hooksDir, false, 'git hooks (writable by policy)'));
-    }
+  const readOnly = (purpose: string) => ({ readOnly: true, purpose, ...label });
+  const home = input.containerHome ?? input.hostHome;
+  const mounts: Mount[] = input.configFiles.flatMap((file) => [
+    ...dualHomeMounts(file, input.hostHome, home, readOnly('git config')),
+    { source: file.source, target: sandboxPath(file.path, input.hostHome), ...readOnly('git config') },
+  ]);
+  if (input.signingKey !== null) {
+    mounts.push({ source: input.signingKey.source, target: sandboxPath(input.signingKey.path, input.hostHome), ...readOnly('git signing key (public)') });
   }
-  return { mounts, env: { GIT_DISCOVERY_ACROSS_FILESYSTEM: '1' } };
+  for (const file of input.knownHosts) {
+    mounts.push({ source: file.source, target: containerKnownHostsPath(file.path), ...readOnly('ssh known_hosts') });
+    if (input.containerHome !== null) mounts.push({ source: file.source, target: path.posix.join(input.containerHome, '.ssh', path.basename(file.path)), ...readOnly('ssh known_hosts') });
+  }
+  const env: Record<string, string> = { GIT_DISCOVERY_ACROSS_FILESYSTEM: '1' };
+  if (input.globalConfig !== null) {
+    mounts.push({ source: input.globalConfig, target: CONTAINER_GIT_CONFIG, ...readOnly('git global config (generated)') });
+    env.GIT_CONFIG_GLOBAL = CONTAINER_GIT_CONFIG;
+  }
+  if (input.repo !== null) mounts.push(...repoMounts(input.repo, input.policy, input.emptyDir, input.relabel));
+  return { mounts, env };
 }

@@ -1,9 +1,10 @@
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
-import type { AcquireInput } from '../../shared/contracts/sessions.js';
+import type { AcquireInput, HostSocketStatus } from '../../shared/contracts/sessions.js';
 import type { Mount, SshStatus } from '../../shared/contracts/plan.js';
 import type { Lease } from '../bridges/bridge.js';
 import type { AgentSocketCheck } from './agent-socket.js';
+import { mergeFlagGroups, planHostSockets } from './host-sockets.js';
 
 /** Where the agent directory appears in every container; the socket inside it is `agent.sock`. */
 export const CONTAINER_AGENT_DIR = '/run/sandboxd/ssh';
@@ -11,6 +12,8 @@ export const CONTAINER_AGENT_SOCKET = path.posix.join(CONTAINER_AGENT_DIR, 'agen
 
 export interface SshSection {
   ssh: SshStatus;
+  /** The session's extra host sockets, carried by the same bridges as the agent. */
+  sockets: HostSocketStatus[];
   mounts: Mount[];
   env: Record<string, string>;
   flags: string[];
@@ -30,17 +33,42 @@ export interface ServedAgent {
 }
 
 export interface SshDeps {
-  inspect(sshAuthSock: string | undefined): Promise<AgentSocketCheck>;
-  /** Serves the agent through the bridge the session needs, or says why none can be used. */
-  serve(agentSocket: string, input: AcquireInput): Promise<ServedAgent | { unavailable: string }>;
+  /** `label` names the socket in a reason (default: SSH_AUTH_SOCK). */
+  inspect(socket: string | undefined, label?: string): Promise<AgentSocketCheck>;
+  /** Serves a host socket through the bridge the session needs, or says why none can be used. */
+  serve(hostSocket: string, input: AcquireInput): Promise<ServedAgent | { unavailable: string }>;
 }
 
-function skipped(reason: string): SshSection {
+type AgentSection = Omit<SshSection, 'sockets'>;
+
+function skipped(reason: string): AgentSection {
   return { ssh: { status: 'skipped', reason }, mounts: [], env: {}, flags: [], warnings: [], leases: [] };
 }
 
-/** DESIGN §8, first bullet: `off` skips, `auto` skips with a reason, `on` without an agent fails. */
+/**
+ * The agent and the session's extra host sockets, bridged together. When the agent fails the
+ * session (`on` without one), the sockets' leases are given back before the error goes on.
+ */
 export async function planSsh(input: AcquireInput, deps: SshDeps): Promise<SshSection> {
+  const socketsPending = planHostSockets(input, deps);
+  const agent = await planAgent(input, deps).catch(async (error: unknown) => {
+    for (const lease of (await socketsPending).leases) lease.release();
+    throw error;
+  });
+  const sockets = await socketsPending;
+  return {
+    ssh: agent.ssh,
+    sockets: sockets.statuses,
+    mounts: [...agent.mounts, ...sockets.mounts],
+    env: { ...sockets.env, ...agent.env },
+    flags: mergeFlagGroups(agent.flags, sockets.flagGroups),
+    warnings: [...new Set([...agent.warnings, ...sockets.warnings])],
+    leases: [...agent.leases, ...sockets.leases],
+  };
+}
+
+/** DESIGN §8, first bullet: `off` skips, `auto` skips with a reason, `on` without an agent fails. */
+async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSection> {
   if (input.sshAgent === 'off') return skipped('ssh-agent is off for this session');
   const check = await deps.inspect(input.client.sshAuthSock);
   if (!check.usable) {

@@ -14,10 +14,18 @@ export type Mount = z.infer<typeof Mount>;
 
 export const Plan = z.strictObject({
   mounts: z.array(Mount),
+  /** Variables set in the container; values here are not secret (they appear on the engine's argv). */
   env: z.record(z.string(), z.string()),
+  /**
+   * Variables passed by name only (`-e NAME`): the engine process must carry these values in its own
+   * environment, so they never appear on a command line (`ps`).
+   */
+  spawnEnv: z.record(z.string(), z.string()),
+  /** Global engine arguments that go before `run`, e.g. `--connection X` for a remote Podman. */
+  globalArgs: z.array(z.string()),
   /** Extra `run` flags that are not mounts or env, e.g. `--security-opt label=disable`. */
   flags: z.array(z.string()),
-  /** mounts, env and flags flattened in that order, ready to splice after `run`. */
+  /** mounts, env (and `-e NAME` for spawnEnv) and flags flattened in that order, ready to splice after `run`. */
   args: z.array(z.string()),
   warnings: z.array(z.string()),
 });

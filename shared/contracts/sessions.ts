@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AbsolutePath, Engine, Id, Timestamp } from './common.js';
+import { AbsolutePath, Engine, ExecText, Id, Timestamp } from './common.js';
 import { Plan, SshStatus } from './plan.js';
 
 export const SESSIONS_ROUTE = '/v1/sessions';
@@ -15,7 +15,11 @@ export type SshBridgeSetting = z.infer<typeof SshBridgeSetting>;
 export const ContainerUser = z.strictObject({
   uid: z.number().int().min(0).max(2 ** 32 - 2),
   gid: z.number().int().min(0).max(2 ** 32 - 2),
-  home: AbsolutePath,
+  /**
+   * That user's HOME in the image, when known. Git finds its config through GIT_CONFIG_GLOBAL
+   * whatever HOME is; a known HOME also gets the config files mounted under it, for git < 2.32.
+   */
+  home: AbsolutePath.optional(),
 });
 export type ContainerUser = z.infer<typeof ContainerUser>;
 
@@ -28,15 +32,16 @@ export const CLIENT_ENV_NAMES = [
   'CONTAINER_HOST',
   'CONTAINER_SSHKEY',
   'CONTAINERS_CONF',
+  'PODMAN_CONNECTIONS_CONF',
   'XDG_CONFIG_HOME',
   'TERM',
   'COLORTERM',
   'GOOGLE_APPLICATION_CREDENTIALS',
 ] as const;
 export const ClientEnv = z.strictObject(
-  Object.fromEntries(CLIENT_ENV_NAMES.map((name) => [name, z.string().max(4096).optional()])) as Record<
+  Object.fromEntries(CLIENT_ENV_NAMES.map((name) => [name, ExecText(4096).optional()])) as Record<
     (typeof CLIENT_ENV_NAMES)[number],
-    z.ZodOptional<z.ZodString>
+    z.ZodOptional<ReturnType<typeof ExecText>>
   >,
 );
 export type ClientEnv = z.infer<typeof ClientEnv>;
@@ -45,11 +50,31 @@ export type ClientEnv = z.infer<typeof ClientEnv>;
 export const ClientContext = z.strictObject({
   pid: z.number().int().min(1).max(2 ** 31 - 1),
   cwd: AbsolutePath,
-  sshAuthSock: z.string().max(4096).optional(),
-  path: z.string().max(65536).optional(),
+  sshAuthSock: ExecText(4096).optional(),
+  path: ExecText(65536).optional(),
   env: ClientEnv.optional(),
 });
 export type ClientContext = z.infer<typeof ClientContext>;
+
+/** At most this many extra host sockets per session: each one is a bridge to hold. */
+export const MAX_HOST_SOCKETS = 8;
+
+/**
+ * A host Unix socket besides the agent that the container should reach (llxprt's credential
+ * proxy, a gpg-agent): bridged like the agent, mounted at `/run/sandboxd/sockets/<name>/`.
+ */
+export const HostSocketRequest = z.strictObject({
+  name: z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'must be 1-32 of a-z, 0-9 and "-", starting with a letter'),
+  hostPath: AbsolutePath,
+  /** Variable set in the container to the socket's in-container path. */
+  env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be a variable name').optional(),
+});
+export type HostSocketRequest = z.infer<typeof HostSocketRequest>;
+
+function distinct(values: (string | undefined)[]): boolean {
+  const defined = values.filter((value) => value !== undefined);
+  return new Set(defined).size === defined.length;
+}
 
 export const AcquireRequest = z.strictObject({
   engine: Engine,
@@ -59,22 +84,34 @@ export const AcquireRequest = z.strictObject({
   /** How the agent reaches the container; `auto` decides from engine, platform and connection. */
   sshBridge: SshBridgeSetting.default('auto'),
   /** A Podman connection name, overriding CONTAINER_CONNECTION and the default. */
-  connection: z.string().min(1).max(200).optional(),
+  connection: ExecText(200).min(1).optional(),
   /** Mount the (canonical) cwd at the same path and make it the working directory. */
   workdir: z.boolean().default(false),
   /** Extra mounts: `path`, `path:ro`, `path:rw`, `src:dst`, `src:dst:ro`, `src:dst:rw`; read-only by default. */
-  mounts: z.array(z.string().min(1).max(4096)).max(64).default([]),
+  mounts: z.array(ExecText(4096).min(1)).max(64).default([]),
   /** Mount ~/.config/gcloud, ~/.aws and GOOGLE_APPLICATION_CREDENTIALS read-only. */
   cloudCredentials: z.boolean().default(false),
   /** More variables for the container, by explicit request only. */
   passEnv: z
-    .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be a variable name'), z.string().max(32_768))
+    .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be a variable name'), ExecText(32_768))
     .refine((env) => Object.keys(env).length <= 64, 'at most 64 variables')
     .default({}),
   /** `readonly` (default): the repository's hooks/ cannot be written from the sandbox. */
   gitHooks: z.enum(['readonly', 'writable']).default('readonly'),
+  /**
+   * `readonly` (default): the repository's own config (`.git/config`, `config.worktree`) cannot be
+   * written from the sandbox, since it can name programs the host's next git command runs.
+   */
+  gitConfig: z.enum(['readonly', 'writable']).default('readonly'),
   /** Free text naming the caller (e.g. `llxprt`), shown in `sandboxd sessions ls`. */
   label: z.string().max(100).optional(),
+  /** Extra host sockets; one that does not answer is skipped with a warning, never fatal. */
+  sockets: z
+    .array(HostSocketRequest)
+    .max(MAX_HOST_SOCKETS)
+    .refine((sockets) => distinct(sockets.map((socket) => socket.name)), 'socket names must differ')
+    .refine((sockets) => distinct(sockets.map((socket) => socket.env)), 'socket variables must differ')
+    .default([]),
 });
 export type AcquireRequest = z.input<typeof AcquireRequest>;
 export type AcquireInput = z.output<typeof AcquireRequest>;
@@ -90,11 +127,29 @@ export const SessionInfo = z.strictObject({
 });
 export type SessionInfo = z.infer<typeof SessionInfo>;
 
+export const HostSocketStatus = z.discriminatedUnion('status', [
+  z.strictObject({
+    name: z.string(),
+    status: z.literal('forwarded'),
+    bridge: z.enum(['mount', 'tunnel']),
+    /** The socket inside the container. */
+    socket: AbsolutePath,
+    /** The host socket that is served (realpath). */
+    hostSocket: AbsolutePath,
+    bridgeId: z.string(),
+    env: z.string().nullable(),
+  }),
+  z.strictObject({ name: z.string(), status: z.literal('skipped'), reason: z.string() }),
+]);
+export type HostSocketStatus = z.infer<typeof HostSocketStatus>;
+
 export const AcquireResponse = z.strictObject({
   session: SessionInfo,
   plan: Plan,
   leaseTtlMs: z.number().int().positive(),
   heartbeatIntervalMs: z.number().int().positive(),
+  /** One entry per requested socket, in request order. */
+  sockets: z.array(HostSocketStatus),
 });
 export type AcquireResponse = z.infer<typeof AcquireResponse>;
 

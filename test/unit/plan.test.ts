@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { SandboxdError } from '../../shared/errors.js';
 import { AcquireRequest } from '../../shared/contracts/sessions.js';
 import { dedupeMounts, flattenArgs } from '../../daemon/plan/flatten.js';
-import { planGit, type GitRepo } from '../../daemon/plan/git.js';
 import { parseMountSpec } from '../../daemon/plan/mount-spec.js';
 import { planSsh, type SshDeps } from '../../daemon/plan/ssh.js';
 
@@ -55,32 +54,6 @@ describe('planSsh', () => {
   });
 });
 
-const noRepo = { repo: null, hooks: 'readonly' as const, emptyDir: '/rt/empty' };
-
-describe('planGit (dual HOME)', () => {
-  const files = [
-    { path: '/home/u/.gitconfig', source: '/home/u/dotfiles/gitconfig' },
-    { path: '/home/u/.config/git/config', source: '/home/u/.config/git/config' },
-  ];
-
-  it('mounts each file read-only at the host path and under the container HOME', () => {
-    const plan = planGit({ ...noRepo, hostHome: '/home/u', containerHome: '/root', configFiles: files, relabel: undefined });
-    expect(plan.mounts.map((m) => [m.source, m.target, m.readOnly])).toEqual([
-      ['/home/u/dotfiles/gitconfig', '/home/u/.gitconfig', true],
-      ['/home/u/dotfiles/gitconfig', '/root/.gitconfig', true],
-      ['/home/u/.config/git/config', '/home/u/.config/git/config', true],
-      ['/home/u/.config/git/config', '/root/.config/git/config', true],
-    ]);
-    expect(plan.env).toEqual({ GIT_DISCOVERY_ACROSS_FILESYSTEM: '1' });
-  });
-
-  it('mounts once when the homes are equal', () => {
-    const plan = planGit({ ...noRepo, hostHome: '/home/u', containerHome: '/home/u', configFiles: files, relabel: 'z' });
-    expect(plan.mounts.map((m) => m.target)).toEqual(['/home/u/.gitconfig', '/home/u/.config/git/config']);
-    expect(plan.mounts.every((m) => m.relabel === 'z')).toBe(true);
-  });
-});
-
 describe('flattenArgs', () => {
   it('emits -v with ro and z options, sorted -e, then flags', () => {
     const args = flattenArgs({
@@ -89,10 +62,12 @@ describe('flattenArgs', () => {
         { source: '/c', target: '/d', readOnly: false, purpose: 'y' },
       ],
       env: { Z: '1', A: 'two words' },
+      spawnEnv: { TOKEN: 'secret' },
+      globalArgs: [],
       flags: ['--security-opt', 'label=disable'],
       warnings: [],
     });
-    expect(args).toEqual(['-v', '/a:/b:ro,z', '-v', '/c:/d', '-e', 'A=two words', '-e', 'Z=1', '--security-opt', 'label=disable']);
+    expect(args).toEqual(['-v', '/a:/b:ro,z', '-v', '/c:/d', '-e', 'A=two words', '-e', 'Z=1', '-e', 'TOKEN', '--security-opt', 'label=disable']);
   });
 
   it('keeps the first mount for a target', () => {
@@ -101,48 +76,6 @@ describe('flattenArgs', () => {
       { source: '/y', target: '/t', readOnly: false, purpose: 'second' },
     ]);
     expect(mounts.map((m) => m.purpose)).toEqual(['first']);
-  });
-});
-
-describe('planGit repositories', () => {
-  const base = { hostHome: '/h', containerHome: '/h', configFiles: [], emptyDir: '/rt/empty', relabel: undefined };
-  const worktree: GitRepo = {
-    topLevel: '/src/wt',
-    gitDir: '/src/main/.git/worktrees/wt',
-    commonDir: '/src/main/.git',
-    linked: true,
-    commonEntries: ['objects', 'refs', 'logs', 'config', 'info', 'hooks', 'HEAD', 'packed-refs'],
-  };
-  const table = (plan: ReturnType<typeof planGit>) => plan.mounts.map((m) => `${m.target}${m.readOnly ? ':ro' : ':rw'}`);
-
-  it('grants a linked worktree what git writes, config and info read-only, hooks read-only', () => {
-    expect(table(planGit({ ...base, repo: worktree, hooks: 'readonly' }))).toEqual([
-      '/src/main/.git/worktrees/wt:rw',
-      '/src/main/.git/objects:rw',
-      '/src/main/.git/refs:rw',
-      '/src/main/.git/logs:rw',
-      '/src/main/.git/packed-refs:rw',
-      '/src/main/.git/config:ro',
-      '/src/main/.git/info:ro',
-      '/src/main/.git/hooks:ro',
-    ]);
-  });
-
-  it('skips common-dir entries that do not exist and never mounts the common dir whole', () => {
-    const plan = planGit({ ...base, repo: { ...worktree, commonEntries: ['objects', 'refs', 'config'] }, hooks: 'readonly' });
-    expect(table(plan)).toEqual(['/src/main/.git/worktrees/wt:rw', '/src/main/.git/objects:rw', '/src/main/.git/refs:rw', '/src/main/.git/config:ro']);
-    expect(plan.mounts.some((m) => m.target === '/src/main/.git')).toBe(false);
-  });
-
-  it('covers a plain clone\'s hooks read-only, with the empty dir when hooks/ is missing', () => {
-    const plain: GitRepo = { topLevel: '/src/p', gitDir: '/src/p/.git', commonDir: '/src/p/.git', linked: false, commonEntries: ['hooks'] };
-    expect(planGit({ ...base, repo: plain, hooks: 'readonly' }).mounts).toEqual([
-      { source: '/src/p/.git/hooks', target: '/src/p/.git/hooks', readOnly: true, purpose: 'git hooks (read-only)' },
-    ]);
-    expect(planGit({ ...base, repo: { ...plain, commonEntries: [] }, hooks: 'readonly' }).mounts).toEqual([
-      { source: '/rt/empty', target: '/src/p/.git/hooks', readOnly: true, purpose: 'git hooks (read-only)' },
-    ]);
-    expect(planGit({ ...base, repo: plain, hooks: 'writable' }).mounts).toEqual([]);
   });
 });
 

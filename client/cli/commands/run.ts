@@ -2,12 +2,27 @@ import { spawn } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
+import type { ContainerUser } from '../../../shared/contracts/sessions.js';
+import { parseRunArgs } from '../../run-args.js';
 import { acquireSession } from '../../session.js';
 import { reportError, runAction } from '../output.js';
-import { addSessionOptions, toAcquireOptions, type SessionFlags } from '../session-options.js';
+import { addSessionOptions, numericUser, toAcquireOptions, type SessionFlags } from '../session-options.js';
 
 const FORWARDED_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
 const EXIT_ENGINE_NOT_FOUND = 127;
+
+/**
+ * The container user as `run`'s own `--user`/`-u` states it, so it need not be given twice. Run
+ * args sandboxd cannot read leave the choice to --container-user (default root).
+ */
+function userFromRunArgs(runArgs: readonly string[], home: string | undefined): ContainerUser | undefined {
+  try {
+    const value = parseRunArgs(runArgs).options.filter((option) => option.name === 'user').at(-1)?.value;
+    return value === undefined || value === null ? undefined : numericUser(value, home);
+  } catch {
+    return undefined;
+  }
+}
 
 /** Runs `<engine> run <plan args> <run args>` attached to this terminal; resolves to its exit code. */
 function runEngine(engine: string, args: string[]): Promise<number> {
@@ -46,7 +61,9 @@ export function registerRunCommand(program: Command): void {
   ).action(async (runArgs: string[], flags: SessionFlags) => {
     const json = flags.json === true;
     await runAction(json, async () => {
-      const session = await acquireSession(toAcquireOptions(flags));
+      const options = toAcquireOptions(flags);
+      const user = flags.containerUser === undefined ? userFromRunArgs(runArgs, flags.containerHome) : undefined;
+      const session = await acquireSession(user === undefined ? options : { ...options, containerUser: user });
       try {
         return await runEngine(flags.engine, ['run', ...session.plan.args, ...runArgs]);
       } catch (error) {
