@@ -5,13 +5,19 @@ import lockfile from 'proper-lockfile';
 import { SandboxdError } from '../shared/errors.js';
 import { STATUS_ROUTE, StatusResponse } from '../shared/contracts/status.js';
 import { PROTOCOL_VERSION } from '../shared/protocol.js';
-import type { SandboxdPaths } from '../shared/paths.js';
+import { currentPlatform, type SandboxdPaths } from '../shared/paths.js';
+import { readPidRecord } from '../daemon/instance-lock.js';
+import { createProcessProbe, type ProcessProbe } from '../daemon/process-identity.js';
 import { ensureSecureDir } from '../daemon/secure-dir.js';
+import { DAEMON_CWD, daemonEnvironment, resolveDaemonCommand, type DaemonCommand } from './daemon-launch.js';
 import { request } from './transport.js';
 
 /** One status call; short because it runs on every connect. */
 const DIAL_TIMEOUT_MS = 2_000;
-/** Covers a daemon that must first wait out a SIGKILLed predecessor's lock (≈4 s stale window). */
+/**
+ * Covers a slow start on a loaded machine, and a predecessor that died before writing its pid
+ * record (its lock goes stale after ≈4 s; one that did write it is taken over at once).
+ */
 const START_TIMEOUT_MS = 20_000;
 const POLL_INTERVAL_MS = 50;
 const SPAWN_LOCK_STALE_MS = 10_000;
@@ -47,9 +53,12 @@ async function tail(file: string): Promise<string> {
 
 export interface EnsureDaemonOptions {
   paths: SandboxdPaths;
+  /** The client's environment: it decides the paths and where the daemon is found, not the daemon's environment. */
   env: NodeJS.ProcessEnv;
   /** false: only connect. */
   autoStart: boolean;
+  /** The command that runs the daemon (`daemon` is appended); else SANDBOXD_BIN, PATH, this package. */
+  daemonCommand?: readonly string[] | undefined;
 }
 
 /**
@@ -84,37 +93,57 @@ export async function ensureDaemon(options: EnsureDaemonOptions): Promise<Status
   }
 }
 
-async function spawnAndWait({ paths, env }: EnsureDaemonOptions): Promise<StatusResponse> {
-  const stderrPath = `${paths.runtimeDir}/daemon.stderr`;
+interface Launched {
+  exitCode: number | null;
+  spawnError: string | null;
+}
+
+/** Detached, in a neutral directory, with a minimal environment (client/daemon-launch.ts). */
+function launch(command: DaemonCommand, env: Record<string, string>, stderrPath: string): Launched {
   const stderrFd = openSync(stderrPath, 'w', 0o600);
-  const exit: { code: number | null } = { code: null };
+  const launched: Launched = { exitCode: null, spawnError: null };
   try {
-    const child = spawn(process.execPath, [CLI_ENTRY, 'daemon'], {
-      detached: true,
-      stdio: ['ignore', 'ignore', stderrFd],
-      env,
-    });
+    const child = spawn(command.file, [...command.args], { detached: true, cwd: DAEMON_CWD, stdio: ['ignore', 'ignore', stderrFd], env });
     child.on('exit', (code) => {
-      exit.code = code ?? 1;
+      launched.exitCode = code ?? 1;
     });
-    child.on('error', () => {
-      exit.code = 1;
+    child.on('error', (error) => {
+      launched.spawnError = error.message;
+      launched.exitCode = 1;
     });
     child.unref();
   } finally {
     closeSync(stderrFd);
   }
+  return launched;
+}
+
+/** Whether the daemon named in the pid record still runs (a zombie does not). */
+async function holderAlive(paths: SandboxdPaths, probe: ProcessProbe): Promise<boolean> {
+  const holder = await readPidRecord(paths.pidPath);
+  return holder !== null && (await probe.isSame(holder.pid, holder.startTime));
+}
+
+async function spawnAndWait({ paths, env, daemonCommand }: EnsureDaemonOptions): Promise<StatusResponse> {
+  const platform = currentPlatform();
+  const command = await resolveDaemonCommand({ option: daemonCommand, env, packageEntry: CLI_ENTRY, execPath: process.execPath });
+  const daemonEnv = daemonEnvironment(env, command, process.execPath, platform);
+  const probe = createProcessProbe(platform);
+  const stderrPath = `${paths.runtimeDir}/daemon.stderr`;
+  let daemon = launch(command, daemonEnv, stderrPath);
 
   const deadline = Date.now() + START_TIMEOUT_MS;
   while (Date.now() < deadline) {
     const status = await statusIfRunning(paths.socketPath);
     if (status !== null) return status;
-    if (exit.code !== null) {
-      const output = await tail(stderrPath);
-      // Another starter won the daemon lock: its daemon will answer shortly.
+    if (daemon.exitCode !== null) {
+      const output = daemon.spawnError ?? (await tail(stderrPath));
       if (!output.includes('already running')) {
-        throw new SandboxdError('DAEMON_START_FAILED', `the daemon exited with code ${exit.code} while starting${output === '' ? '' : `:\n${output}`}`);
+        throw new SandboxdError('DAEMON_START_FAILED', `the daemon (${command.file}) exited with code ${daemon.exitCode} while starting${output === '' ? '' : `:\n${output}`}`);
       }
+      // Another daemon holds the lock: it will answer shortly while it lives; once it is gone
+      // (killed between its check and ours), start again at once instead of waiting it out.
+      if (!(await holderAlive(paths, probe))) daemon = launch(command, daemonEnv, stderrPath);
     }
     await new Promise((resolve) => setTimeout(resolve, POLL_INTERVAL_MS));
   }

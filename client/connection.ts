@@ -6,6 +6,11 @@ export interface ConnectionOptions {
   env?: NodeJS.ProcessEnv;
   /** Start the daemon when none answers (default true; SANDBOXD_NO_AUTOSTART=1 turns it off). */
   autoStart?: boolean;
+  /**
+   * How to run the daemon when starting it, e.g. `['/opt/sandboxd/bin/sandboxd']` (`daemon` is
+   * appended). Default: SANDBOXD_BIN, else `sandboxd` on PATH, else this package's own CLI.
+   */
+  daemonCommand?: string[];
 }
 
 /** Also checks the socket path: Node would silently dial a truncated one. */

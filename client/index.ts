@@ -1,4 +1,5 @@
 export { acquireSession, type AcquireOptions, type Session } from './session.js';
+export { applyPlan, type AppliedPlan, type SkippedPlanArgs } from './apply-plan.js';
 export { ensureDaemon, fetchStatus } from './autostart.js';
 export { getStatus, listSessions, listTunnels, removeTunnel, requestShutdown, restartTunnel } from './admin.js';
 export { clientPaths, type ConnectionOptions } from './connection.js';

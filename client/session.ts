@@ -42,6 +42,8 @@ export interface AcquireOptions extends ConnectionOptions {
   passEnv?: Record<string, string>;
   /** `readonly` (default) keeps the repository's hooks/ unwritable from the sandbox. */
   gitHooks?: 'readonly' | 'writable';
+  /** Allow a workdir that is `/`, the home directory or one of its ancestors (refused otherwise). */
+  allowWideWorkdir?: boolean;
   /** `readonly` (default) keeps the repository's `.git/config` unwritable from the sandbox. */
   gitConfig?: 'readonly' | 'writable';
   containerUser?: ContainerUser;
@@ -114,6 +116,7 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     ...(options.passEnv === undefined ? {} : { passEnv: options.passEnv }),
     ...(options.gitHooks === undefined ? {} : { gitHooks: options.gitHooks }),
     ...(options.gitConfig === undefined ? {} : { gitConfig: options.gitConfig }),
+    ...(options.allowWideWorkdir === undefined ? {} : { allowWideWorkdir: options.allowWideWorkdir }),
     ...(options.containerUser === undefined ? {} : { containerUser: options.containerUser }),
     ...(options.label === undefined ? {} : { label: options.label }),
     ...(options.sockets === undefined ? {} : { sockets: options.sockets }),

@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { z } from 'zod';
 import { ErrorBody, SandboxdError } from '../shared/errors.js';
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
+import { assertTrustedSocket } from './trust.js';
 
 /** Default bound for one request; acquire may wait on a tunnel, so it passes a longer one. */
 export const REQUEST_TIMEOUT_MS = 10_000;
@@ -26,10 +27,12 @@ function parseJson(text: string): unknown {
 
 /**
  * One JSON request over the daemon's Unix socket, with the response checked against its shared
- * schema (STYLE 1) and the daemon's protocol version checked on every reply.
+ * schema (STYLE 1) and the daemon's protocol version checked on every reply. Nothing is sent to a
+ * socket another user could have placed (client/trust.ts).
  */
 export async function request<T extends z.ZodType>(options: RequestOptions, schema: T): Promise<z.output<T>> {
   const { socketPath, method, route } = options;
+  await assertTrustedSocket(socketPath);
   const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
   const response = await new Promise<{ status: number; protocol: string | undefined; text: string }>((resolve, reject) => {
     const req = http.request(

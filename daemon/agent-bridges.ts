@@ -44,8 +44,9 @@ export function vmRootFor(uid: number, stateDir: string): string {
 }
 
 /**
- * Owns the two kinds of shared agent bridge and picks one per session: the Linux relay for a
- * direct mount, or an `ssh -R` tunnel into the Podman machine (DESIGN §6).
+ * Owns the two kinds of shared bridge and picks one per session: the Linux relay for a direct
+ * mount, or an `ssh -R` tunnel into the Podman machine (DESIGN §6). Both are keyed by the realpath
+ * of the host socket they serve, so a session's extra sockets are further leases on the same pools.
  */
 export class AgentBridges {
   readonly relays: BridgePool<AgentRelay>;

@@ -1,9 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
 /** write-to-temp + fsync + rename, so a crash leaves either the old or the new file, never half. */
 export async function writeFileAtomic(file: string, data: string, mode: number): Promise<void> {
-  const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`);
+  // Random, so two writers of one file in the same millisecond never share a temp file.
+  const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
   const handle = await fs.open(temp, 'w', mode);
   try {
     await handle.writeFile(data);

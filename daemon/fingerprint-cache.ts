@@ -23,46 +23,88 @@ export interface FingerprintCacheOptions<I, R> {
   now(): number;
   /** Backstop for what the watched files do not cover. */
   ttlMs: number;
+  /** Defaults to `fingerprintOf`; tests pass a fake file system. */
+  fingerprint?: (files: readonly string[]) => Promise<string>;
+}
+
+/** The watched files' fingerprint, taken before the computation read them. */
+interface Stamp {
+  files: string[];
+  fingerprint: string;
 }
 
 interface Entry<R> {
   at: number;
   result: Promise<R>;
-  fingerprint: Promise<string>;
+  settled: boolean;
+  /** null when the answer's files were not all stamped before computing: it is never reused. */
+  stamp: Stamp | null;
+}
+
+function sameFiles(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((file, index) => file === b[index]);
 }
 
 /**
  * Answers that cost a process spawn (podman, git) are shared per key, single-flight, and reused
  * while the files they were read from are unchanged and the TTL has not run out. Failures are
  * never cached.
+ *
+ * A file that changes while the answer is computed must not leave that answer looking fresh, so
+ * the fingerprint an answer is checked against is taken *before* computing, of the files the
+ * previous answer for the key named. An answer whose files were not known in advance (the first
+ * for a key, or one naming new files) is served but not reused: the next call computes again,
+ * this time with its files stamped first.
  */
 export class FingerprintCache<I, R> {
   private readonly entries = new Map<string, Entry<R>>();
+  /** The watched files of each key's last answer, kept across forget() and TTL expiry. */
+  private readonly knownFiles = new Map<string, string[]>();
+  private readonly fingerprint: (files: readonly string[]) => Promise<string>;
 
-  constructor(private readonly options: FingerprintCacheOptions<I, R>) {}
+  constructor(private readonly options: FingerprintCacheOptions<I, R>) {
+    this.fingerprint = options.fingerprint ?? fingerprintOf;
+  }
 
   async get(input: I): Promise<R> {
     const key = this.options.key(input);
     const cached = this.entries.get(key);
     if (cached !== undefined && this.options.now() - cached.at < this.options.ttlMs) {
-      const value = await cached.result;
-      if ((await fingerprintOf(this.options.watched(input, value))) === (await cached.fingerprint)) return value;
+      // A caller that arrives while the answer is being computed shares it (single flight).
+      if (!cached.settled) return cached.result;
+      const { stamp } = cached;
+      if (stamp !== null && (await this.fingerprint(stamp.files)) === stamp.fingerprint && this.entries.get(key) === cached) {
+        return cached.result;
+      }
     }
-    const result = this.options.compute(input);
-    const entry: Entry<R> = {
-      at: this.options.now(),
-      result,
-      fingerprint: result.then((value) => fingerprintOf(this.options.watched(input, value))),
-    };
-    entry.fingerprint.catch(() => undefined);
-    this.entries.set(key, entry);
-    result.catch(() => {
-      if (this.entries.get(key) === entry) this.entries.delete(key);
-    });
-    return result;
+    return this.compute(key, input);
   }
 
   forget(input: I): void {
     this.entries.delete(this.options.key(input));
+  }
+
+  private compute(key: string, input: I): Promise<R> {
+    const known = this.knownFiles.get(key) ?? null;
+    const run = async (): Promise<{ value: R; stamp: Stamp | null }> => {
+      const before = known === null ? null : await this.fingerprint(known);
+      const value = await this.options.compute(input);
+      const files = this.options.watched(input, value);
+      this.knownFiles.set(key, files);
+      return { value, stamp: before !== null && known !== null && sameFiles(files, known) ? { files, fingerprint: before } : null };
+    };
+    const pending = run();
+    const entry: Entry<R> = { at: this.options.now(), result: pending.then(({ value }) => value), settled: false, stamp: null };
+    pending.then(
+      ({ stamp }) => {
+        entry.stamp = stamp;
+        entry.settled = true;
+      },
+      () => {
+        if (this.entries.get(key) === entry) this.entries.delete(key);
+      },
+    );
+    this.entries.set(key, entry);
+    return entry.result;
   }
 }

@@ -40,7 +40,9 @@ async function clearStaleSocket(socketPath: string): Promise<void> {
 function listenUnix(server: Server, socketPath: string): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    // umask 0177: the socket is 0600 from the moment it exists (DESIGN §3), never chmod-ed.
+    // umask 0177: the socket is 0600 from the moment it exists (DESIGN §3), never chmod-ed. With the
+    // 0700 directory this is the peer check: connect() needs write permission on the socket, so
+    // only this uid (and root) can reach it. Node exposes no SO_PEERCRED/getpeereid to ask again.
     withUmask(0o177, () => server.listen(socketPath, () => {
       server.off('error', reject);
       resolve();
@@ -76,8 +78,12 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
   const releaseLock = await acquireInstanceLock({
     lockTarget: paths.runtimeDir,
     lockPath: paths.lockPath,
+    guardPath: paths.lockGuardPath,
     pidPath: paths.pidPath,
     probe,
+    onTakeover: (deadPid) => {
+      logger.warn({ deadPid }, 'took over the lock of a daemon that is gone');
+    },
     onCompromised: (error) => {
       logger.error({ err: error }, 'daemon lock compromised; stopping');
       stop('lock compromised');

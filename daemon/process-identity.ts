@@ -1,14 +1,31 @@
+import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { execa } from 'execa';
 import type { Platform } from '../shared/paths.js';
+
+/**
+ * Live pids mapped to their start time (null when it cannot be read); a pid that exited or is a
+ * zombie is absent. A zombie has already exited: only its parent's wait() is missing, and an
+ * auto-started daemon's parent may never call it.
+ */
+export type StartTimes = ReadonlyMap<number, string | null>;
 
 /**
  * Tells whether a pid is still the process we saw. A start time recorded with the pid guards
  * against the pid being reused by an unrelated process after the original one died.
  */
 export interface ProcessProbe {
+  /** null when the pid is gone or its start time cannot be read. */
   startTime(pid: number): Promise<string | null>;
   isSame(pid: number, startTime: string | null): Promise<boolean>;
+  /** All of `pids` in one look-up (one `ps` on macOS): what a sweep over many sessions calls. */
+  startTimes(pids: readonly number[]): Promise<StartTimes>;
+}
+
+/** Whether `pid`, looked up in `times`, is the process recorded with `expected`. */
+export function sameProcess(times: StartTimes, pid: number, expected: string | null): boolean {
+  if (!times.has(pid)) return false;
+  const current = times.get(pid) ?? null;
+  return current === null || expected === null || current === expected;
 }
 
 export function pidExists(pid: number): boolean {
@@ -20,38 +37,81 @@ export function pidExists(pid: number): boolean {
   }
 }
 
-async function linuxStartTime(pid: number): Promise<string | null> {
+/** Runs `ps` with `env` added to this process's environment; exitCode null when it could not run. */
+export type PsRunner = (args: readonly string[], env: Readonly<Record<string, string>>) => Promise<{ exitCode: number | null; stdout: string }>;
+
+const PS_TIMEOUT_MS = 2_000;
+
+const runPs: PsRunner = (args, env) =>
+  new Promise((resolve) => {
+    execFile('ps', [...args], { env: { ...process.env, ...env }, timeout: PS_TIMEOUT_MS }, (error, stdout) => {
+      const code = error === null ? 0 : (error as { code?: unknown }).code;
+      resolve({ exitCode: typeof code === 'number' ? code : null, stdout });
+    });
+  });
+
+/** /proc/<pid>/stat: field 3 is the state, field 22 the start time in clock ticks since boot. */
+async function linuxEntry(pid: number): Promise<[number, string | null] | null> {
+  let stat: string;
   try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    // comm (field 2) may contain spaces and parentheses; fields after the last ')' are fixed.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return fields[19] ?? null;
+    stat = await readFile(`/proc/${pid}/stat`, 'utf8');
   } catch {
-    return null;
+    // hidepid can hide a live process; kill(0) still tells whether it exists.
+    return pidExists(pid) ? [pid, null] : null;
   }
+  // comm (field 2) may contain spaces and parentheses; fields after the last ')' are fixed.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  if (fields[0] === 'Z' || fields[0] === 'X') return null;
+  return [pid, fields[19] ?? null];
 }
 
-async function darwinStartTime(pid: number): Promise<string | null> {
-  const result = await execa('ps', ['-o', 'lstart=', '-p', String(pid)], { reject: false, timeout: 2000 });
-  const value = result.stdout.trim();
-  return result.exitCode === 0 && value !== '' ? value : null;
+async function linuxStartTimes(pids: readonly number[]): Promise<StartTimes> {
+  const entries = await Promise.all([...new Set(pids)].map(linuxEntry));
+  return new Map(entries.filter((entry) => entry !== null));
 }
 
-export function createProcessProbe(platform: Platform): ProcessProbe {
-  const startTime = platform === 'linux' ? linuxStartTime : darwinStartTime;
+/**
+ * `lstart` is printed in the caller's locale and timezone; forcing C and UTC makes the same
+ * process read the same after the Mac changes timezone or from a shell with another LANG.
+ */
+export const PS_ENV: Readonly<Record<string, string>> = { LC_ALL: 'C', TZ: 'UTC' };
+const PS_LINE = /^\s*(\d+)\s+(\S+)\s+(\S.*?)\s*$/;
+
+async function psStartTimes(pids: readonly number[], run: PsRunner): Promise<StartTimes> {
+  const unique = [...new Set(pids)];
+  if (unique.length === 0) return new Map();
+  // One -o per column: BSD ps takes everything after `=` as the header, commas included.
+  const result = await run(['-o', 'pid=', '-o', 'stat=', '-o', 'lstart=', '-p', unique.join(',')], PS_ENV);
+  if (result.exitCode === null) {
+    // ps could not run: keep what kill(0) says exists rather than declare every client dead.
+    return new Map(unique.filter(pidExists).map((pid) => [pid, null]));
+  }
+  const times = new Map<number, string | null>();
+  for (const line of result.stdout.split('\n')) {
+    const match = PS_LINE.exec(line);
+    if (match === null) continue;
+    const [, pid = '', state = '', lstart = ''] = match;
+    if (!state.startsWith('Z')) times.set(Number(pid), lstart.replace(/\s+/g, ' '));
+  }
+  return times;
+}
+
+/** `runner` stands in for macOS's `ps` in tests; Linux reads /proc and spawns nothing. */
+export function createProcessProbe(platform: Platform, runner: PsRunner = runPs): ProcessProbe {
+  const startTimes = platform === 'linux' ? linuxStartTimes : (pids: readonly number[]) => psStartTimes(pids, runner);
   return {
-    startTime,
+    startTimes,
+    async startTime(pid) {
+      return (await startTimes([pid])).get(pid) ?? null;
+    },
     async isSame(pid, expected) {
-      if (!pidExists(pid)) return false;
-      if (expected === null) return true;
-      const current = await startTime(pid);
-      return current === null || current === expected;
+      return sameProcess(await startTimes([pid]), pid, expected);
     },
   };
 }
 
 /** The command line of a live pid (null when gone), to check a recorded pid is still ours. */
-export async function commandLine(pid: number, platform: Platform): Promise<string | null> {
+export async function commandLine(pid: number, platform: Platform, runner: PsRunner = runPs): Promise<string | null> {
   if (!pidExists(pid)) return null;
   if (platform === 'linux') {
     try {
@@ -61,6 +121,6 @@ export async function commandLine(pid: number, platform: Platform): Promise<stri
       return null;
     }
   }
-  const result = await execa('ps', ['-o', 'command=', '-p', String(pid)], { reject: false, timeout: 2000 });
+  const result = await runner(['-o', 'command=', '-p', String(pid)], PS_ENV);
   return result.exitCode === 0 ? result.stdout.trim() : null;
 }

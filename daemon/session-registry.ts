@@ -2,7 +2,7 @@ import { SandboxdError } from '../shared/errors.js';
 import type { SessionInfo } from '../shared/contracts/sessions.js';
 import type { Lease } from './bridges/bridge.js';
 import type { Logger } from './logger.js';
-import type { ProcessProbe } from './process-identity.js';
+import { sameProcess, type ProcessProbe } from './process-identity.js';
 
 export interface Clock {
   now(): number;
@@ -19,9 +19,14 @@ export interface SessionRegistryOptions {
   clock: Clock;
   probe: ProcessProbe;
   leaseTtlMs: number;
+  /** How often sweep() is meant to run; a much longer gap means the daemon itself was stalled. */
+  sweepIntervalMs: number;
   maxSessions: number;
   logger: Logger;
 }
+
+/** A sweep this many intervals after the previous one means the daemon was stopped or asleep. */
+const STALL_FACTOR = 3;
 
 export type EndReason = 'released' | 'client-exited' | 'lease-expired' | 'shutdown';
 
@@ -31,6 +36,9 @@ export type EndReason = 'released' | 'client-exited' | 'lease-expired' | 'shutdo
  */
 export class SessionRegistry {
   private readonly sessions = new Map<string, SessionRecord>();
+  private lastSweepAt: number | null = null;
+  /** After a stall, leases of live clients do not expire before this. */
+  private graceUntil = 0;
 
   constructor(private readonly options: SessionRegistryOptions) {}
 
@@ -71,15 +79,26 @@ export class SessionRegistry {
     return [...this.sessions.values()].map((record) => record.info);
   }
 
-  /** Called on a timer; a dead client is noticed within one sweep interval. */
+  /**
+   * Called on a timer; a dead client is noticed within one sweep interval. Heartbeats that could
+   * not arrive because the daemon itself was stalled (SIGSTOP, a laptop asleep) do not count
+   * against a live client: after a stall its lease runs one more TTL from the resume.
+   */
   async sweep(): Promise<void> {
-    const now = this.options.clock.now();
-    for (const [id, record] of [...this.sessions]) {
-      if (now - record.lastHeartbeat > this.options.leaseTtlMs) {
-        this.end(id, 'lease-expired');
-      } else if (!(await this.options.probe.isSame(record.info.clientPid, record.clientStartTime))) {
-        this.end(id, 'client-exited');
-      }
+    const { clock, leaseTtlMs, sweepIntervalMs, probe } = this.options;
+    const now = clock.now();
+    if (this.lastSweepAt !== null && now - this.lastSweepAt > STALL_FACTOR * sweepIntervalMs) {
+      this.graceUntil = now + leaseTtlMs;
+      this.options.logger.warn({ module: 'session', stalledMs: now - this.lastSweepAt }, 'the daemon was stalled; leases of live clients get one more TTL');
+    }
+    this.lastSweepAt = now;
+    const records = [...this.sessions];
+    if (records.length === 0) return;
+    const alive = await probe.startTimes([...new Set(records.map(([, record]) => record.info.clientPid))]);
+    for (const [id, record] of records) {
+      if (this.sessions.get(id) !== record) continue;
+      if (!sameProcess(alive, record.info.clientPid, record.clientStartTime)) this.end(id, 'client-exited');
+      else if (now - record.lastHeartbeat > leaseTtlMs && now >= this.graceUntil) this.end(id, 'lease-expired');
     }
   }
 

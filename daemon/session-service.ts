@@ -9,7 +9,9 @@ import { cloudCredentialMounts, containerEnv } from './plan/extras.js';
 import { dedupeMounts, flattenArgs, relabelFor } from './plan/flatten.js';
 import type { GitHostFacts, GitHostInput } from './plan/git-host.js';
 import { planGitSection } from './plan/git-section.js';
+import { expressibleMounts } from './plan/mount-args.js';
 import { canonicalIfExists, resolveMountSpecs } from './plan/mount-spec.js';
+import { workdirMount } from './plan/workdir.js';
 import { planSsh, type SshDeps, type SshSection } from './plan/ssh.js';
 import type { Clock, SessionRegistry } from './session-registry.js';
 
@@ -77,19 +79,19 @@ export class SessionService {
         agentForwarded: ssh.ssh.status === 'forwarded',
         writeGlobalConfig: (content) => deps.writeGitConfig(content),
       });
-      // Inside a repository the whole work tree is mounted, so git works from any subdirectory.
-      const top = git.repo?.topLevel;
-      const workdirSource = top !== undefined && (cwd === top || cwd.startsWith(`${top}/`)) ? top : cwd;
       const workdir: Mount[] = input.workdir
-        ? [{ source: workdirSource, target: workdirSource, readOnly: false, purpose: 'workdir', ...(relabel === undefined ? {} : { relabel }) }]
+        ? [workdirMount({ cwd, repoTop: git.repo?.topLevel ?? null, hostHome: deps.hostHome, allowWide: input.allowWideWorkdir, relabel })]
         : [];
+      const mounts = expressibleMounts(dedupeMounts([...ssh.mounts, ...workdir, ...gitPlan.mounts, ...requested, ...cloud.mounts]));
+      const planEnv = { ...gitPlan.env, ...ssh.env, ...cloud.env };
+      const passed = containerEnv(clientEnv, input.passEnv, new Set(Object.keys(planEnv)));
       const body: Omit<Plan, 'args'> = {
-        mounts: dedupeMounts([...ssh.mounts, ...workdir, ...gitPlan.mounts, ...requested, ...cloud.mounts]),
-        env: { ...gitPlan.env, ...ssh.env, ...cloud.env, ...containerEnv(clientEnv, input.passEnv) },
-        spawnEnv: {},
+        mounts: mounts.mounts,
+        env: { ...planEnv, ...passed.env },
+        spawnEnv: passed.spawnEnv,
         globalArgs: [],
         flags: [...ssh.flags, ...(input.workdir ? ['--workdir', cwd] : [])],
-        warnings: [...ssh.warnings, ...gitPlan.warnings],
+        warnings: [...ssh.warnings, ...gitPlan.warnings, ...mounts.warnings, ...passed.warnings],
       };
       const now = new Date(deps.clock.now()).toISOString();
       const session: SessionInfo = {

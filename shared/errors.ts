@@ -21,7 +21,12 @@ export const ERROR_SPECS = {
     remedy: 'Start an agent (`eval "$(ssh-agent)"` and `ssh-add`), or pass ssh-agent auto/off.',
   },
   INVALID_MOUNT: { status: 400, remedy: 'Give an absolute, existing path without ":" or ",".' },
+  UNSUPPORTED_PATH: { status: 400, remedy: 'Rename or move it: a path with a newline, or with both ":" and ",", cannot be mounted.' },
+  WORKDIR_TOO_WIDE: { status: 400, remedy: 'Run from the project directory, or pass --allow-wide-workdir (library: allowWideWorkdir) if you mean it.' },
   SHUTTING_DOWN: { status: 503, remedy: 'The daemon is stopping; retry in a moment.' },
+  DAEMON_BUSY: { status: 503, remedy: 'The daemon is out of processes or file descriptors; retry in a moment.' },
+  HEADERS_TOO_LARGE: { status: 431, remedy: 'Send smaller request headers.' },
+  REQUEST_TIMEOUT: { status: 408, remedy: 'Send the whole request promptly; the daemon stops waiting after a few seconds.' },
   INTERNAL: { status: 500, remedy: 'See the daemon log (`sandboxd status` prints its path).' },
   INSECURE_DIRECTORY: {
     status: 500,
@@ -52,6 +57,7 @@ export const ERROR_SPECS = {
   TUNNEL_FAILED: { status: 502, remedy: 'See `sandboxd tunnels ls` for the last error; `sandboxd tunnels restart ID` retries.' },
   TUNNEL_NOT_FOUND: { status: 404, remedy: 'List the tunnels with `sandboxd tunnels ls`.' },
   ENGINE_NOT_FOUND: { status: 422, remedy: 'Install the engine or add it to PATH.' },
+  RUN_ARGS_UNPARSABLE: { status: 400, remedy: 'Write that run option as --name=value, so its value cannot be mistaken for the image.' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export const ErrorCode = z.enum(Object.keys(ERROR_SPECS) as [keyof typeof ERROR_SPECS, ...(keyof typeof ERROR_SPECS)[]]);

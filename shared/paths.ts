@@ -14,6 +14,8 @@ export interface SandboxdPaths {
   readonly runtimeDir: string;
   readonly socketPath: string;
   readonly lockPath: string;
+  /** Held only while the daemon lock is taken and its pid record written (instance-lock.ts). */
+  readonly lockGuardPath: string;
   readonly pidPath: string;
   readonly spawnLockPath: string;
   readonly agentsDir: string;
@@ -32,6 +34,22 @@ function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value === '' ? undefined : value;
 }
 
+const SOCKET_NAME = 'sandboxd.sock';
+
+function socketFits(dir: string, platform: Platform): boolean {
+  return Buffer.byteLength(path.resolve(dir, SOCKET_NAME)) <= MAX_SOCKET_PATH_BYTES[platform];
+}
+
+/**
+ * Linux without XDG_RUNTIME_DIR: a directory under the user's own home, which no other user can
+ * create first. /tmp/sandboxd-<uid> is the last resort, for a home too deep to hold a socket path;
+ * there the client's ownership check (client/trust.ts) is what keeps another user out.
+ */
+function linuxFallbackRuntimeDir(xdgState: string, uid: number): string {
+  const inHome = path.join(xdgState, 'sandboxd', 'run');
+  return socketFits(inHome, 'linux') ? inHome : `/tmp/sandboxd-${uid}`;
+}
+
 /** DESIGN §3. Pure: the caller supplies platform, env, uid and home. */
 export function resolvePaths({ platform, env, uid, home }: PathInputs): SandboxdPaths {
   const appSupport = path.join(home, 'Library', 'Application Support', 'sandboxd');
@@ -44,7 +62,7 @@ export function resolvePaths({ platform, env, uid, home }: PathInputs): Sandboxd
       ? appSupport
       : xdgRuntime !== undefined
         ? path.join(xdgRuntime, 'sandboxd')
-        : `/tmp/sandboxd-${uid}`);
+        : linuxFallbackRuntimeDir(xdgState, uid));
   const stateDir =
     nonEmpty(env.SANDBOXD_STATE_DIR) ?? (platform === 'darwin' ? appSupport : path.join(xdgState, 'sandboxd'));
   const logDir =
@@ -53,8 +71,9 @@ export function resolvePaths({ platform, env, uid, home }: PathInputs): Sandboxd
 
   return {
     runtimeDir: path.resolve(runtimeDir),
-    socketPath: path.resolve(runtimeDir, 'sandboxd.sock'),
+    socketPath: path.resolve(runtimeDir, SOCKET_NAME),
     lockPath: path.resolve(runtimeDir, 'daemon.lock'),
+    lockGuardPath: path.resolve(runtimeDir, 'daemon.lock.guard'),
     pidPath: path.resolve(runtimeDir, 'daemon.pid'),
     spawnLockPath: path.resolve(runtimeDir, 'spawn.lock'),
     agentsDir: path.resolve(runtimeDir, 'agents'),

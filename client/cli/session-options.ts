@@ -19,6 +19,7 @@ export interface SessionFlags {
   passEnv: string[];
   gitHooks: 'readonly' | 'writable';
   gitConfig: 'readonly' | 'writable';
+  allowWideWorkdir?: boolean;
 }
 
 function collect(value: string, previous: string[]): string[] {
@@ -39,6 +40,7 @@ export function addSessionOptions(command: Command): Command {
     .option('--pass-env <name>', 'pass this variable from your environment into the container (repeatable)', collect, [])
     .addOption(new Option('--git-hooks <policy>', 'whether the sandbox may write the repository\'s hooks/').choices(['readonly', 'writable']).default('readonly'))
     .addOption(new Option('--git-config <policy>', 'whether the sandbox may write the repository\'s .git/config').choices(['readonly', 'writable']).default('readonly'))
+    .option('--allow-wide-workdir', 'allow a workdir that is /, your home directory or one of its ancestors')
     .option('--json', 'print JSON');
 }
 
@@ -93,5 +95,6 @@ export function toAcquireOptions(flags: SessionFlags): AcquireOptions {
     passEnv: passEnv(flags.passEnv),
     gitHooks: flags.gitHooks,
     gitConfig: flags.gitConfig,
+    ...(flags.allowWideWorkdir === true ? { allowWideWorkdir: true } : {}),
   };
 }

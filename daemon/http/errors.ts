@@ -1,11 +1,23 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { SandboxdError, type ErrorBody } from '../../shared/errors.js';
+import { clip, ECHO_MAX_CHARS } from '../clip.js';
 import type { Logger } from '../logger.js';
+
+/**
+ * A backstop for messages that echo the caller's input (a 4 KiB cwd): room for one clipped value
+ * and the words around it, so a flood of rejected requests cannot grow the log by their size.
+ */
+const MESSAGE_MAX_CHARS = 2 * ECHO_MAX_CHARS;
+const OUT_OF_FDS = new Set(['EMFILE', 'ENFILE']);
 
 /** Maps fastify's own failures (body parsing, limits) onto the stable codes of shared/errors.ts. */
 export function toSandboxdError(error: unknown): SandboxdError {
   if (error instanceof SandboxdError) return error;
   const fastifyError = error as Partial<FastifyError>;
+  // Any file the daemon opens can fail this way under load; that is a retry, not a bug.
+  if (fastifyError.code !== undefined && OUT_OF_FDS.has(fastifyError.code)) {
+    return new SandboxdError('DAEMON_BUSY', `the daemon is out of file descriptors (${fastifyError.code})`);
+  }
   switch (fastifyError.statusCode) {
     case 413:
       return new SandboxdError('PAYLOAD_TOO_LARGE', 'request body is larger than 64 KiB');
@@ -18,17 +30,23 @@ export function toSandboxdError(error: unknown): SandboxdError {
   }
 }
 
+function clipped(error: SandboxdError): SandboxdError {
+  if (error.message.length <= MESSAGE_MAX_CHARS) return error;
+  return new SandboxdError(error.code, clip(error.message, MESSAGE_MAX_CHARS), { remedy: error.remedy });
+}
+
 export function installErrorHandlers(app: FastifyInstance, logger: Logger): void {
   app.setErrorHandler((error, request, reply) => {
-    const mapped = toSandboxdError(error);
+    const mapped = clipped(toSandboxdError(error));
     const log = logger.child({ module: 'http', reqId: request.id });
-    if (mapped.code === 'INTERNAL') log.error({ err: error, url: request.url }, 'request failed');
-    else log.info({ code: mapped.code, url: request.url }, mapped.message);
+    const url = clip(request.url);
+    if (mapped.code === 'INTERNAL') log.error({ err: error, url }, 'request failed');
+    else log.info({ code: mapped.code, url }, mapped.message);
     const body: ErrorBody = { error: mapped.toJSON() };
     return reply.status(mapped.status).send(body);
   });
   app.setNotFoundHandler((request, reply) => {
-    const error = new SandboxdError('NOT_FOUND', `no route ${request.method} ${request.url.slice(0, 200)}`);
+    const error = new SandboxdError('NOT_FOUND', `no route ${request.method} ${clip(request.url)}`);
     const body: ErrorBody = { error: error.toJSON() };
     return reply.status(error.status).send(body);
   });

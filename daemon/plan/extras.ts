@@ -35,12 +35,29 @@ export async function cloudCredentialMounts(input: CloudInput): Promise<{ mounts
   return { mounts, env };
 }
 
-/** TERM and COLORTERM pass through; anything else only when the session names it. */
-export function containerEnv(clientEnv: ClientEnv, passEnv: Record<string, string>): Record<string, string> {
+export interface ContainerEnv {
+  /** Set with `-e NAME=value`: the terminal's own variables, which are not secret. */
+  env: Record<string, string>;
+  /** Passed by name (`-e NAME`): the values travel in the engine's environment, never on argv. */
+  spawnEnv: Record<string, string>;
+  warnings: string[];
+}
+
+/**
+ * TERM and COLORTERM pass through; anything else only when the session names it, and never over a
+ * variable the plan itself sets (`--pass-env SSH_AUTH_SOCK` would cut the container off its agent).
+ */
+export function containerEnv(clientEnv: ClientEnv, passEnv: Record<string, string>, planOwned: ReadonlySet<string>): ContainerEnv {
   const env: Record<string, string> = {};
   for (const name of TERMINAL_ENV) {
     const value = clientEnv[name];
-    if (value !== undefined) env[name] = value;
+    if (value !== undefined && !(name in passEnv)) env[name] = value;
   }
-  return { ...env, ...passEnv };
+  const spawnEnv: Record<string, string> = {};
+  const warnings: string[] = [];
+  for (const [name, value] of Object.entries(passEnv)) {
+    if (planOwned.has(name)) warnings.push(`--pass-env ${name} is ignored: sandboxd sets ${name} in the container itself`);
+    else spawnEnv[name] = value;
+  }
+  return { env, spawnEnv, warnings };
 }

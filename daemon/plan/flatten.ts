@@ -1,16 +1,10 @@
 import type { Engine } from '../../shared/contracts/common.js';
 import type { Mount, Plan } from '../../shared/contracts/plan.js';
-
-/** `-v` options; DESIGN §8 puts `:z` on Podman mounts so SELinux hosts allow them. */
-function volumeArg(mount: Mount): string {
-  const options = [mount.readOnly ? 'ro' : null, mount.relabel ?? null].filter((option) => option !== null);
-  const spec = `${mount.source}:${mount.target}`;
-  return options.length === 0 ? spec : `${spec}:${options.join(',')}`;
-}
+import { mountArgs } from './mount-args.js';
 
 export function flattenArgs(plan: Omit<Plan, 'args'>): string[] {
   const args: string[] = [];
-  for (const mount of plan.mounts) args.push('-v', volumeArg(mount));
+  for (const mount of plan.mounts) args.push(...mountArgs(mount));
   for (const [name, value] of Object.entries(plan.env).sort(([a], [b]) => a.localeCompare(b))) {
     args.push('-e', `${name}=${value}`);
   }

@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { execa } from 'execa';
 import { FingerprintCache } from '../fingerprint-cache.js';
+import { runSubprocess } from '../subprocess.js';
 import { findExecutable } from '../podman/discover.js';
 import { globalConfigFiles, parseConfigList, type ConfigEntry } from './git-config.js';
 import { sandboxOverrides, type Overrides } from './git-overrides.js';
@@ -55,12 +55,10 @@ function gitEnv(input: GitHostInput): Record<string, string> {
 }
 
 async function repoAt(git: string, input: GitHostInput): Promise<GitRepo | null> {
-  const result = await execa(git, [...TRUST_FOR_PROBE, 'rev-parse', '--path-format=absolute', '--git-dir', '--git-common-dir', '--show-toplevel'], {
-    cwd: input.cwd,
+  const result = await runSubprocess(git, [...TRUST_FOR_PROBE, 'rev-parse', '--path-format=absolute', '--git-dir', '--git-common-dir', '--show-toplevel'], {
+    clientCwd: input.cwd,
     env: gitEnv(input),
-    extendEnv: false,
-    reject: false,
-    timeout: GIT_TIMEOUT_MS,
+    timeoutMs: GIT_TIMEOUT_MS,
   });
   if (result.exitCode !== 0) return null;
   const [gitDir, commonDir, topLevel] = result.stdout.split('\n');
@@ -123,16 +121,14 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
   ]);
   if (git === null) return plainFiles(input, "git is not on the session's PATH", knownHosts);
   const [listed, repo] = await Promise.all([
-    execa(git, [...TRUST_FOR_PROBE, 'config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], {
-      cwd: input.cwd,
+    runSubprocess(git, [...TRUST_FOR_PROBE, 'config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], {
+      clientCwd: input.cwd,
       env: gitEnv(input),
-      extendEnv: false,
-      reject: false,
-      timeout: GIT_TIMEOUT_MS,
+      timeoutMs: GIT_TIMEOUT_MS,
     }),
     repoAt(git, input),
   ]);
-  if (listed.failed) {
+  if (listed.exitCode !== 0) {
     const detail = (listed.stderr.split('\n')[0] ?? '').slice(0, 200);
     return plainFiles(input, `the session's git (${git}) failed${detail === '' ? '' : `: ${detail}`}`, knownHosts);
   }

@@ -1,8 +1,9 @@
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
-import { execa } from 'execa';
 import { SandboxdError } from '../../shared/errors.js';
 import type { ClientEnv } from '../../shared/contracts/sessions.js';
+import { clip } from '../clip.js';
+import { runSubprocess, type RunSubprocess } from '../subprocess.js';
 import { connectionFromHost, parseConnectionList, selectConnection, type PodmanConnection } from './connections.js';
 
 const LIST_TIMEOUT_MS = 10_000;
@@ -28,25 +29,34 @@ export interface DiscoverInput {
   requested?: string | undefined;
 }
 
+/** The variables podman reads its connections from: only the session's, never the daemon's (issue 8 #14). */
+const PODMAN_ENV_NAMES = ['CONTAINERS_CONF', 'PODMAN_CONNECTIONS_CONF', 'XDG_CONFIG_HOME'] as const;
+
+export interface DiscoverDeps {
+  /** The daemon user's home, where podman finds `~/.config/containers` without XDG_CONFIG_HOME. */
+  home: string;
+  run?: RunSubprocess;
+}
+
 /** Runs the real `podman system connection list --format json` and picks the session's connection. */
-export async function discoverConnection(input: DiscoverInput): Promise<PodmanConnection> {
+export async function discoverConnection(input: DiscoverInput, deps: DiscoverDeps): Promise<PodmanConnection> {
   if (input.requested === undefined && input.env.CONTAINER_HOST?.startsWith('ssh://') === true) {
     return connectionFromHost(input.env.CONTAINER_HOST, input.env.CONTAINER_SSHKEY);
   }
   const podman = (await findExecutable('podman', input.path)) ?? (await findExecutable('podman-remote', input.path));
   if (podman === null) {
-    throw new SandboxdError('PODMAN_NOT_FOUND', `podman is not on the session's PATH (searched: ${input.path || '(empty)'})`);
+    throw new SandboxdError('PODMAN_NOT_FOUND', `podman is not on the session's PATH (searched: ${clip(input.path) || '(empty)'})`);
   }
-  const env: Record<string, string> = { PATH: input.path };
-  if (input.env.CONTAINERS_CONF !== undefined) env.CONTAINERS_CONF = input.env.CONTAINERS_CONF;
-  if (input.env.XDG_CONFIG_HOME !== undefined) env.XDG_CONFIG_HOME = input.env.XDG_CONFIG_HOME;
-  const result = await execa(podman, ['system', 'connection', 'list', '--format', 'json'], {
-    env,
-    reject: false,
-    timeout: LIST_TIMEOUT_MS,
-  });
+  const env: Record<string, string> = { PATH: input.path, HOME: deps.home };
+  for (const name of PODMAN_ENV_NAMES) {
+    const value = input.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  const run = deps.run ?? runSubprocess;
+  const result = await run(podman, ['system', 'connection', 'list', '--format', 'json'], { env, timeoutMs: LIST_TIMEOUT_MS });
   if (result.exitCode !== 0) {
-    throw new SandboxdError('PODMAN_CONNECTIONS_UNPARSABLE', `\`${podman} system connection list\` failed: ${result.stderr.trim().split('\n').pop() ?? `exit ${result.exitCode ?? '?'}`}`);
+    const reason = result.stderr.trim().split('\n').pop() ?? '';
+    throw new SandboxdError('PODMAN_CONNECTIONS_UNPARSABLE', `\`${podman} system connection list\` failed: ${clip(reason === '' ? `exit ${String(result.exitCode ?? '?')}` : reason)}`);
   }
   return selectConnection({ rows: parseConnectionList(result.stdout), requested: input.requested, envConnection: input.env.CONTAINER_CONNECTION });
 }

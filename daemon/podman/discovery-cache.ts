@@ -11,6 +11,7 @@ export function connectionFiles(input: DiscoverInput, home: string): string[] {
   const configHome = input.env.XDG_CONFIG_HOME ?? path.join(home, '.config');
   return [
     ...(input.env.CONTAINERS_CONF === undefined ? [] : [input.env.CONTAINERS_CONF]),
+    ...(input.env.PODMAN_CONNECTIONS_CONF === undefined ? [] : [input.env.PODMAN_CONNECTIONS_CONF]),
     path.join(configHome, 'containers', 'containers.conf'),
     path.join(configHome, 'containers', 'podman-connections.json'),
     '/etc/containers/containers.conf',

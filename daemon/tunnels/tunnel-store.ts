@@ -4,11 +4,28 @@ import { writeFileAtomic } from '../atomic-file.js';
 import type { Logger } from '../logger.js';
 import type { TunnelRecord } from './tunnel.js';
 
-const StateFile = z.object({
+/**
+ * What `vmRootFor` and the tunnel hash produce: `/tmp/sandboxd-<10 hex>/<12 hex>`. A record naming
+ * anything else was not written by sandboxd, and nothing it names is touched.
+ */
+const VM_DIR = /^\/tmp\/sandboxd-[0-9a-f]{10}\/[0-9a-f]{12}$/;
+
+const TunnelRecordSchema = z
+  .strictObject({
+    id: z.string().regex(/^tun_[0-9a-f]{12}$/),
+    // pid 1 is init; 0 and negatives would signal process groups.
+    pid: z.number().int().min(2).max(2 ** 31 - 1),
+    vmDir: z.string().regex(VM_DIR),
+    connection: z.string().min(1).max(200),
+    agentSocket: z.string().startsWith('/').max(4096),
+    argv: z.array(z.string().max(65_536)).min(2).max(200),
+  })
+  // The ssh forwards into that very directory: its remote script names it.
+  .refine((record) => record.argv.some((arg) => arg.includes(record.vmDir)), 'argv does not name its vmDir');
+
+const StateFile = z.strictObject({
   version: z.literal(1),
-  tunnels: z.array(
-    z.object({ id: z.string(), pid: z.number().int().positive(), vmDir: z.string(), connection: z.string(), agentSocket: z.string() }),
-  ),
+  tunnels: z.array(z.unknown()).max(1024),
 });
 
 /**
@@ -42,7 +59,13 @@ export class TunnelStore {
       this.logger.warn({ statePath: this.statePath }, 'state file unreadable; ignoring it');
       return [];
     }
-    return parsed.data.tunnels;
+    const records: TunnelRecord[] = [];
+    for (const [index, candidate] of parsed.data.tunnels.entries()) {
+      const record = TunnelRecordSchema.safeParse(candidate);
+      if (record.success) records.push(record.data);
+      else this.logger.warn({ statePath: this.statePath, index, issue: record.error.issues[0]?.message }, 'state file record invalid; ignoring it');
+    }
+    return records;
   }
 
   /** Starts this daemon's file empty, once what a previous one recorded has been reaped. */
@@ -77,22 +100,26 @@ export interface OrphanDeps {
 
 const ORPHAN_EXIT_WAIT_MS = 2_000;
 
+/** The live command line, as `commandLine` reports it (argv joined by spaces), is exactly the recorded argv. */
+function runs(command: string | null, argv: readonly string[]): boolean {
+  return command !== null && command.trimEnd() === argv.join(' ');
+}
+
 /**
  * Kills the ssh processes a previous daemon left (after `kill -9`), but only a pid whose command
- * line is still our ssh for that VM dir: a reused pid belongs to someone else and is left alone.
+ * line is still exactly the recorded ssh: a reused pid belongs to someone else and is left alone.
  * The killed ssh closes its connection, and the remote script removes the VM socket.
  */
 export async function reapOrphans(records: readonly TunnelRecord[], deps: OrphanDeps, logger: Logger): Promise<number> {
   let reaped = 0;
   for (const record of records) {
-    const command = await deps.commandLine(record.pid);
-    if (command === null || !command.includes('ssh') || !command.includes(record.vmDir)) continue;
+    if (!runs(await deps.commandLine(record.pid), record.argv)) continue;
     const log = logger.child({ tunnelId: record.id, pid: record.pid });
     log.warn('killing an ssh left by a previous daemon');
     deps.kill(record.pid, 'SIGTERM');
     const deadline = Date.now() + ORPHAN_EXIT_WAIT_MS;
-    while ((await deps.commandLine(record.pid)) !== null && Date.now() < deadline) await deps.sleep(50);
-    if ((await deps.commandLine(record.pid)) !== null) deps.kill(record.pid, 'SIGKILL');
+    while (runs(await deps.commandLine(record.pid), record.argv) && Date.now() < deadline) await deps.sleep(50);
+    if (runs(await deps.commandLine(record.pid), record.argv)) deps.kill(record.pid, 'SIGKILL');
     reaped += 1;
   }
   return reaped;

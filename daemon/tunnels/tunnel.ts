@@ -24,6 +24,8 @@ export interface TunnelRecord {
   vmDir: string;
   connection: string;
   agentSocket: string;
+  /** The ssh's exact argv: a restarted daemon kills a recorded pid only while it still runs this. */
+  argv: string[];
 }
 
 export interface TunnelOptions {
@@ -192,7 +194,7 @@ export class Tunnel implements Bridge {
       this.lastError = null;
       log.info({ socket: `${layout.dir}/${layout.generationName}`, selinux: this.selinux }, 'tunnel ready');
       if (child.pid !== undefined) {
-        this.options.onChild({ id: this.id, pid: child.pid, vmDir: layout.dir, connection: this.options.connection.name, agentSocket: this.options.agentSocket });
+        this.options.onChild({ id: this.id, pid: child.pid, vmDir: layout.dir, connection: this.options.connection.name, agentSocket: this.options.agentSocket, argv: child.spawnargs });
       }
       this.settle(null);
     });

@@ -87,6 +87,8 @@ export const AcquireRequest = z.strictObject({
   connection: ExecText(200).min(1).optional(),
   /** Mount the (canonical) cwd at the same path and make it the working directory. */
   workdir: z.boolean().default(false),
+  /** Allow a workdir that is `/`, the home directory or one of its ancestors (refused otherwise). */
+  allowWideWorkdir: z.boolean().default(false),
   /** Extra mounts: `path`, `path:ro`, `path:rw`, `src:dst`, `src:dst:ro`, `src:dst:rw`; read-only by default. */
   mounts: z.array(ExecText(4096).min(1)).max(64).default([]),
   /** Mount ~/.config/gcloud, ~/.aws and GOOGLE_APPLICATION_CREDENTIALS read-only. */

@@ -1,10 +1,18 @@
-import { chmodSync, mkdirSync, statSync, existsSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, statSync, existsSync, readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Cleanup, cli, cliEnv, daemonPid, exitOf, makeSandbox, pidAlive, startDaemon, waitFor } from '../helpers.js';
+import { Cleanup, cli, cliEnv, daemonPid, daemonsFor, exitOf, makeSandbox, pidAlive, startDaemon, waitFor } from '../helpers.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
+
+/** The dead pids whose lock a daemon logged taking over. */
+function takeovers(logDir: string): number[] {
+  return readFileSync(path.join(logDir, 'sandboxd.log'), 'utf8')
+    .split('\n')
+    .filter((line) => line.includes('took over the lock of a daemon that is gone'))
+    .map((line) => (JSON.parse(line) as { deadPid: number }).deadPid);
+}
 
 describe('sandboxd daemon (real processes)', () => {
   it('creates a 0700 runtime dir and a 0600 socket, and answers status', async () => {
@@ -52,6 +60,29 @@ describe('sandboxd daemon (real processes)', () => {
     expect(second.pid).not.toBe(first.pid);
     const status = await cli(['status', '--json'], env);
     expect((JSON.parse(status.stdout) as { pid: number }).pid).toBe(second.pid);
+    // Taken over from the pid record, not after waiting for the lock to go stale.
+    expect(takeovers(sandbox.env.SANDBOXD_LOG_DIR)).toEqual([first.pid]);
+  });
+
+  it('after kill -9, of several daemons starting at once exactly one takes over', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    const first = await startDaemon(env, cleanup);
+    first.child.kill('SIGKILL');
+    await exitOf(first.child);
+
+    const starters = Array.from({ length: 4 }, () => startDaemon(env, cleanup).then(
+      (daemon) => ({ daemon, error: null }),
+      (error: unknown) => ({ daemon: null, error: String(error) }),
+    ));
+    const results = await Promise.all(starters);
+    const winners = results.flatMap((result) => (result.daemon === null ? [] : [result.daemon.pid]));
+    expect(winners).toHaveLength(1);
+    for (const result of results) {
+      if (result.daemon === null) expect(result.error).toContain(`already running (pid ${String(winners[0])})`);
+    }
+    expect(daemonsFor(sandbox.env.SANDBOXD_RUNTIME_DIR)).toEqual(winners);
+    expect(takeovers(sandbox.env.SANDBOXD_LOG_DIR)).toEqual([first.pid]);
   });
 
   it.each(['SIGTERM', 'SIGINT'] as const)('stops on %s: exit 0, socket, pid file and lock removed', async (signal) => {

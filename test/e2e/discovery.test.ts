@@ -91,4 +91,30 @@ describe.skipIf(labMissing)('Podman connection discovery errors (real podman CLI
     expect(error.code).toBe('TUNNEL_UNREACHABLE');
     expect(error.message).toContain('connect to host ::1 port 22');
   });
+
+  it('PODMAN_CONNECTIONS_CONF is the session\'s, reaches podman, and the daemon\'s own never leaks', async () => {
+    // podman 4 in the lab predates podman-connections.json: a stand-in prints the rows of the file
+    // the variable names, or none without it.
+    const bin = path.join(dir, 'connbin');
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(path.join(bin, 'podman'), '#!/bin/sh\nif [ -n "$PODMAN_CONNECTIONS_CONF" ]; then cat "$PODMAN_CONNECTIONS_CONF"; else echo "[]"; fi\n');
+    chmodSync(path.join(bin, 'podman'), 0o755);
+    const rows = (name: string) => JSON.stringify([{ Name: name, URI: `unix:///run/${name}.sock`, Identity: '', Default: true }]);
+    const sessionFile = path.join(dir, 'session-connections.json');
+    writeFileSync(sessionFile, rows('fromsession'));
+    const daemonFile = path.join(dir, 'daemon-connections.json');
+    writeFileSync(daemonFile, rows('fromdaemon'));
+    const sandbox = makeSandbox(cleanup);
+    const own = cliEnv(sandbox, { SANDBOXD_SSH_BRIDGE: 'tunnel', SSH_AUTH_SOCK: env.SSH_AUTH_SOCK ?? '' });
+    await startDaemon({ ...own, PODMAN_CONNECTIONS_CONF: daemonFile }, cleanup);
+    const plan = async (extra: NodeJS.ProcessEnv) => {
+      const result = await cli(['plan', '--engine', 'podman', '--json'], { ...own, PATH: `${bin}:/usr/bin:/bin`, ...extra }, 40_000);
+      return (JSON.parse(result.stdout) as ErrorJson).error;
+    };
+    expect(await plan({ PODMAN_CONNECTIONS_CONF: sessionFile })).toMatchObject({
+      code: 'PODMAN_CONNECTION_UNSUPPORTED',
+      message: 'connection fromsession is unix:// (unix:///run/fromsession.sock), not ssh://; there is no VM to tunnel into',
+    });
+    expect(await plan({})).toMatchObject({ code: 'PODMAN_NO_CONNECTIONS' });
+  });
 });

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession, listSessions, listTunnels } from '../../dist/client/index.js';
-import { Cleanup, ROOT, cli, cliEnv, makeSandbox, startAgent, startDaemon, waitFor, type Sandbox } from '../helpers.js';
+import { Cleanup, CLI, ROOT, cli, cliEnv, makeSandbox, startAgent, startDaemon, waitFor, type Sandbox } from '../helpers.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -217,5 +217,80 @@ describe('sessions (real daemon on a real Unix socket)', () => {
     expect(table[1]).toContain('llxprt');
     const json = JSON.parse((await cli(['sessions', 'ls', '--json'], env)).stdout) as { id: string }[];
     expect(json.map((s) => s.id)).toEqual([session.id]);
+  });
+
+  it('survives fd exhaustion: under ulimit -n 256, 800 concurrent acquires get 201 or 503 DAEMON_BUSY, then status answers', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    const socket = path.join(sandbox.env.SANDBOXD_RUNTIME_DIR, 'sandboxd.sock');
+    const daemon = spawn('sh', ['-c', 'ulimit -n 256; exec "$0" "$1" daemon', process.execPath, CLI], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    cleanup.add(() => daemon.kill('SIGKILL'));
+    let stderr = '';
+    daemon.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    await waitFor(() => stderr.includes('listening on') || daemon.exitCode !== null, 'the daemon to listen');
+    const body = JSON.stringify({ engine: 'docker', client: { pid: process.pid, cwd: ROOT, path: process.env.PATH }, sshAgent: 'off' });
+    const replies = await Promise.all(
+      Array.from({ length: 800 }, () => raw(socket, 'POST', '/v1/sessions', body, JSON_HEADERS).catch((error: unknown) => error as Error)),
+    );
+    const answered = replies.filter((reply): reply is Reply => !(reply instanceof Error));
+    // Connections the kernel or the daemon turned away never got an HTTP answer; every answer is one of these.
+    for (const reply of answered) {
+      if (reply.status !== 201) expect(reply).toMatchObject({ status: 503, body: { error: { code: 'DAEMON_BUSY' } } });
+    }
+    expect(daemon.exitCode).toBeNull();
+    const status = await raw(socket, 'GET', '/v1/status');
+    expect(status.status).toBe(200);
+    const ok = await raw(socket, 'POST', '/v1/sessions', body, JSON_HEADERS);
+    expect(ok.status).toBe(201);
+  });
+
+  it('keeps the session of a live client across a daemon stall longer than the lease TTL', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    const daemon = await startDaemon(env, cleanup, ['--lease-ttl', '1']);
+    const session = await acquireSession({ engine: 'docker', sshAgent: 'off', env });
+    cleanup.add(() => session.release());
+    const id = session.id;
+    // Seven seconds stopped: past the TTL and well past three 2 s sweep intervals.
+    process.kill(daemon.pid, 'SIGSTOP');
+    cleanup.add(() => process.kill(daemon.pid, 'SIGCONT'));
+    await new Promise((resolve) => setTimeout(resolve, 7_000));
+    process.kill(daemon.pid, 'SIGCONT');
+    // Past the first sweep after the resume, and then some heartbeats.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    expect((await listSessions(env)).map((s) => s.id)).toEqual([id]);
+    expect(session.id).toBe(id);
+  });
+
+  it('renews a session the daemon lost: same request, new id, heartbeats go on', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const { env, socket } = await daemonIn(sandbox, ['--lease-ttl', '3']);
+    const session = await acquireSession({ engine: 'docker', sshAgent: 'off', env, label: 'renewed' });
+    cleanup.add(() => session.release());
+    const first = session.id;
+    // Stands in for a restarted daemon or a reaped lease: the daemon no longer knows the session.
+    expect((await raw(socket, 'DELETE', `/v1/sessions/${first}`)).body).toEqual({ released: true });
+    const renewed = await waitFor(async () => (await listSessions(env)).find((s) => s.id !== first), 'the client to renew its lease', 10_000, 200);
+    expect(renewed).toMatchObject({ label: 'renewed', clientPid: process.pid, engine: 'docker' });
+    expect(session.id).toBe(renewed.id);
+    // Past the TTL the renewed lease is still held by heartbeats.
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
+    expect((await listSessions(env)).map((s) => s.id)).toEqual([renewed.id]);
+    await session.release();
+    expect(await listSessions(env)).toEqual([]);
+  });
+
+  it('refuses a cwd that is not a directory and env values with NUL, naming them (4xx, not INTERNAL)', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const { socket } = await daemonIn(sandbox);
+    const base = { engine: 'docker', sshAgent: 'off' };
+    const devNull = await raw(socket, 'POST', '/v1/sessions', JSON.stringify({ ...base, client: { pid: process.pid, cwd: '/dev/null', path: process.env.PATH } }), JSON_HEADERS);
+    expect(devNull).toMatchObject({ status: 400, body: { error: { code: 'BAD_REQUEST', message: "the client's cwd /dev/null is not a directory" } } });
+    const nul = await raw(socket, 'POST', '/v1/sessions', JSON.stringify({ ...base, client: { pid: process.pid, cwd: '/', env: { XDG_CONFIG_HOME: '/a\u0000b' } } }), JSON_HEADERS);
+    expect(nul).toMatchObject({ status: 400, body: { error: { code: 'BAD_REQUEST', message: 'invalid session request: client.env.XDG_CONFIG_HOME: must not contain NUL' } } });
+    const nulPath = await raw(socket, 'POST', '/v1/sessions', JSON.stringify({ ...base, client: { pid: process.pid, cwd: '/', path: '/usr/bin\u0000' } }), JSON_HEADERS);
+    expect(nulPath).toMatchObject({ status: 400, body: { error: { code: 'BAD_REQUEST', message: 'invalid session request: client.path: must not contain NUL' } } });
+    const nulPassEnv = await raw(socket, 'POST', '/v1/sessions', JSON.stringify({ ...base, client: { pid: process.pid, cwd: '/' }, passEnv: { TOKEN: 'a\u0000' } }), JSON_HEADERS);
+    expect(nulPassEnv).toMatchObject({ status: 400, body: { error: { code: 'BAD_REQUEST', message: 'invalid session request: passEnv.TOKEN: must not contain NUL' } } });
   });
 });

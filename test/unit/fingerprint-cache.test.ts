@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseSshUri, type PodmanConnection } from '../../daemon/podman/connections.js';
@@ -16,7 +16,9 @@ function setup() {
   const dir = mkdtempSync('/tmp/sbx-dc-');
   dirs.push(dir);
   const conf = path.join(dir, 'containers.conf');
+  const connectionsConf = path.join(dir, 'podman-connections.json');
   writeFileSync(conf, 'a');
+  writeFileSync(connectionsConf, '{}');
   let now = 0;
   let runs = 0;
   const connection: PodmanConnection = { name: 'm', uri: 'ssh://h/x', identity: null, isDefault: true, target: parseSshUri('ssh://h/x', 'm') };
@@ -27,8 +29,17 @@ function setup() {
     },
     { home: dir, now: () => now, ttlMs: 10_000 },
   );
-  const input: DiscoverInput = { path: '/usr/bin', env: { CONTAINERS_CONF: conf } };
-  return { cache, input, conf, runs: () => runs, advance: (ms: number) => (now += ms) };
+  const input: DiscoverInput = { path: '/usr/bin', env: { CONTAINERS_CONF: conf, PODMAN_CONNECTIONS_CONF: connectionsConf } };
+  return { cache, input, conf, connectionsConf, runs: () => runs, advance: (ms: number) => (now += ms) };
+}
+
+/** A file system in memory: each file's fingerprint is its version, bumped by `touch`. */
+function fakeFiles() {
+  const versions = new Map<string, number>();
+  return {
+    touch: (file: string) => versions.set(file, (versions.get(file) ?? 0) + 1),
+    fingerprint: (files: readonly string[]) => Promise.resolve(files.map((file) => `${file}@${String(versions.get(file) ?? 0)}`).join('|')),
+  };
 }
 
 describe('Podman discovery cache', () => {
@@ -43,47 +54,95 @@ describe('Podman discovery cache', () => {
     expect(runs()).toBe(3);
   });
 
-  it('asks again when a connection file changes or after forget()', async () => {
-    const { cache, input, conf, runs } = setup();
+  it('asks again when CONTAINERS_CONF or PODMAN_CONNECTIONS_CONF changes, or after forget()', async () => {
+    const { cache, input, conf, connectionsConf, runs } = setup();
+    // The first answer's files were not stamped before it was computed; the second one's were.
     await cache.get(input);
-    utimesSync(conf, new Date(), new Date(Date.now() + 5_000));
+    await cache.get(input);
     await cache.get(input);
     expect(runs()).toBe(2);
-    cache.forget(input);
+    // Sizes change, so the fingerprints differ whatever the file system's mtime granularity.
+    writeFileSync(conf, 'bb');
+    await cache.get(input);
     await cache.get(input);
     expect(runs()).toBe(3);
+    writeFileSync(connectionsConf, '{"Connection":{}}');
+    await cache.get(input);
+    await cache.get(input);
+    expect(runs()).toBe(4);
+    cache.forget(input);
+    await cache.get(input);
+    expect(runs()).toBe(5);
   });
 });
 
 describe('FingerprintCache', () => {
-  it('watches the files an answer names itself, and never caches a failure', async () => {
-    const dir = mkdtempSync('/tmp/sbx-fc-');
-    dirs.push(dir);
-    const named = path.join(dir, 'included.conf');
-    writeFileSync(named, 'a');
+  it('never serves as fresh an answer computed while one of its files changed', async () => {
+    const files = fakeFiles();
+    let runs = 0;
+    let editDuringCompute = false;
+    const cache = new FingerprintCache<string, number>({
+      compute: () => {
+        runs += 1;
+        const answer = runs;
+        // The file is read (the answer fixed) first; an edit lands before the computation returns.
+        if (editDuringCompute) files.touch('/conf');
+        return Promise.resolve(answer);
+      },
+      key: (input) => input,
+      watched: () => ['/conf'],
+      now: () => 0,
+      ttlMs: 60_000,
+      fingerprint: files.fingerprint,
+    });
+    await cache.get('k');
+    expect(await cache.get('k')).toBe(2);
+    expect(await cache.get('k')).toBe(2);
+    files.touch('/conf');
+    editDuringCompute = true;
+    expect(await cache.get('k')).toBe(3);
+    editDuringCompute = false;
+    // Answer 3 predates the edit made while it was computed: it must not be reused.
+    expect(await cache.get('k')).toBe(4);
+    expect(await cache.get('k')).toBe(4);
+  });
+
+  it('shares one computation among concurrent callers, watches the files an answer names, and never caches a failure', async () => {
+    const files = fakeFiles();
     let runs = 0;
     let fail = false;
+    let named = ['/included.conf'];
     const cache = new FingerprintCache<string, string[]>({
       compute: () => {
         runs += 1;
-        return fail ? Promise.reject(new Error('boom')) : Promise.resolve([named]);
+        return fail ? Promise.reject(new Error('boom')) : Promise.resolve(named);
       },
       key: (input) => input,
-      watched: (_input, files) => files,
+      watched: (_input, answer) => answer,
       now: () => 0,
       ttlMs: 60_000,
+      fingerprint: files.fingerprint,
     });
-    await cache.get('k');
-    await cache.get('k');
+    await Promise.all([cache.get('k'), cache.get('k')]);
     expect(runs).toBe(1);
-    writeFileSync(named, 'longer');
+    await cache.get('k');
     await cache.get('k');
     expect(runs).toBe(2);
+    files.touch('/included.conf');
+    await cache.get('k');
+    expect(runs).toBe(3);
+    // An answer naming a file not stamped in advance is served once, then computed again.
+    named = ['/included.conf', '/new.conf'];
+    cache.forget('k');
+    await cache.get('k');
+    await cache.get('k');
+    await cache.get('k');
+    expect(runs).toBe(5);
     fail = true;
     cache.forget('k');
     await expect(cache.get('k')).rejects.toThrow('boom');
     fail = false;
     await cache.get('k');
-    expect(runs).toBe(4);
+    expect(runs).toBe(7);
   });
 });

@@ -1,6 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createDaemon, DEFAULT_SETTINGS, type Daemon } from '../../daemon/daemon.js';
+import { createDaemon, DEFAULT_SETTINGS, type Daemon, type DaemonSettings } from '../../daemon/daemon.js';
 import { createLogger } from '../../daemon/logger.js';
 import { resolvePaths } from '../../shared/paths.js';
 
@@ -13,23 +15,53 @@ afterEach(async () => {
 });
 
 /** The whole daemon in memory (STYLE 4): fastify's inject stands in for the Unix socket. */
-function daemon(): Daemon {
+function daemon(settings: Partial<DaemonSettings> = {}): Daemon {
   const dir = mkdtempSync('/tmp/sbx-http-');
   const created = createDaemon({
     platform: 'linux',
     paths: resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_STATE_DIR: dir, SANDBOXD_LOG_DIR: dir }, uid: 0, home: dir }),
     hostHome: dir,
     clock: { now: () => Date.now() },
-    probe: { startTime: () => Promise.resolve('1'), isSame: () => Promise.resolve(true) },
+    probe: { startTime: () => Promise.resolve('1'), isSame: () => Promise.resolve(true), startTimes: (pids) => Promise.resolve(new Map(pids.map((pid) => [pid, '1']))) },
     logger: createLogger({ kind: 'silent' }),
     logPath: null,
-    settings: DEFAULT_SETTINGS,
+    settings: { ...DEFAULT_SETTINGS, ...settings },
     uid: 0,
     requestShutdown: () => undefined,
     onTunnelChild: () => undefined,
   });
   opened.push({ daemon: created, dir });
   return created;
+}
+
+/** The daemon on a real Unix socket, for what fastify's inject never sees (the parser, connections). */
+async function listening(settings: Partial<DaemonSettings> = {}): Promise<string> {
+  const subject = daemon(settings);
+  const socketPath = path.join(mkdtempSync('/tmp/sbx-http-sock-'), 's.sock');
+  opened.push({ daemon: subject, dir: path.dirname(socketPath) });
+  await subject.app.listen({ path: socketPath });
+  return socketPath;
+}
+
+interface RawReply {
+  status: number;
+  headers: string;
+  body: unknown;
+}
+
+/** Sends bytes as they are and reads the reply until the daemon closes the connection. */
+function rawExchange(socketPath: string, request: string, open: net.Socket[] = []): Promise<RawReply> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(socketPath, () => socket.write(request));
+    open.push(socket);
+    let text = '';
+    socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const [head = '', body = ''] = text.split('\r\n\r\n');
+      resolve({ status: Number(head.split(' ')[1]), headers: head.toLowerCase(), body: JSON.parse(body) as unknown });
+    });
+  });
 }
 
 describe('HTTP adapter', () => {
@@ -63,5 +95,55 @@ describe('HTTP adapter', () => {
     await closing;
     expect(reply.statusCode).toBe(503);
     expect(reply.json()).toEqual({ error: { code: 'SHUTTING_DOWN', message: 'the daemon is shutting down', remedy: 'The daemon is stopping; retry in a moment.' } });
+  });
+
+  it('answers HTTP parser failures (bad request line, 431, 408) in the error shape with the protocol header', async () => {
+    const socketPath = await listening({ requestTimeoutMs: 300 });
+    const garbage = await rawExchange(socketPath, 'THIS IS NOT HTTP\r\n\r\n');
+    expect(garbage.status).toBe(400);
+    expect(garbage.headers).toContain('sandboxd-protocol: 1');
+    expect(garbage.body).toMatchObject({ error: { code: 'BAD_REQUEST', message: expect.stringContaining('malformed HTTP request') as string } });
+
+    const huge = await rawExchange(socketPath, `GET /v1/status HTTP/1.1\r\nhost: x\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    expect(huge.status).toBe(431);
+    expect(huge.headers).toContain('sandboxd-protocol: 1');
+    expect(huge.body).toEqual({ error: { code: 'HEADERS_TOO_LARGE', message: 'the request headers are larger than the daemon accepts', remedy: 'Send smaller request headers.' } });
+
+    // Headers that never finish: the daemon gives up after requestTimeoutMs (checked every second).
+    const slow = await rawExchange(socketPath, 'GET /v1/status HTTP/1.1\r\nhost: x\r\n');
+    expect(slow.status).toBe(408);
+    expect(slow.headers).toContain('sandboxd-protocol: 1');
+    expect(slow.body).toMatchObject({ error: { code: 'REQUEST_TIMEOUT', message: 'the request did not arrive within 300 ms' } });
+  });
+
+  it('answers DAEMON_BUSY on connections past the limit and keeps serving the others', async () => {
+    const socketPath = await listening({ maxConnections: 1 });
+    const held: net.Socket[] = [];
+    // The first connection stays open (its request never ends), taking the only slot.
+    const first = net.connect(socketPath);
+    held.push(first);
+    await new Promise((resolve) => first.once('connect', resolve));
+    first.write('GET /v1/status HTTP/1.1\r\nhost: x\r\n');
+    const busy = await rawExchange(socketPath, 'GET /v1/status HTTP/1.1\r\nhost: x\r\n\r\n', held);
+    expect(busy.status).toBe(503);
+    expect(busy.headers).toContain('sandboxd-protocol: 1');
+    expect(busy.body).toEqual({
+      error: { code: 'DAEMON_BUSY', message: '2 connections are open, the limit is 1', remedy: 'The daemon is out of processes or file descriptors; retry in a moment.' },
+    });
+    first.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const served = await rawExchange(socketPath, 'GET /v1/status HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n', held);
+    expect(served.status).toBe(200);
+    for (const socket of held) socket.destroy();
+  });
+
+  it('clips an echoed 4 KiB value in error messages', async () => {
+    const { app } = daemon();
+    const cwd = `/${'d'.repeat(4000)}`;
+    const reply = await app.inject({ method: 'POST', url: '/v1/sessions', payload: { engine: 'docker', client: { pid: process.pid, cwd }, sshAgent: 'off' } });
+    expect(reply.statusCode).toBe(400);
+    const { message } = reply.json<{ error: { message: string } }>().error;
+    expect(message.length).toBeLessThanOrEqual(401);
+    expect(message).toMatch(/…$/);
   });
 });

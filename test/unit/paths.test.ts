@@ -10,10 +10,31 @@ describe('resolvePaths (DESIGN §3)', () => {
     expect(paths.logDir).toBe('/s/sandboxd/log');
   });
 
-  it('falls back to /tmp/sandboxd-<uid> and ~/.local/state without XDG variables', () => {
+  it('falls back to a runtime dir under the home (which no other user can create first) without XDG variables', () => {
     const paths = resolvePaths({ platform: 'linux', env: { XDG_RUNTIME_DIR: '' }, uid: 501, home: '/home/u' });
-    expect(paths.runtimeDir).toBe('/tmp/sandboxd-501');
+    expect(paths.runtimeDir).toBe('/home/u/.local/state/sandboxd/run');
+    expect(paths.socketPath).toBe('/home/u/.local/state/sandboxd/run/sandboxd.sock');
     expect(paths.stateDir).toBe('/home/u/.local/state/sandboxd');
+    const xdg = resolvePaths({ platform: 'linux', env: { XDG_STATE_HOME: '/s' }, uid: 501, home: '/home/u' });
+    expect(xdg.runtimeDir).toBe('/s/sandboxd/run');
+  });
+
+  it('falls back to /tmp/sandboxd-<uid> only when the socket under the home would exceed 107 bytes', () => {
+    // '/sandboxd/run/sandboxd.sock' is 27 bytes: a 80-byte state dir fits exactly, 81 does not.
+    const fits = `/${'a'.repeat(79)}`;
+    expect(resolvePaths({ platform: 'linux', env: { XDG_STATE_HOME: fits }, uid: 501, home: '/h' }).socketPath).toHaveLength(107);
+    const tooLong = `/${'a'.repeat(80)}`;
+    expect(resolvePaths({ platform: 'linux', env: { XDG_STATE_HOME: tooLong }, uid: 501, home: '/h' }).runtimeDir).toBe('/tmp/sandboxd-501');
+  });
+
+  it('keeps the lock, its guard, the pid file and the spawn lock in the runtime dir', () => {
+    const paths = resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: '/r' }, uid: 1, home: '/h' });
+    expect([paths.lockPath, paths.lockGuardPath, paths.pidPath, paths.spawnLockPath]).toEqual([
+      '/r/daemon.lock',
+      '/r/daemon.lock.guard',
+      '/r/daemon.pid',
+      '/r/spawn.lock',
+    ]);
   });
 
   it('uses Application Support and Logs on macOS, ignoring XDG', () => {

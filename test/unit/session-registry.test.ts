@@ -12,6 +12,7 @@ function fakeProbe(): ProcessProbe & { processes: Map<number, string> } {
     processes,
     startTime: (pid) => Promise.resolve(processes.get(pid) ?? null),
     isSame: (pid, startTime) => Promise.resolve(processes.has(pid) && (startTime === null || processes.get(pid) === startTime)),
+    startTimes: (pids) => Promise.resolve(new Map(pids.filter((pid) => processes.has(pid)).map((pid) => [pid, processes.get(pid) ?? null]))),
   };
 }
 
@@ -24,7 +25,7 @@ function setup(maxSessions = 10) {
   let now = 0;
   const probe = fakeProbe();
   const released: string[] = [];
-  const registry = new SessionRegistry({ clock: { now: () => now }, probe, leaseTtlMs: 30_000, maxSessions, logger: createLogger({ kind: 'silent' }) });
+  const registry = new SessionRegistry({ clock: { now: () => now }, probe, leaseTtlMs: 30_000, sweepIntervalMs: 2_000, maxSessions, logger: createLogger({ kind: 'silent' }) });
   const lease = (id: string) => ({ bridgeId: id, release: () => void released.push(id) });
   return { registry, probe, released, lease, advance: (ms: number) => (now += ms) };
 }
@@ -72,5 +73,41 @@ describe('SessionRegistry', () => {
       registry.add(info('ses_bbbbbbbb', 1), null, []);
     }).toThrow(expect.objectContaining({ code: 'SESSION_LIMIT', message: '1 sessions are open, the limit is 1' }) as SandboxdError);
     expect(() => registry.heartbeat('ses_zzzzzzzz')).toThrow(expect.objectContaining({ code: 'SESSION_NOT_FOUND', message: 'no session ses_zzzzzzzz' }) as SandboxdError);
+  });
+
+  it('keeps the sessions of live clients across a daemon stall longer than the TTL, for one more TTL', async () => {
+    const { registry, probe, released, lease, advance } = setup();
+    probe.processes.set(1, 'live');
+    probe.processes.set(2, 'dies');
+    registry.add(info('ses_aaaaaaaa', 1), 'live', [lease('relay_a')]);
+    registry.add(info('ses_bbbbbbbb', 2), 'dies', [lease('relay_b')]);
+    await registry.sweep();
+    // SIGSTOP or a laptop asleep: no sweep and no heartbeat for two TTLs.
+    probe.processes.delete(2);
+    advance(60_000);
+    await registry.sweep();
+    expect(registry.list().map((s) => s.id)).toEqual(['ses_aaaaaaaa']);
+    expect(released).toEqual(['relay_b']);
+    // The grace is one TTL from the resume: without a heartbeat by then, the lease ends as usual.
+    for (let elapsed = 0; elapsed < 28_000; elapsed += 2_000) {
+      advance(2_000);
+      await registry.sweep();
+    }
+    expect(registry.size).toBe(1);
+    advance(4_000);
+    await registry.sweep();
+    expect(registry.size).toBe(0);
+    expect(released).toEqual(['relay_b', 'relay_a']);
+  });
+
+  it('does not mistake sweeps on time for a stall', async () => {
+    const { registry, probe, advance } = setup();
+    probe.processes.set(1, 's');
+    registry.add(info('ses_aaaaaaaa', 1), 's', []);
+    for (let elapsed = 0; elapsed <= 30_000; elapsed += 2_000) {
+      advance(2_000);
+      await registry.sweep();
+    }
+    expect(registry.size).toBe(0);
   });
 });

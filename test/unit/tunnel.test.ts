@@ -147,17 +147,21 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
 });
 
 describe('reapOrphans', () => {
-  const record = (pid: number): TunnelRecord => ({ id: `tun_${pid}`, pid, vmDir: '/tmp/sandboxd-x/abc', connection: 'm', agentSocket: '/a' });
+  const vmDir = '/tmp/sandboxd-0123456789/abcdef012345';
+  const argv = (pid: number): string[] => ['ssh', '-T', '-R', '/tmp/sandboxd-0123456789.abcdef012345.a-1.sock:/a', '--', 'core@h', `d=${vmDir} # ${String(pid)}`];
+  const record = (pid: number): TunnelRecord => ({ id: `tun_${String(pid)}`, pid, vmDir, connection: 'm', agentSocket: '/a', argv: argv(pid) });
 
-  it('kills only pids that are still our ssh for that VM dir', async () => {
-    // Stands in for the process table: 10 is our orphan, 11 a reused pid, 12 gone.
+  it('kills only pids that still run exactly the recorded ssh argv', async () => {
+    // Stands in for the process table (argv joined by spaces, as /proc reads): 10 is our orphan,
+    // 11 a reused pid, 12 gone, 13 another ssh whose command line merely contains ours.
     const table = new Map<number, string>([
-      [10, 'ssh -T -R /tmp/sandboxd-x.abc.a-1.sock:/a core@h d=/tmp/sandboxd-x/abc'],
+      [10, `${argv(10).join(' ')} `],
       [11, '/usr/bin/vim notes.txt'],
+      [13, `ssh -v ${argv(13).join(' ')}`],
     ]);
     const signals: [number, string][] = [];
     const reaped = await reapOrphans(
-      [record(10), record(11), record(12)],
+      [record(10), record(11), record(12), record(13)],
       {
         commandLine: (pid) => Promise.resolve(table.get(pid) ?? null),
         kill: (pid, signal) => {
@@ -171,5 +175,6 @@ describe('reapOrphans', () => {
     expect(reaped).toBe(1);
     expect(signals).toEqual([[10, 'SIGTERM']]);
     expect(table.has(11)).toBe(true);
+    expect(table.has(13)).toBe(true);
   });
 });

@@ -25,9 +25,10 @@ function userFromRunArgs(runArgs: readonly string[], home: string | undefined): 
 }
 
 /** Runs `<engine> run <plan args> <run args>` attached to this terminal; resolves to its exit code. */
-function runEngine(engine: string, args: string[]): Promise<number> {
+function runEngine(engine: string, args: string[], env: Record<string, string>): Promise<number> {
   return new Promise((resolve, reject) => {
-    const child = spawn(engine, args, { stdio: 'inherit' });
+    // Values of `-e NAME` travel here, in the engine's environment, never on its command line.
+    const child = spawn(engine, args, { stdio: 'inherit', env: { ...process.env, ...env } });
     const forward = (signal: NodeJS.Signals): void => {
       child.kill(signal);
     };
@@ -65,7 +66,8 @@ export function registerRunCommand(program: Command): void {
       const user = flags.containerUser === undefined ? userFromRunArgs(runArgs, flags.containerHome) : undefined;
       const session = await acquireSession(user === undefined ? options : { ...options, containerUser: user });
       try {
-        return await runEngine(flags.engine, ['run', ...session.plan.args, ...runArgs]);
+        const { plan } = session;
+        return await runEngine(flags.engine, [...plan.globalArgs, 'run', ...plan.args, ...runArgs], plan.spawnEnv);
       } catch (error) {
         const code = reportError(error, json);
         return error instanceof SandboxdError && error.code === 'ENGINE_NOT_FOUND' ? EXIT_ENGINE_NOT_FOUND : code;

@@ -1,0 +1,101 @@
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI, Cleanup, cliEnv, makeSandbox, startAgent, startDaemon, type Agent, type Sandbox } from '../helpers.js';
+import { labMissing, podmanLab } from './lab.js';
+
+const cleanup = new Cleanup();
+afterAll(() => cleanup.run());
+
+describe.skipIf(labMissing)('hostile paths, wide workdirs and secrets on the command line (real podman)', () => {
+  let sandbox: Sandbox;
+  let env: NodeJS.ProcessEnv;
+  let image: string;
+  let agent: Agent;
+  let work: string;
+
+  beforeAll(async () => {
+    const lab = podmanLab();
+    image = lab.image;
+    sandbox = makeSandbox(cleanup);
+    agent = await startAgent(sandbox.dir, cleanup);
+    env = cliEnv(sandbox, { ...lab.env, SSH_AUTH_SOCK: agent.socket });
+    // Not the sandbox dir itself: it holds the test's HOME, so it is a "wide" workdir.
+    work = path.join(sandbox.dir, 'work');
+    mkdirSync(work, { recursive: true });
+    await startDaemon(env, cleanup);
+  });
+
+  function run(cwd: string, runArgs: string[], extra: string[] = [], extraEnv: Record<string, string> = {}) {
+    return execa(process.execPath, [CLI, 'run', '--engine', 'podman', ...extra, '--', '--rm', '--network', 'none', ...runArgs], {
+      cwd,
+      env: { ...env, ...extraEnv },
+      extendEnv: false,
+      reject: false,
+      timeout: 60_000,
+    });
+  }
+
+  it('a workdir with ":" in its path is mounted (the --mount form) and works', async () => {
+    const dir = path.join(sandbox.dir, 'work', 'client:project');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(path.join(dir, 'in.txt'), 'colon ok\n');
+    const result = await run(dir, [image, 'sh', '-c', 'cat in.txt; pwd']);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toBe(`colon ok\n${dir}`);
+    expect(result.exitCode).toBe(0);
+  });
+
+  it('a workdir with a newline is refused up front with UNSUPPORTED_PATH, never an engine exit 125', async () => {
+    const dir = path.join(sandbox.dir, 'work', 'new\nline');
+    mkdirSync(dir, { recursive: true });
+    const result = await run(dir, [image, 'true']);
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toBe(
+      `sandboxd: the workdir path ${JSON.stringify(dir)} contains a newline or another control character, which no engine mount option can carry\n  Rename or move it: a path with a newline, or with both ":" and ",", cannot be mounted.`,
+    );
+  });
+
+  it('refuses to mount the home directory read-write unless --allow-wide-workdir', async () => {
+    const refused = await run(sandbox.home, [image, 'true']);
+    expect(refused.exitCode).toBe(1);
+    expect(refused.stderr).toContain(`sandboxd: refusing to mount ${sandbox.home} read-write into the sandbox: it is your home directory`);
+    const json = await execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--workdir', '--json'], { cwd: '/', env, extendEnv: false, reject: false });
+    expect(JSON.parse(json.stdout)).toEqual({
+      error: {
+        code: 'WORKDIR_TOO_WIDE',
+        message: 'refusing to mount / read-write into the sandbox: it is the root directory',
+        remedy: 'Run from the project directory, or pass --allow-wide-workdir (library: allowWideWorkdir) if you mean it.',
+      },
+    });
+    const allowed = await run(sandbox.home, [image, 'true'], ['--allow-wide-workdir']);
+    expect(allowed.exitCode).toBe(0);
+  });
+
+  it('--pass-env values reach the container but never the engine\'s command line', async () => {
+    const secret = 'token-value-1b2c';
+    const inContainer = await run(work, [image, 'sh', '-c', 'echo "token=$API_TOKEN"'], ['--pass-env', 'API_TOKEN'], { API_TOKEN: secret });
+    expect(inContainer.stdout).toBe(`token=${secret}`);
+
+    // A recording podman stands in for the real one, to see the argv and environment it is given.
+    const bin = path.join(sandbox.dir, 'fake-bin');
+    mkdirSync(bin, { recursive: true });
+    const record = path.join(sandbox.dir, 'podman-call.txt');
+    writeFileSync(path.join(bin, 'podman'), `#!/bin/sh\nprintf '%s\\n' "$@" > ${record}\necho "env:API_TOKEN=$API_TOKEN" >> ${record}\n`, { mode: 0o755 });
+    const recorded = await run(work, [image, 'true'], ['--pass-env', 'API_TOKEN'], { API_TOKEN: secret, PATH: `${bin}:${env.PATH ?? ''}` });
+    expect(recorded.exitCode).toBe(0);
+    const lines = readFileSync(record, 'utf8').trim().split('\n');
+    expect(lines.filter((line) => line.includes(secret))).toEqual([`env:API_TOKEN=${secret}`]);
+    expect(lines).toContain('API_TOKEN');
+  });
+
+  it('--pass-env SSH_AUTH_SOCK does not cut the container off its agent, and the plan says why', async () => {
+    const result = await run(work, [image, 'ssh-add', '-l'], ['--pass-env', 'SSH_AUTH_SOCK']);
+    expect(result.stdout).toContain(agent.fingerprint);
+    const plan = await execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--pass-env', 'SSH_AUTH_SOCK', '--json'], { cwd: work, env, extendEnv: false });
+    expect((JSON.parse(plan.stdout) as { plan: { warnings: string[] } }).plan.warnings).toContain(
+      '--pass-env SSH_AUTH_SOCK is ignored: sandboxd sets SSH_AUTH_SOCK in the container itself',
+    );
+  });
+});

@@ -1,0 +1,152 @@
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { daemonEnvironment, resolveDaemonCommand, type LaunchInputs } from '../../client/daemon-launch.js';
+import { SandboxdError } from '../../shared/errors.js';
+import { Cleanup } from '../helpers.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+interface Layout {
+  dir: string;
+  /** `<dir>/bin/sandboxd`, an executable on `pathDirs`. */
+  onPath: string;
+  /** `<dir>/opt/sandboxd`, named by SANDBOXD_BIN. */
+  bin: string;
+  /** `<dir>/pkg/cli/main.js`, this package's entry. */
+  entry: string;
+  pathValue: string;
+}
+
+function executable(file: string): string {
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, '#!/bin/sh\n');
+  chmodSync(file, 0o755);
+  return file;
+}
+
+function layout(): Layout {
+  const dir = mkdtempSync('/tmp/sbx-launch-');
+  cleanup.add(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const entry = path.join(dir, 'pkg', 'cli', 'main.js');
+  mkdirSync(path.dirname(entry), { recursive: true });
+  writeFileSync(entry, '');
+  mkdirSync(path.join(dir, 'empty'));
+  return {
+    dir,
+    onPath: executable(path.join(dir, 'bin', 'sandboxd')),
+    bin: executable(path.join(dir, 'opt', 'sandboxd')),
+    entry,
+    pathValue: ['relative/bin', path.join(dir, 'empty'), path.join(dir, 'bin')].join(':'),
+  };
+}
+
+function inputs(l: Layout, env: NodeJS.ProcessEnv, option?: string[]): LaunchInputs {
+  return { env, packageEntry: l.entry, execPath: '/usr/bin/node', ...(option === undefined ? {} : { option }) };
+}
+
+async function failure(promise: Promise<unknown>): Promise<SandboxdError> {
+  const error = await promise.catch((caught: unknown) => caught);
+  expect(error).toBeInstanceOf(SandboxdError);
+  return error as SandboxdError;
+}
+
+describe('resolveDaemonCommand: option, SANDBOXD_BIN, PATH, package (DESIGN §10)', () => {
+  it('1. the daemonCommand option wins over everything, with daemon appended', async () => {
+    const l = layout();
+    const command = await resolveDaemonCommand(inputs(l, { SANDBOXD_BIN: l.bin, PATH: l.pathValue }, [l.bin, '--flag']));
+    expect(command).toEqual({ file: l.bin, args: ['--flag', 'daemon'], source: 'option' });
+  });
+
+  it('1. a bare name in the option is looked up on the client PATH', async () => {
+    const l = layout();
+    const command = await resolveDaemonCommand(inputs(l, { PATH: l.pathValue }, ['sandboxd']));
+    expect(command).toEqual({ file: l.onPath, args: ['daemon'], source: 'option' });
+  });
+
+  it('2. SANDBOXD_BIN wins over PATH and the package', async () => {
+    const l = layout();
+    expect(await resolveDaemonCommand(inputs(l, { SANDBOXD_BIN: l.bin, PATH: l.pathValue }))).toEqual({ file: l.bin, args: ['daemon'], source: 'SANDBOXD_BIN' });
+  });
+
+  it('3. sandboxd on PATH (absolute entries only) wins over the package', async () => {
+    const l = layout();
+    expect(await resolveDaemonCommand(inputs(l, { PATH: l.pathValue, SANDBOXD_BIN: '' }))).toEqual({ file: l.onPath, args: ['daemon'], source: 'PATH' });
+  });
+
+  it('4. falls back to this package\'s CLI run by the current runtime', async () => {
+    const l = layout();
+    expect(await resolveDaemonCommand(inputs(l, { PATH: path.join(l.dir, 'empty') }))).toEqual({
+      file: '/usr/bin/node',
+      args: [l.entry, 'daemon'],
+      source: 'package',
+    });
+  });
+
+  it('refuses an option that names no executable, pointing at SANDBOXD_BIN', async () => {
+    const l = layout();
+    const error = await failure(resolveDaemonCommand(inputs(l, { PATH: l.pathValue }, [path.join(l.dir, 'pkg', 'cli', 'main.js')])));
+    expect(error.code).toBe('DAEMON_START_FAILED');
+    expect(error.message).toBe(`the daemonCommand option names "${l.entry}", which is not an executable file`);
+    expect(error.remedy).toBe('Pass the path of the `sandboxd` executable in daemonCommand, or drop the option and set SANDBOXD_BIN to it.');
+  });
+
+  it('refuses a SANDBOXD_BIN that does not exist instead of falling through', async () => {
+    const l = layout();
+    const missing = path.join(l.dir, 'nope', 'sandboxd');
+    const error = await failure(resolveDaemonCommand(inputs(l, { SANDBOXD_BIN: missing, PATH: l.pathValue })));
+    expect(error.code).toBe('DAEMON_START_FAILED');
+    expect(error.message).toBe(`SANDBOXD_BIN is ${missing}, which is not an executable file`);
+    expect(error.remedy).toBe('Set SANDBOXD_BIN to the path of the `sandboxd` executable, or unset it.');
+  });
+
+  it('when bundled (no package entry) and nothing else is set, names SANDBOXD_BIN in the remedy', async () => {
+    const l = layout();
+    const bundled: LaunchInputs = { env: { PATH: path.join(l.dir, 'empty') }, packageEntry: path.join(l.dir, 'bundle', 'cli', 'main.js'), execPath: '/usr/bin/node' };
+    const error = await failure(resolveDaemonCommand(bundled));
+    expect(error.code).toBe('DAEMON_START_FAILED');
+    expect(error.message).toBe(
+      `cannot find the sandboxd executable: no daemonCommand option, SANDBOXD_BIN unset, no sandboxd on PATH, and no ${bundled.packageEntry}`,
+    );
+    expect(error.remedy).toBe('Set SANDBOXD_BIN to the path of the `sandboxd` executable, or put `sandboxd` on PATH.');
+  });
+});
+
+describe('daemonEnvironment', () => {
+  it('keeps who the user is and where sandboxd lives, and nothing of the client\'s own settings', () => {
+    const env = daemonEnvironment(
+      {
+        HOME: '/h',
+        USER: 'u',
+        LOGNAME: 'u',
+        XDG_RUNTIME_DIR: '/run/user/1',
+        XDG_STATE_HOME: '/s',
+        XDG_CONFIG_HOME: '/c',
+        SANDBOXD_RUNTIME_DIR: '/r',
+        SANDBOXD_LOG_LEVEL: 'debug',
+        CONTAINERS_CONF: '/x',
+        PODMAN_CONNECTIONS_CONF: '/y',
+        SSH_AUTH_SOCK: '/agent',
+        LANG: 'de_DE.UTF-8',
+        PATH: '/home/u/evil:/usr/bin',
+      },
+      { file: '/opt/node/bin/sandboxd', args: ['daemon'], source: 'PATH' },
+      '/usr/local/bin/node',
+      'linux',
+    );
+    expect(env).toEqual({
+      HOME: '/h',
+      USER: 'u',
+      LOGNAME: 'u',
+      XDG_RUNTIME_DIR: '/run/user/1',
+      XDG_STATE_HOME: '/s',
+      XDG_CONFIG_HOME: '/c',
+      SANDBOXD_RUNTIME_DIR: '/r',
+      SANDBOXD_LOG_LEVEL: 'debug',
+      PATH: '/opt/node/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin',
+    });
+  });
+});

@@ -1,0 +1,102 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { acquireInstanceLock, type InstanceLockOptions } from '../../daemon/instance-lock.js';
+import type { ProcessProbe } from '../../daemon/process-identity.js';
+import { SandboxdError } from '../../shared/errors.js';
+import { Cleanup } from '../helpers.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+const LIVE_PID = 4242;
+const DEAD_PID = 4343;
+
+/** Only LIVE_PID runs, started at 't0'; this process started at 'me'. */
+const probe: ProcessProbe = {
+  startTime: (pid) => Promise.resolve(pid === process.pid ? 'me' : pid === LIVE_PID ? 't0' : null),
+  isSame: (pid, startTime) => Promise.resolve(pid === LIVE_PID && (startTime === null || startTime === 't0')),
+  startTimes: (pids) => Promise.resolve(new Map(pids.filter((pid) => pid === LIVE_PID).map((pid) => [pid, 't0']))),
+};
+
+function lockOptions(): InstanceLockOptions & { takeovers: number[] } {
+  const dir = mkdtempSync('/tmp/sbx-lock-');
+  cleanup.add(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const takeovers: number[] = [];
+  return {
+    lockTarget: dir,
+    lockPath: path.join(dir, 'daemon.lock'),
+    guardPath: path.join(dir, 'daemon.lock.guard'),
+    pidPath: path.join(dir, 'daemon.pid'),
+    probe,
+    onCompromised: () => undefined,
+    onTakeover: (pid) => takeovers.push(pid),
+    takeovers,
+  };
+}
+
+/** What a holder leaves behind when it is SIGKILLed: a fresh lock dir and its pid record. */
+function leftBehind(options: InstanceLockOptions, pid: number, startTime: string): void {
+  mkdirSync(options.lockPath);
+  writeFileSync(options.pidPath, JSON.stringify({ pid, startTime }));
+}
+
+async function acquire(options: InstanceLockOptions): Promise<void> {
+  const release = await acquireInstanceLock(options);
+  cleanup.add(release);
+}
+
+describe('acquireInstanceLock', () => {
+  it('takes over at once from a holder that is gone, without waiting for its lock to go stale', async () => {
+    const options = lockOptions();
+    leftBehind(options, DEAD_PID, 't-old');
+    await acquire(options);
+    expect(options.takeovers).toEqual([DEAD_PID]);
+    expect(JSON.parse(readFileSync(options.pidPath, 'utf8'))).toEqual({ pid: process.pid, startTime: 'me' });
+    expect(existsSync(options.guardPath)).toBe(false);
+  });
+
+  it('takes over from a holder whose pid now belongs to another process', async () => {
+    const options = lockOptions();
+    leftBehind(options, LIVE_PID, 't-before-reuse');
+    await acquire(options);
+    expect(options.takeovers).toEqual([LIVE_PID]);
+  });
+
+  it('takes over a record naming this very pid (a predecessor whose pid we were given)', async () => {
+    const options = lockOptions();
+    leftBehind(options, process.pid, 'me');
+    await acquire(options);
+    expect(options.takeovers).toEqual([process.pid]);
+  });
+
+  it('reports a live holder at once as already running', async () => {
+    const options = lockOptions();
+    leftBehind(options, LIVE_PID, 't0');
+    const error = await acquireInstanceLock(options).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(SandboxdError);
+    expect(error).toMatchObject({ code: 'DAEMON_ALREADY_RUNNING', message: `already running (pid ${LIVE_PID})` });
+    expect(options.takeovers).toEqual([]);
+    expect(existsSync(options.lockPath)).toBe(true);
+  });
+
+  it('leaves a lock without a pid record to go stale, then takes it', async () => {
+    const options = lockOptions();
+    mkdirSync(options.lockPath);
+    const past = new Date(Date.now() - 60_000);
+    utimesSync(options.lockPath, past, past);
+    await acquire(options);
+    expect(options.takeovers).toEqual([]);
+    expect(JSON.parse(readFileSync(options.pidPath, 'utf8'))).toMatchObject({ pid: process.pid });
+  });
+
+  it('release removes the pid record and the lock', async () => {
+    const options = lockOptions();
+    const release = await acquireInstanceLock(options);
+    await release();
+    expect(existsSync(options.pidPath)).toBe(false);
+    expect(existsSync(options.lockPath)).toBe(false);
+  });
+});

@@ -1,0 +1,110 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { execa } from 'execa';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createProcessProbe, pidExists, PS_ENV, type PsRunner } from '../../daemon/process-identity.js';
+import { Cleanup, waitFor } from '../helpers.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+/** A fake `ps` standing in for macOS's: records every call and answers with canned lines. */
+function fakePs(stdout: string, exitCode: number | null = 0): PsRunner & { calls: { args: readonly string[]; env: Readonly<Record<string, string>> }[] } {
+  const calls: { args: readonly string[]; env: Readonly<Record<string, string>> }[] = [];
+  const run: PsRunner = (args, env) => {
+    calls.push({ args, env });
+    return Promise.resolve({ exitCode, stdout });
+  };
+  return Object.assign(run, { calls });
+}
+
+/** `sh` forks `sleep 0` and execs into `sleep 30`, which never reaps it: a zombie until killed. */
+async function zombie(): Promise<number> {
+  const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  cleanup.add(() => parent.kill('SIGKILL'));
+  const pid = Number(
+    await new Promise<string>((resolve) => {
+      parent.stdout.once('data', (chunk: Buffer) => {
+        resolve(chunk.toString());
+      });
+    }),
+  );
+  await waitFor(() => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.startsWith('Z'), `pid ${pid} to become a zombie`);
+  return pid;
+}
+
+describe('process probe on macOS (a fake ps stands in for macOS ps)', () => {
+  it('looks up every pid with one ps call, in the C locale and UTC whatever the caller uses', async () => {
+    const ps = fakePs(['  101 Ss   Tue Mar  5 10:11:12 2024', '  202 S+   Wed Mar  6 01:02:03 2024', ''].join('\n'));
+    const probe = createProcessProbe('darwin', ps);
+    const times = await probe.startTimes([101, 202, 303, 101]);
+    expect(ps.calls).toEqual([{ args: ['-o', 'pid=', '-o', 'stat=', '-o', 'lstart=', '-p', '101,202,303'], env: { LC_ALL: 'C', TZ: 'UTC' } }]);
+    expect([...times]).toEqual([
+      [101, 'Tue Mar 5 10:11:12 2024'],
+      [202, 'Wed Mar 6 01:02:03 2024'],
+    ]);
+  });
+
+  it('treats a zombie as gone', async () => {
+    const probe = createProcessProbe('darwin', fakePs('  101 Z    Tue Mar  5 10:11:12 2024\n  102 Z+   Tue Mar  5 10:11:12 2024\n'));
+    expect(await probe.startTimes([101, 102])).toEqual(new Map());
+    expect(await probe.isSame(101, null)).toBe(false);
+  });
+
+  it('spawns nothing for an empty sweep', async () => {
+    const ps = fakePs('');
+    expect(await createProcessProbe('darwin', ps).startTimes([])).toEqual(new Map());
+    expect(ps.calls).toEqual([]);
+  });
+
+  it('compares start times: same, reused pid, and gone', async () => {
+    const probe = createProcessProbe('darwin', fakePs('  101 Ss   Tue Mar  5 10:11:12 2024\n', 0));
+    expect(await probe.isSame(101, 'Tue Mar 5 10:11:12 2024')).toBe(true);
+    expect(await probe.isSame(101, 'Mon Mar 4 09:00:00 2024')).toBe(false);
+    expect(await probe.isSame(101, null)).toBe(true);
+    expect(await createProcessProbe('darwin', fakePs('', 1)).isSame(101, null)).toBe(false);
+  });
+
+  it('when ps cannot run, keeps the pids that exist instead of declaring every client dead', async () => {
+    const probe = createProcessProbe('darwin', fakePs('', null));
+    const times = await probe.startTimes([process.pid, 2 ** 22 + 1]);
+    expect([...times]).toEqual([[process.pid, null]]);
+  });
+
+  it('reads the same identity whatever TZ and LANG the daemon runs under (real procps ps)', async () => {
+    const underCallerEnv = (callerEnv: Record<string, string>): PsRunner => async (args, env) => {
+      const result = await execa('ps', args, { env: { ...callerEnv, ...env }, extendEnv: false, reject: false });
+      return { exitCode: result.exitCode ?? null, stdout: result.stdout };
+    };
+    const auckland = { TZ: 'Pacific/Auckland', LANG: 'de_DE.UTF-8', PATH: process.env.PATH ?? '' };
+    const newYork = { TZ: 'America/New_York', LANG: 'C', PATH: process.env.PATH ?? '' };
+    const first = await createProcessProbe('darwin', underCallerEnv(auckland)).startTime(process.pid);
+    const second = await createProcessProbe('darwin', underCallerEnv(newYork)).startTime(process.pid);
+    expect(first).not.toBeNull();
+    expect(second).toBe(first);
+    // Without the forced environment the two would disagree: this is what the probe protects against.
+    const raw = async (env: Record<string, string>) => (await execa('ps', ['-o', 'lstart=', '-p', String(process.pid)], { env, extendEnv: false })).stdout;
+    expect(await raw(auckland)).not.toBe(await raw(newYork));
+    expect(PS_ENV).toEqual({ LC_ALL: 'C', TZ: 'UTC' });
+  });
+});
+
+describe('process probe on Linux', () => {
+  it('reads this process from /proc and agrees with itself', async () => {
+    const probe = createProcessProbe('linux');
+    const start = await probe.startTime(process.pid);
+    expect(start).toMatch(/^\d+$/);
+    expect(await probe.isSame(process.pid, start)).toBe(true);
+    expect(await probe.isSame(process.pid, '1')).toBe(false);
+  });
+
+  it('treats a zombie as gone although kill(pid, 0) still succeeds on it', async () => {
+    const pid = await zombie();
+    expect(pidExists(pid)).toBe(true);
+    const probe = createProcessProbe('linux');
+    expect(await probe.isSame(pid, null)).toBe(false);
+    expect(await probe.startTime(pid)).toBeNull();
+    const times = await probe.startTimes([pid, process.pid]);
+    expect([...times.keys()]).toEqual([process.pid]);
+  });
+});
