@@ -19,7 +19,8 @@ export const ContainerUser = z.strictObject({
    * That user's HOME in the image, when known. Git finds its config through GIT_CONFIG_GLOBAL
    * whatever HOME is; a known HOME also gets the config files mounted under it, for git < 2.32.
    */
-  home: AbsolutePath.optional(),
+  // eslint-disable-next-line no-control-regex -- a HOME with a newline or tab is refused, not mounted around
+  home: AbsolutePath.refine((value) => !/[\u0000-\u001f\u007f]/.test(value), 'must not contain control characters').optional(),
 });
 export type ContainerUser = z.infer<typeof ContainerUser>;
 
@@ -32,7 +33,11 @@ export const CLIENT_ENV_NAMES = [
   'CONTAINER_HOST',
   'CONTAINER_SSHKEY',
   'CONTAINERS_CONF',
+  'CONTAINERS_STORAGE_CONF',
   'PODMAN_CONNECTIONS_CONF',
+  'DOCKER_HOST',
+  'DOCKER_CONTEXT',
+  'DOCKER_CONFIG',
   'XDG_CONFIG_HOME',
   'TERM',
   'COLORTERM',
@@ -105,6 +110,11 @@ export const AcquireRequest = z.strictObject({
    * written from the sandbox, since it can name programs the host's next git command runs.
    */
   gitConfig: z.enum(['readonly', 'writable']).default('readonly'),
+  /**
+   * The image the session will run, when the caller knows it: a Docker Desktop-style engine's
+   * built-in agent socket is verified from inside the VM with it (never pulled).
+   */
+  image: ExecText(1024).min(1).optional(),
   /** Free text naming the caller (e.g. `llxprt`), shown in `sandboxd sessions ls`. */
   label: z.string().max(100).optional(),
   /** Extra host sockets; one that does not answer is skipped with a warning, never fatal. */
@@ -114,9 +124,27 @@ export const AcquireRequest = z.strictObject({
     .refine((sockets) => distinct(sockets.map((socket) => socket.name)), 'socket names must differ')
     .refine((sockets) => distinct(sockets.map((socket) => socket.env)), 'socket variables must differ')
     .default([]),
+  /**
+   * The hardened profile: read-only root with a tmpfs /tmp, no capabilities, no-new-privileges and
+   * a pids limit; the caller's own run arguments win where they set the same thing.
+   */
+  harden: z.boolean().default(false),
+  /**
+   * The lease this request renews (the daemon restarted and forgot it): its container, if a
+   * previous daemon recorded one, becomes this session's.
+   */
+  renews: Id.optional(),
 });
 export type AcquireRequest = z.input<typeof AcquireRequest>;
 export type AcquireInput = z.output<typeof AcquireRequest>;
+
+/** The container a session's plan names: `--cidfile` here, labelled with the session id. */
+export const SessionContainer = z.strictObject({
+  /** Read from the cidfile; null until the engine has created the container. */
+  id: z.string().nullable(),
+  cidfile: AbsolutePath,
+});
+export type SessionContainer = z.infer<typeof SessionContainer>;
 
 export const SessionInfo = z.strictObject({
   id: Id,
@@ -126,6 +154,7 @@ export const SessionInfo = z.strictObject({
   createdAt: Timestamp,
   lastHeartbeatAt: Timestamp,
   ssh: SshStatus,
+  container: SessionContainer.nullable(),
 });
 export type SessionInfo = z.infer<typeof SessionInfo>;
 
@@ -160,6 +189,17 @@ export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
 
 export const ReleaseResponse = z.strictObject({ released: z.boolean() });
 export type ReleaseResponse = z.infer<typeof ReleaseResponse>;
+
+/** `DELETE /v1/sessions/:id?remove=container`: end the session and remove its container now. */
+export const SessionDeleteQuery = z.strictObject({ remove: z.literal('container').optional() });
+export const sessionRemoveRoute = (id: string): string => `${sessionRoute(id)}?remove=container`;
+
+export const SessionRemoveResponse = z.strictObject({
+  removed: z.literal(true),
+  /** Ids of the containers that were stopped and removed (empty when none was running). */
+  containers: z.array(z.string()),
+});
+export type SessionRemoveResponse = z.infer<typeof SessionRemoveResponse>;
 
 export const SessionListResponse = z.strictObject({ sessions: z.array(SessionInfo) });
 export type SessionListResponse = z.infer<typeof SessionListResponse>;
