@@ -7,7 +7,7 @@ import {
   tunnelRoute,
   type BridgeInfo,
 } from '../shared/contracts/bridges.js';
-import { SESSIONS_ROUTE, SessionListResponse, type SessionInfo } from '../shared/contracts/sessions.js';
+import { SESSIONS_ROUTE, SessionListResponse, SessionRemoveResponse, sessionRemoveRoute, type SessionInfo } from '../shared/contracts/sessions.js';
 import { SHUTDOWN_ROUTE, ShutdownResponse, type StatusResponse } from '../shared/contracts/status.js';
 import { fetchStatus } from './autostart.js';
 import { clientPaths } from './connection.js';
@@ -21,6 +21,15 @@ export function getStatus(env: NodeJS.ProcessEnv = process.env): Promise<StatusR
 export async function listSessions(env: NodeJS.ProcessEnv = process.env): Promise<SessionInfo[]> {
   const { socketPath } = clientPaths(env);
   return (await request({ socketPath, method: 'GET', route: SESSIONS_ROUTE }, SessionListResponse)).sessions;
+}
+
+/**
+ * Ends a session and stops and removes its container (what the daemon does when the client dies);
+ * resolves to the ids removed. The engine gets up to 25 s (`ps`, then `rm -f`).
+ */
+export async function removeSession(id: string, env: NodeJS.ProcessEnv = process.env): Promise<string[]> {
+  const { socketPath } = clientPaths(env);
+  return (await request({ socketPath, method: 'DELETE', route: sessionRemoveRoute(id), timeoutMs: 30_000 }, SessionRemoveResponse)).containers;
 }
 
 export async function listTunnels(env: NodeJS.ProcessEnv = process.env): Promise<BridgeInfo[]> {

@@ -1,11 +1,11 @@
 export { acquireSession, type AcquireOptions, type Session } from './session.js';
 export { applyPlan, type AppliedPlan, type SkippedPlanArgs } from './apply-plan.js';
-export { ensureDaemon, fetchStatus } from './autostart.js';
-export { getStatus, listSessions, listTunnels, removeTunnel, requestShutdown, restartTunnel } from './admin.js';
+export { ensureDaemon, fetchStatus, type EnsureDaemonOptions } from './autostart.js';
+export { getStatus, listSessions, listTunnels, removeSession, removeTunnel, requestShutdown, restartTunnel } from './admin.js';
 export { clientPaths, type ConnectionOptions } from './connection.js';
 export { SandboxdError, ERROR_SPECS, type ErrorCode, type ErrorObject } from '../shared/errors.js';
 export type { Plan, Mount, SshStatus } from '../shared/contracts/plan.js';
-export type { SessionInfo, ContainerUser, SshAgentSetting } from '../shared/contracts/sessions.js';
+export type { SessionInfo, SessionContainer, ContainerUser, SshAgentSetting } from '../shared/contracts/sessions.js';
 export type { BridgeInfo } from '../shared/contracts/bridges.js';
 export type { StatusResponse } from '../shared/contracts/status.js';
 export { PROTOCOL_VERSION } from '../shared/protocol.js';

@@ -19,6 +19,7 @@ import type { Engine } from '../shared/contracts/common.js';
 import type { Plan } from '../shared/contracts/plan.js';
 import { SandboxdError } from '../shared/errors.js';
 import { ensureDaemon } from './autostart.js';
+import { envFlag } from './env-flags.js';
 import { clientPaths, type ConnectionOptions } from './connection.js';
 import { request } from './transport.js';
 
@@ -48,12 +49,19 @@ export interface AcquireOptions extends ConnectionOptions {
   gitConfig?: 'readonly' | 'writable';
   containerUser?: ContainerUser;
   label?: string;
+  /** The image the session runs: a Docker Desktop-style engine's agent socket is verified with it (never pulled). */
+  image?: string;
   /** Extra host sockets, each mounted at `/run/sandboxd/sockets/<name>/` and named in `env` (at most 8). */
   sockets?: HostSocketRequest[];
   /** Defaults to process.cwd(). */
   cwd?: string;
   /** Send heartbeats while the session is held (default true). */
   heartbeat?: boolean;
+  /**
+   * The hardened profile: read-only root with a tmpfs /tmp, `--cap-drop=ALL`,
+   * `--security-opt no-new-privileges`, `--pids-limit`; your own run arguments win (applyPlan).
+   */
+  harden?: boolean;
 }
 
 export interface Session {
@@ -119,10 +127,15 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     ...(options.allowWideWorkdir === undefined ? {} : { allowWideWorkdir: options.allowWideWorkdir }),
     ...(options.containerUser === undefined ? {} : { containerUser: options.containerUser }),
     ...(options.label === undefined ? {} : { label: options.label }),
+    ...(options.image === undefined ? {} : { image: options.image }),
     ...(options.sockets === undefined ? {} : { sockets: options.sockets }),
+    ...(options.harden === undefined ? {} : { harden: options.harden }),
   };
-  const post = () =>
-    request({ socketPath: paths.socketPath, method: 'POST', route: SESSIONS_ROUTE, body, timeoutMs: ACQUIRE_TIMEOUT_MS }, AcquireResponse);
+  const post = (renews?: string) =>
+    request(
+      { socketPath: paths.socketPath, method: 'POST', route: SESSIONS_ROUTE, body: renews === undefined ? body : { ...body, renews }, timeoutMs: ACQUIRE_TIMEOUT_MS },
+      AcquireResponse,
+    );
   let acquired: AcquireResponse;
   try {
     // Every reply carries the protocol version, so a running daemon needs no status call first.
@@ -130,16 +143,22 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
   } catch (error) {
     if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;
     // SANDBOXD_NO_AUTOSTART=1 is the user's word for every auto-starting caller.
-    await ensureDaemon({ paths, env, autoStart: (options.autoStart ?? true) && env.SANDBOXD_NO_AUTOSTART !== '1' });
+    await ensureDaemon({
+      paths,
+      env,
+      autoStart: (options.autoStart ?? true) && !envFlag(env, 'SANDBOXD_NO_AUTOSTART'),
+      ...(options.daemonCommand === undefined ? {} : { daemonCommand: options.daemonCommand }),
+    });
     acquired = await post();
   }
   let current = acquired.session;
   let timer: NodeJS.Timeout | null = null;
   let renewing: Promise<void> | null = null;
   // The daemon lost the lease (it was restarted, or reaped it while stalled) although this process
-  // still holds the container: take a new lease for the same request, so its bridges stay held.
+  // still holds the container: take a new lease for the same request, so its bridges stay held and
+  // the container stays tied to a lease (a restarted daemon hands it over to the new one).
   const renew = (): Promise<void> => {
-    renewing ??= post()
+    renewing ??= post(current.id)
       .then((again) => {
         current = again.session;
       })

@@ -41,7 +41,10 @@ export async function request<T extends z.ZodType>(options: RequestOptions, sche
         method,
         path: route,
         agent: false,
-        headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+        headers: {
+          [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
+          ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
+        },
         timeout: options.timeoutMs ?? REQUEST_TIMEOUT_MS,
       },
       (res) => {

@@ -5,13 +5,18 @@ import type { Platform, SandboxdPaths } from '../shared/paths.js';
 import { AgentRelay } from './bridges/agent-relay.js';
 import { BridgePool } from './bridges/bridge-pool.js';
 import { Bridges } from './bridges/bridges.js';
+import { DockerBridges } from './bridges/docker-bridges.js';
+import type { DockerEngines } from './engines/docker-engines.js';
 import { stableHash } from './ids.js';
 import type { Logger } from './logger.js';
 import { chooseBridge } from './plan/bridge-select.js';
 import { relabelFor } from './plan/flatten.js';
-import type { ServedAgent } from './plan/ssh.js';
+import type { ServedAgent, ServeRole, Unavailable } from './plan/ssh.js';
 import type { PodmanConnection } from './podman/connections.js';
+import { runSubprocess, type RunSubprocess } from './subprocess.js';
 import { Tunnel, type SpawnSsh, type TunnelRecord } from './tunnels/tunnel.js';
+import { TunnelIndex } from './tunnels/tunnel-index.js';
+import { TunnelNames } from './tunnels/tunnel-names.js';
 
 export interface AgentBridgesOptions {
   platform: Platform;
@@ -22,6 +27,9 @@ export interface AgentBridgesOptions {
   /** The session's connection; `forget` drops a cached answer after a tunnel failure. */
   discover(input: AcquireInput): Promise<{ connection: PodmanConnection; forget: () => void }>;
   onTunnelChild(id: string, record: TunnelRecord | null): void;
+  /** What the Docker engines behind sessions' contexts are (DESIGN §7). */
+  engines: DockerEngines;
+  run?: RunSubprocess;
 }
 
 const spawnSsh: SpawnSsh = (args) => spawn('ssh', args, { stdio: ['pipe', 'pipe', 'pipe'] });
@@ -38,9 +46,13 @@ export function selinuxAccess(mode: string | null, connection: string): { flags:
   };
 }
 
-/** Where tunnels live in the VM: one directory per host user (and per sandboxd state dir). */
-export function vmRootFor(uid: number, stateDir: string): string {
-  return `/tmp/sandboxd-${stableHash(`${uid}:${stateDir}`, 10)}`;
+/**
+ * Where tunnels live in the VM: one 0700 directory per host user, sandboxd state dir and *remote*
+ * user, so a machine's `<name>` (core) and `<name>-root` (root) connections never share one that
+ * only one of them can write.
+ */
+export function vmRootFor(uid: number, stateDir: string, remoteUser: string | null = null): string {
+  return `/tmp/sandboxd-${stableHash(`${uid}:${stateDir}:${remoteUser ?? ''}`, 10)}`;
 }
 
 /**
@@ -51,18 +63,32 @@ export function vmRootFor(uid: number, stateDir: string): string {
 export class AgentBridges {
   readonly relays: BridgePool<AgentRelay>;
   readonly tunnels: BridgePool<Tunnel>;
+  readonly docker: DockerBridges;
   readonly all: Bridges;
-  readonly vmRoot: string;
+  /** The running tunnels by login, to ask a VM what it sees over a connection already open. */
+  readonly tunnelIndex = new TunnelIndex();
+  private readonly tunnelNames: TunnelNames;
 
   constructor(private readonly options: AgentBridgesOptions) {
     const logger = options.logger.child({ module: 'pool' });
     this.relays = new BridgePool<AgentRelay>({ idleMs: options.idleMs, logger });
     this.tunnels = new BridgePool<Tunnel>({ idleMs: options.idleMs, logger });
-    this.all = new Bridges(this.relays, this.tunnels);
-    this.vmRoot = vmRootFor(options.uid, options.paths.stateDir);
+    this.docker = new DockerBridges({
+      engines: options.engines,
+      run: options.run ?? runSubprocess,
+      stateDir: options.paths.stateDir,
+      workDir: path.join(options.paths.runtimeDir, 'relay-image'),
+      idleMs: options.idleMs,
+      logger: options.logger,
+      serveLocal: (agentSocket, input) => this.serveByRelay(agentSocket, input),
+      serveTunnel: (agentSocket, input, connection) =>
+        connection === undefined ? this.serveByTunnel(agentSocket, input) : this.tunnelTo(agentSocket, connection, () => undefined),
+    });
+    this.all = new Bridges(this.relays, this.tunnels, this.docker.relays);
+    this.tunnelNames = new TunnelNames(options.paths.stateDir);
   }
 
-  async serve(agentSocket: string, input: AcquireInput): Promise<ServedAgent | { unavailable: string }> {
+  async serve(agentSocket: string, input: AcquireInput, role: ServeRole = 'agent'): Promise<ServedAgent | Unavailable> {
     const choice = chooseBridge({
       setting: input.sshBridge,
       engine: input.engine,
@@ -71,6 +97,7 @@ export class AgentBridges {
       connectionRequested: input.connection !== undefined,
     });
     if (choice.kind === 'unavailable') return { unavailable: choice.reason };
+    if (choice.kind === 'engine') return this.docker.serve(agentSocket, input, role, choice.builtinOnly);
     return choice.kind === 'mount' ? this.serveByRelay(agentSocket, input) : this.serveByTunnel(agentSocket, input);
   }
 
@@ -83,16 +110,29 @@ export class AgentBridges {
 
   private async serveByTunnel(agentSocket: string, input: AcquireInput): Promise<ServedAgent> {
     const { connection, forget } = await this.options.discover(input);
-    const key = ['tunnel', connection.name, connection.uri, connection.identity ?? '', agentSocket].join('\n');
+    const rediscover = async (): Promise<PodmanConnection> => {
+      forget();
+      return (await this.options.discover(input)).connection;
+    };
+    return this.tunnelTo(agentSocket, connection, forget, rediscover);
+  }
+
+  private async tunnelTo(agentSocket: string, connection: PodmanConnection, forget: () => void, rediscover?: () => Promise<PodmanConnection>): Promise<ServedAgent> {
+    // Not the port: `podman machine start` can move it, and the tunnel follows (re-discovery).
+    const { user, host } = connection.target;
+    const key = ['tunnel', connection.name, user ?? '', host, connection.identity ?? '', agentSocket].join('\n');
     const hash = stableHash(key);
     const id = `tun_${hash}`;
+    const dirName = await this.tunnelNames.dirName(key);
     const held = this.tunnels.acquire(key, () =>
       new Tunnel({
         id,
-        hash,
+        dirName,
         connection,
         agentSocket,
-        vmRoot: this.vmRoot,
+        vmRoot: vmRootFor(this.options.uid, this.options.paths.stateDir, user),
+        index: this.tunnelIndex,
+        ...(rediscover === undefined ? {} : { rediscover }),
         knownHostsPath: path.join(this.options.paths.stateDir, 'known_hosts'),
         logger: this.options.logger,
         spawnSsh,

@@ -2,8 +2,11 @@ import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { SandboxdError } from '../shared/errors.js';
 import { BODY_LIMIT_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
+import { protocolMismatch, requestedProtocol } from '../shared/protocol-policy.js';
+import { SHUTDOWN_ROUTE, STATUS_ROUTE } from '../shared/contracts/status.js';
 import type { Platform, SandboxdPaths } from '../shared/paths.js';
 import { AgentBridges } from './agent-bridges.js';
+import { createSessionContainers } from './containers/wiring.js';
 import { GeneratedConfigStore } from './git-config-store.js';
 import type { Bridges } from './bridges/bridges.js';
 import { clientErrorHandler } from './http/client-errors.js';
@@ -12,9 +15,12 @@ import { installErrorHandlers } from './http/errors.js';
 import type { Logger } from './logger.js';
 import { inspectAgentSocket } from './plan/agent-socket.js';
 import { createGitFactsCache } from './plan/git-host.js';
+import { DockerEngines } from './engines/docker-engines.js';
+import { runSubprocess } from './subprocess.js';
 import type { SshDeps } from './plan/ssh.js';
 import { discoverConnection, type DiscoverInput } from './podman/discover.js';
 import { createDiscoveryCache } from './podman/discovery-cache.js';
+import { createContainerSites } from './podman/site-wiring.js';
 import type { ProcessProbe } from './process-identity.js';
 import { registerSessionRoutes } from './routes/sessions.js';
 import { registerStatusRoutes } from './routes/status.js';
@@ -47,6 +53,12 @@ export const DEFAULT_SETTINGS: DaemonSettings = {
 /** How often node looks for requests past `requestTimeoutMs` (its default is 30 s). */
 const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 
+/**
+ * Answered whatever version the client speaks (shared/protocol-policy.ts): any client can learn
+ * which daemon runs and how busy it is, and a newer one can stop an idle older one.
+ */
+const VERSION_FREE_ROUTES = new Set([`GET ${STATUS_ROUTE}`, `POST ${SHUTDOWN_ROUTE}`]);
+
 export interface DaemonDeps {
   platform: Platform;
   paths: SandboxdPaths;
@@ -78,7 +90,9 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   const discovery = createDiscoveryCache((input) => discoverConnection(input, { home: deps.hostHome }), { home: deps.hostHome, now: () => deps.clock.now() });
   const gitFacts = createGitFactsCache(() => deps.clock.now());
   const gitConfigs = new GeneratedConfigStore(path.join(deps.paths.runtimeDir, 'git'));
+  const engines = new DockerEngines({ run: runSubprocess, platform: deps.platform, home: deps.hostHome, now: () => deps.clock.now() });
   const agentBridges = new AgentBridges({
+    engines,
     platform: deps.platform,
     paths: deps.paths,
     uid: deps.uid,
@@ -98,6 +112,16 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     },
   });
   const bridges = agentBridges.all;
+  const containers = createSessionContainers({
+    paths: deps.paths,
+    uid: deps.uid,
+    hostHome: deps.hostHome,
+    probe: deps.probe,
+    clock: deps.clock,
+    leaseTtlMs: settings.leaseTtlMs,
+    logger,
+    isLive: (id) => registry.has(id),
+  });
   const registry = new SessionRegistry({
     clock: deps.clock,
     probe: deps.probe,
@@ -105,10 +129,15 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     sweepIntervalMs: settings.sweepIntervalMs,
     maxSessions: settings.maxSessions,
     logger,
+    onEnd: (info, reason) => {
+      containers.ended(info.id, reason).catch((error: unknown) => {
+        logger.error({ err: error, sessionId: info.id }, 'cannot remove the container of a session that ended');
+      });
+    },
   });
   const ssh: SshDeps = {
     inspect: inspectAgentSocket,
-    serve: (agentSocket, input) => agentBridges.serve(agentSocket, input),
+    serve: (agentSocket, input, role) => agentBridges.serve(agentSocket, input, role),
   };
   const service = new SessionService({
     platform: deps.platform,
@@ -119,6 +148,16 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     ssh,
     gitFacts: (input) => gitFacts.get(input),
     writeGitConfig: (content) => gitConfigs.write(content),
+    containers,
+    site: createContainerSites({
+      platform: deps.platform,
+      hostHome: deps.hostHome,
+      stateDir: deps.paths.stateDir,
+      tunnels: agentBridges.tunnelIndex,
+      discover: (view) => discovery.get(view),
+      logger,
+      now: () => deps.clock.now(),
+    }),
     emptyDir: deps.paths.emptyDir,
     leaseTtlMs: settings.leaseTtlMs,
   });
@@ -138,6 +177,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   app.addHook('onRequest', (request, reply, done) => {
     if (closing) {
       done(new SandboxdError('SHUTTING_DOWN', 'the daemon is shutting down'));
+    } else if (!VERSION_FREE_ROUTES.has(`${request.method} ${request.url}`) && requestedProtocol(request.headers[PROTOCOL_HEADER]) !== PROTOCOL_VERSION) {
+      done(protocolMismatch(requestedProtocol(request.headers[PROTOCOL_HEADER])));
     } else if (connections.isOverLimit(request.raw.socket)) {
       void reply.header('connection', 'close');
       done(new SandboxdError('DAEMON_BUSY', `${connections.open} connections are open, the limit is ${connections.limit}`));
@@ -159,21 +200,39 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     now: () => deps.clock.now(),
     registry,
     bridges,
+    engines: () => engines.list(),
     requestShutdown: (reason) => {
       deps.requestShutdown(reason);
     },
   });
-  registerSessionRoutes(app, service, registry);
+  registerSessionRoutes(app, service, registry, containers);
   registerTunnelRoutes(app, bridges);
 
   let sweeper: NodeJS.Timeout | null = null;
   let sweeping = false;
+  // Separate from the lease sweep: a slow engine must not hold up noticing dead clients.
+  let sweepingContainers = false;
+  const sweepContainers = (): void => {
+    if (sweepingContainers) return;
+    sweepingContainers = true;
+    containers
+      .sweep()
+      .catch((error: unknown) => {
+        logger.error({ err: error }, 'container sweep failed');
+      })
+      .finally(() => {
+        sweepingContainers = false;
+      });
+  };
   return {
     app,
     registry,
     bridges,
     start() {
+      // At once: the containers of sessions a killed daemon left, whose clients are gone.
+      sweepContainers();
       sweeper = setInterval(() => {
+        sweepContainers();
         if (sweeping) return;
         sweeping = true;
         registry

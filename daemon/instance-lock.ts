@@ -9,8 +9,11 @@ export const LOCK_STALE_MS = 4000;
 /** Bounded wait for such a lock to go stale; a live holder is reported at once. */
 const LOCK_WAIT_MS = LOCK_STALE_MS * 3;
 const LOCK_RETRY_MS = 200;
-/** The guard is held for a few file operations; proper-lockfile allows no shorter staleness. */
-const GUARD_STALE_MS = 2000;
+/**
+ * The guard is held for a few file operations, and refreshed while held; the margin keeps a
+ * holder starved of CPU on a loaded machine from losing it to a second starter.
+ */
+const GUARD_STALE_MS = 5000;
 const GUARD_RETRY_MS = 25;
 
 interface PidRecord {
@@ -74,7 +77,8 @@ async function underGuard<T>(options: InstanceLockOptions, fn: () => Promise<T |
       lockfilePath: options.guardPath,
       realpath: false,
       stale: GUARD_STALE_MS,
-      retries: { retries: Math.ceil(GUARD_STALE_MS / GUARD_RETRY_MS), factor: 1, minTimeout: GUARD_RETRY_MS, maxTimeout: GUARD_RETRY_MS },
+      // Long enough to outlast a guard left by a starter killed while holding it.
+      retries: { retries: Math.ceil((GUARD_STALE_MS * 1.5) / GUARD_RETRY_MS), factor: 1, minTimeout: GUARD_RETRY_MS, maxTimeout: GUARD_RETRY_MS },
       // Only a guard held past its staleness is taken over; the daemon lock's own check still stands.
       onCompromised: () => undefined,
     });
@@ -90,22 +94,36 @@ async function underGuard<T>(options: InstanceLockOptions, fn: () => Promise<T |
   }
 }
 
-/** The release function, or null when the holder left no record and its lock must go stale. */
+async function exists(file: string): Promise<boolean> {
+  try {
+    await fs.lstat(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The release function, or null when the holder left no record and its lock must go stale. The
+ * record is read before the lock's age is looked at: a live holder keeps its lock even when a
+ * stall (SIGSTOP, a laptop's sleep) let its mtime grow old, and a dead one loses it at once.
+ */
 async function lockOrTakeOver(options: InstanceLockOptions): Promise<ReleaseLock | null> {
+  const holder = (await exists(options.lockPath)) ? await readPidRecord(options.pidPath) : null;
+  if (holder !== null) {
+    // A record naming this very pid is a predecessor's whose pid we were given again.
+    if (holder.pid !== process.pid && (await options.probe.isSame(holder.pid, holder.startTime))) {
+      throw new SandboxdError('DAEMON_ALREADY_RUNNING', `already running (pid ${holder.pid})`);
+    }
+    await fs.rm(options.lockPath, { recursive: true, force: true });
+    options.onTakeover(holder.pid);
+  }
   try {
     return await lockAndRecord(options);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ELOCKED') throw error;
+    if ((error as NodeJS.ErrnoException).code === 'ELOCKED') return null;
+    throw error;
   }
-  const holder = await readPidRecord(options.pidPath);
-  if (holder === null) return null;
-  // A record naming this very pid is a predecessor's whose pid we were given again.
-  if (holder.pid !== process.pid && (await options.probe.isSame(holder.pid, holder.startTime))) {
-    throw new SandboxdError('DAEMON_ALREADY_RUNNING', `already running (pid ${holder.pid})`);
-  }
-  await fs.rm(options.lockPath, { recursive: true, force: true });
-  options.onTakeover(holder.pid);
-  return lockAndRecord(options);
 }
 
 async function lockAndRecord(options: InstanceLockOptions): Promise<ReleaseLock> {

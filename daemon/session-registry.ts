@@ -23,12 +23,15 @@ export interface SessionRegistryOptions {
   sweepIntervalMs: number;
   maxSessions: number;
   logger: Logger;
+  /** Told after a session ended, with why (its container goes or stays by the reason). */
+  onEnd?: (info: SessionInfo, reason: EndReason) => void;
 }
 
 /** A sweep this many intervals after the previous one means the daemon was stopped or asleep. */
 const STALL_FACTOR = 3;
 
-export type EndReason = 'released' | 'client-exited' | 'lease-expired' | 'shutdown';
+/** `removed`: the user ran `sandboxd sessions rm`. */
+export type EndReason = 'released' | 'client-exited' | 'lease-expired' | 'removed' | 'shutdown';
 
 /**
  * Leases (DESIGN §5). A session ends when released, when its client pid is gone (or is another
@@ -72,7 +75,12 @@ export class SessionRegistry {
     this.sessions.delete(id);
     for (const lease of record.leases) lease.release();
     this.log(id).info({ reason }, 'session ended');
+    this.options.onEnd?.(record.info, reason);
     return true;
+  }
+
+  has(id: string): boolean {
+    return this.sessions.has(id);
   }
 
   list(): SessionInfo[] {

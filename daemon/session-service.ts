@@ -5,8 +5,12 @@ import type { Mount, Plan } from '../shared/contracts/plan.js';
 import type { Platform } from '../shared/paths.js';
 import { randomId } from './ids.js';
 import type { ProcessProbe } from './process-identity.js';
+import type { ContainerSite } from './podman/engine-site.js';
+import type { SessionContainers } from './containers/session-containers.js';
+import { engineEnv } from './containers/engine-cli.js';
 import { cloudCredentialMounts, containerEnv } from './plan/extras.js';
 import { dedupeMounts, flattenArgs, relabelFor } from './plan/flatten.js';
+import { hardenFlags } from './plan/harden.js';
 import type { GitHostFacts, GitHostInput } from './plan/git-host.js';
 import { planGitSection } from './plan/git-section.js';
 import { expressibleMounts } from './plan/mount-args.js';
@@ -33,6 +37,10 @@ export interface SessionServiceDeps {
   gitFacts(input: GitHostInput): Promise<GitHostFacts>;
   /** Stores a generated GIT_CONFIG_GLOBAL file and returns its host path. */
   writeGitConfig(content: string): Promise<string>;
+  /** Labels the session's container and names its cidfile; removes it when the session dies. */
+  containers: Pick<SessionContainers, 'prepare' | 'ended'>;
+  /** Where the session's containers run (a Podman connection's VM, or here) and what it sees. */
+  site(input: AcquireInput): Promise<ContainerSite>;
   leaseTtlMs: number;
 }
 
@@ -57,6 +65,8 @@ export class SessionService {
     // Only the ssh section holds a bridge, so it is the one to give back if anything fails.
     const sshPending = planSsh(input, deps.ssh);
     sshPending.catch(() => undefined);
+    const sitePending = deps.site(input);
+    sitePending.catch(() => undefined);
     const [startTime, git, cloud] = await Promise.all([
       deps.probe.startTime(input.client.pid),
       deps.gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: clientEnv.XDG_CONFIG_HOME }),
@@ -82,28 +92,51 @@ export class SessionService {
       const workdir: Mount[] = input.workdir
         ? [workdirMount({ cwd, repoTop: git.repo?.topLevel ?? null, hostHome: deps.hostHome, allowWide: input.allowWideWorkdir, relabel })]
         : [];
-      const mounts = expressibleMounts(dedupeMounts([...ssh.mounts, ...workdir, ...gitPlan.mounts, ...requested, ...cloud.mounts]));
+      const expressible = expressibleMounts(dedupeMounts([...ssh.mounts, ...workdir, ...gitPlan.mounts, ...requested, ...cloud.mounts]));
+      // With a remote engine every mount source is resolved in the VM (DESIGN §6).
+      const site = await sitePending;
+      const shared = await site.visible(expressible.mounts);
+      const mounts = { mounts: shared.mounts, warnings: [...expressible.warnings, ...site.warnings, ...shared.warnings] };
       const planEnv = { ...gitPlan.env, ...ssh.env, ...cloud.env };
       const passed = containerEnv(clientEnv, input.passEnv, new Set(Object.keys(planEnv)));
+      const id = randomId('ses');
+      const globalArgs = site.globalArgs;
+      const container = await deps.containers.prepare({
+        sessionId: id,
+        renews: input.renews,
+        engine: input.engine,
+        path: input.client.path ?? '',
+        env: engineEnv(clientEnv),
+        globalArgs,
+        clientPid: input.client.pid,
+        clientStartTime: startTime,
+      });
       const body: Omit<Plan, 'args'> = {
         mounts: mounts.mounts,
         env: { ...planEnv, ...passed.env },
         spawnEnv: passed.spawnEnv,
-        globalArgs: [],
-        flags: [...ssh.flags, ...(input.workdir ? ['--workdir', cwd] : [])],
+        globalArgs,
+        flags: [...ssh.flags, ...(input.workdir ? ['--workdir', cwd] : []), ...container.flags, ...(input.harden ? hardenFlags() : [])],
         warnings: [...ssh.warnings, ...gitPlan.warnings, ...mounts.warnings, ...passed.warnings],
       };
       const now = new Date(deps.clock.now()).toISOString();
       const session: SessionInfo = {
-        id: randomId('ses'),
+        id,
         engine: input.engine,
         label: input.label ?? null,
         clientPid: input.client.pid,
         createdAt: now,
         lastHeartbeatAt: now,
         ssh: ssh.ssh,
+        container: container.container,
       };
-      deps.registry.add(session, startTime, ssh.leases);
+      try {
+        deps.registry.add(session, startTime, ssh.leases);
+      } catch (error) {
+        // No container can have started from a plan that was never handed out.
+        await deps.containers.ended(id, 'released');
+        throw error;
+      }
       return {
         session,
         plan: { ...body, args: flattenArgs(body) },

@@ -56,8 +56,23 @@ export const ERROR_SPECS = {
   TUNNEL_AUTH_FAILED: { status: 502, remedy: 'Check the connection\'s Identity key: `podman system connection list`.' },
   TUNNEL_FAILED: { status: 502, remedy: 'See `sandboxd tunnels ls` for the last error; `sandboxd tunnels restart ID` retries.' },
   TUNNEL_NOT_FOUND: { status: 404, remedy: 'List the tunnels with `sandboxd tunnels ls`.' },
+  TUNNEL_BIND_REFUSED: {
+    status: 502,
+    remedy: 'Look for a denial in the VM (`podman machine ssh sudo journalctl -t audit -g sshd`); where SELinux confines sshd-session, update the machine image or use --ssh-bridge none.',
+  },
+  MOUNT_NOT_SHARED: {
+    status: 422,
+    remedy: 'Share the directory with the VM (`podman machine init --volume SRC:SRC`, on a new machine) or move the project under a shared directory (by default /Users, /private, /var/folders on a Mac).',
+  },
   ENGINE_NOT_FOUND: { status: 422, remedy: 'Install the engine or add it to PATH.' },
+  DOCKER_INFO_FAILED: { status: 502, remedy: 'Check that `docker info` works in your shell (start Docker Desktop, OrbStack or `colima start`, or fix DOCKER_HOST / DOCKER_CONTEXT), or pass --ssh-agent off.' },
+  RELAY_CONTAINER_FAILED: { status: 502, remedy: 'See `sandboxd tunnels ls` for the relay container\'s last error; `sandboxd tunnels restart ID` retries.' },
   RUN_ARGS_UNPARSABLE: { status: 400, remedy: 'Write that run option as --name=value, so its value cannot be mistaken for the image.' },
+  CONTAINER_REMOVE_FAILED: { status: 502, remedy: 'Remove it by hand (`podman rm -f ID` or `docker rm -f ID`); the daemon log has the engine\'s error.' },
+  USAGE: { status: 400, remedy: 'See `sandboxd --help`.' },
+  SERVICE_FAILED: { status: 500, remedy: 'Run the command it names by hand to see why; `sandboxd install --dry-run` prints every step.' },
+  SERVICE_UNSUPPORTED: { status: 422, remedy: 'Start sandboxd from your login scripts instead (`sandboxd start`), or rely on auto-start.' },
+  LOG_NOT_FOUND: { status: 404, remedy: 'The daemon has not logged yet, or logs to stdout (`sandboxd daemon --log stdout`): read it where that goes.' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export const ErrorCode = z.enum(Object.keys(ERROR_SPECS) as [keyof typeof ERROR_SPECS, ...(keyof typeof ERROR_SPECS)[]]);

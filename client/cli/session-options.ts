@@ -1,6 +1,6 @@
 import { Option, type Command } from 'commander';
 import { Engine } from '../../shared/contracts/common.js';
-import { SshAgentSetting, SshBridgeSetting, type ContainerUser } from '../../shared/contracts/sessions.js';
+import { SshAgentSetting, SshBridgeSetting, type ContainerUser, type HostSocketRequest } from '../../shared/contracts/sessions.js';
 import { SandboxdError } from '../../shared/errors.js';
 import type { AcquireOptions } from '../session.js';
 
@@ -20,6 +20,8 @@ export interface SessionFlags {
   gitHooks: 'readonly' | 'writable';
   gitConfig: 'readonly' | 'writable';
   allowWideWorkdir?: boolean;
+  socket: string[];
+  harden?: boolean;
 }
 
 function collect(value: string, previous: string[]): string[] {
@@ -40,7 +42,9 @@ export function addSessionOptions(command: Command): Command {
     .option('--pass-env <name>', 'pass this variable from your environment into the container (repeatable)', collect, [])
     .addOption(new Option('--git-hooks <policy>', 'whether the sandbox may write the repository\'s hooks/').choices(['readonly', 'writable']).default('readonly'))
     .addOption(new Option('--git-config <policy>', 'whether the sandbox may write the repository\'s .git/config').choices(['readonly', 'writable']).default('readonly'))
+    .option('--socket <name=path[:env]>', 'also bridge this host Unix socket; the container finds it in $ENV (repeatable)', collect, [])
     .option('--allow-wide-workdir', 'allow a workdir that is /, your home directory or one of its ancestors')
+    .option('--harden', 'read-only root with a tmpfs /tmp, no capabilities, no-new-privileges, a pids limit (your run args win)')
     .option('--json', 'print JSON');
 }
 
@@ -66,6 +70,17 @@ function parseUser(flags: SessionFlags): ContainerUser | undefined {
     });
   }
   return user;
+}
+
+/** `name=/host/path` or `name=/host/path:ENV_NAME`; a path may itself contain ":". */
+function parseSocket(spec: string): HostSocketRequest {
+  const match = /^([^=]+)=(.+?)(?::([A-Za-z_][A-Za-z0-9_]*))?$/.exec(spec);
+  if (match?.[1] === undefined || match[2] === undefined) {
+    throw new SandboxdError('BAD_REQUEST', `--socket ${spec}: expected NAME=PATH or NAME=PATH:ENV`, {
+      remedy: 'For example --socket gpg=/run/user/1000/gnupg/S.gpg-agent:GPG_AGENT_SOCK.',
+    });
+  }
+  return { name: match[1], hostPath: match[2], ...(match[3] === undefined ? {} : { env: match[3] }) };
 }
 
 function passEnv(names: readonly string[]): Record<string, string> {
@@ -96,5 +111,7 @@ export function toAcquireOptions(flags: SessionFlags): AcquireOptions {
     gitHooks: flags.gitHooks,
     gitConfig: flags.gitConfig,
     ...(flags.allowWideWorkdir === true ? { allowWideWorkdir: true } : {}),
+    ...(flags.harden === true ? { harden: true } : {}),
+    ...(flags.socket.length === 0 ? {} : { sockets: flags.socket.map(parseSocket) }),
   };
 }

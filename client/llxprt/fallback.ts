@@ -27,6 +27,10 @@ export const FALLBACK_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'NOT_FOUND',
   'INTERNAL',
   'RUN_ARGS_UNPARSABLE',
+  'PAYLOAD_TOO_LARGE',
+  'UNSUPPORTED_MEDIA_TYPE',
+  'HEADERS_TOO_LARGE',
+  'REQUEST_TIMEOUT',
 ]);
 
 export function fallsBack(code: ErrorCode): boolean {

@@ -3,7 +3,18 @@ import net from 'node:net';
 
 const AGENT_CONNECT_TIMEOUT_MS = 1000;
 
-export type AgentSocketCheck = { usable: true; realpath: string } | { usable: false; reason: string };
+/** `keys`: how many identities the agent lists (null: not asked, or no agent answer). */
+export type AgentSocketCheck = { usable: true; realpath: string; keys: number | null } | { usable: false; reason: string };
+
+/** SSH2_AGENTC_REQUEST_IDENTITIES (11), framed: what `ssh-add -l` sends. */
+const REQUEST_IDENTITIES = Buffer.from([0, 0, 0, 1, 11]);
+const IDENTITIES_ANSWER = 12;
+
+/** The key count from an SSH2_AGENT_IDENTITIES_ANSWER, once the frame header has arrived. */
+function keyCount(reply: Buffer): number | null {
+  if (reply.length < 9 || reply[4] !== IDENTITIES_ANSWER) return null;
+  return reply.readUInt32BE(5);
+}
 
 /**
  * Reads, never writes: the path came from the client and is only stat-ed and connected to.
@@ -25,21 +36,34 @@ export async function inspectAgentSocket(sshAuthSock: string | undefined, label 
     return { usable: false, reason: `${label} ${sshAuthSock} does not exist` };
   }
   if (!isSocket) return { usable: false, reason: `${label} ${sshAuthSock} is not a socket` };
-  const answers = await new Promise<boolean>((resolve) => {
+  const answer = await new Promise<{ keys: number | null } | null>((resolve) => {
     const socket = net.connect(realpath);
-    const timer = setTimeout(() => {
+    let reply = Buffer.alloc(0);
+    let connected = false;
+    const finish = (result: { keys: number | null } | null): void => {
+      clearTimeout(timer);
       socket.destroy();
-      resolve(false);
+      resolve(result);
+    };
+    const timer = setTimeout(() => {
+      finish(connected ? { keys: null } : null);
     }, AGENT_CONNECT_TIMEOUT_MS);
     socket.once('connect', () => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(true);
+      connected = true;
+      // Only an agent is asked for its keys; other sockets (a credential proxy) are only dialled.
+      if (label === 'SSH_AUTH_SOCK') socket.write(REQUEST_IDENTITIES);
+      else finish({ keys: null });
+    });
+    socket.on('data', (chunk: Buffer) => {
+      reply = Buffer.concat([reply, chunk]);
+      if (reply.length >= 9) finish({ keys: keyCount(reply) });
     });
     socket.once('error', () => {
-      clearTimeout(timer);
-      resolve(false);
+      finish(connected ? { keys: null } : null);
+    });
+    socket.once('end', () => {
+      finish(connected ? { keys: null } : null);
     });
   });
-  return answers ? { usable: true, realpath } : { usable: false, reason: `nothing answers on ${label} ${sshAuthSock}` };
+  return answer === null ? { usable: false, reason: `nothing answers on ${label} ${sshAuthSock}` } : { usable: true, realpath, keys: answer.keys };
 }

@@ -48,8 +48,9 @@ async function planOne(request: HostSocketRequest, input: AcquireInput, deps: Ss
   try {
     const check = await deps.inspect(request.hostPath, `socket ${name}`);
     if (!check.usable) return skipped(name, check.reason);
-    const served = await deps.serve(check.realpath, { ...input, sshBridge: socketBridge(input.sshBridge) });
+    const served = await deps.serve(check.realpath, { ...input, sshBridge: socketBridge(input.sshBridge) }, 'socket');
     if ('unavailable' in served) return skipped(name, served.unavailable);
+    if (served.kind === 'desktop' || served.mountSource === null) return skipped(name, 'its bridge serves only the ssh agent');
     const dir = path.posix.join(CONTAINER_SOCKETS_DIR, name);
     return {
       status: {

@@ -24,19 +24,32 @@ export interface SshSection {
 /** A bridge that serves `agentSocket` from a directory the container can mount. */
 export interface ServedAgent {
   lease: Lease;
-  kind: 'mount' | 'tunnel';
-  /** Host path (relay) or VM path (tunnel) of the directory to mount. */
-  mountSource: string;
+  kind: 'mount' | 'tunnel' | 'desktop';
+  /**
+   * Host path (relay) or VM path (tunnel) of the directory to mount; with `socketFile`, the VM's
+   * socket itself; null when `flags` carry the mount (a relay container's volume).
+   */
+  mountSource: string | null;
+  socketFile?: boolean;
   relabel: Mount['relabel'];
   flags: string[];
   warnings: string[];
 }
 
+/** Why no bridge serves the socket, and what the user can do about it. */
+export interface Unavailable {
+  unavailable: string;
+  remedy?: string;
+}
+
+/** The session's agent, or one of its extra host sockets (which only some bridges can carry). */
+export type ServeRole = 'agent' | 'socket';
+
 export interface SshDeps {
   /** `label` names the socket in a reason (default: SSH_AUTH_SOCK). */
   inspect(socket: string | undefined, label?: string): Promise<AgentSocketCheck>;
   /** Serves a host socket through the bridge the session needs, or says why none can be used. */
-  serve(hostSocket: string, input: AcquireInput): Promise<ServedAgent | { unavailable: string }>;
+  serve(hostSocket: string, input: AcquireInput, role: ServeRole): Promise<ServedAgent | Unavailable>;
 }
 
 type AgentSection = Omit<SshSection, 'sockets'>;
@@ -67,6 +80,15 @@ export async function planSsh(input: AcquireInput, deps: SshDeps): Promise<SshSe
   };
 }
 
+/**
+ * An agent that answers with no keys forwards nothing useful: common on a Mac where 1Password or
+ * Secretive is set up through `IdentityAgent` in ~/.ssh/config while SSH_AUTH_SOCK still names
+ * launchd's empty agent.
+ */
+function noKeysWarning(socket: string): string {
+  return `the ssh agent on SSH_AUTH_SOCK (${socket}) holds no keys, so the sandbox can authenticate with none: add one with \`ssh-add\`, or point SSH_AUTH_SOCK at the agent your ~/.ssh/config names in IdentityAgent (1Password, Secretive)`;
+}
+
 /** DESIGN §8, first bullet: `off` skips, `auto` skips with a reason, `on` without an agent fails. */
 async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSection> {
   if (input.sshAgent === 'off') return skipped('ssh-agent is off for this session');
@@ -75,10 +97,11 @@ async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSecti
     if (input.sshAgent === 'on') throw new SandboxdError('SSH_AGENT_UNAVAILABLE', `ssh-agent is on but ${check.reason}`);
     return skipped(check.reason);
   }
-  const served = await deps.serve(check.realpath, input);
+  const served = await deps.serve(check.realpath, input, 'agent');
   if ('unavailable' in served) {
-    if (input.sshAgent === 'on') throw new SandboxdError('SSH_BRIDGE_UNSUPPORTED', `ssh-agent is on but ${served.unavailable}`);
-    return skipped(served.unavailable);
+    if (input.sshAgent === 'on') throw new SandboxdError('SSH_BRIDGE_UNSUPPORTED', `ssh-agent is on but ${served.unavailable}`, served.remedy === undefined ? undefined : { remedy: served.remedy });
+    // A reason with a remedy is news to the user (DESIGN §7: say so in the plan's warnings).
+    return served.remedy === undefined ? skipped(served.unavailable) : { ...skipped(served.unavailable), warnings: [`the ssh agent is not forwarded: ${served.unavailable}. ${served.remedy}`] };
   }
   return {
     ssh: {
@@ -88,18 +111,21 @@ async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSecti
       hostAgentSocket: check.realpath,
       bridgeId: served.lease.bridgeId,
     },
-    mounts: [
-      {
-        source: served.mountSource,
-        target: CONTAINER_AGENT_DIR,
-        readOnly: false,
-        purpose: 'ssh agent',
-        ...(served.relabel === undefined ? {} : { relabel: served.relabel }),
-      },
-    ],
+    mounts:
+      served.mountSource === null
+        ? []
+        : [
+            {
+              source: served.mountSource,
+              target: served.socketFile === true ? CONTAINER_AGENT_SOCKET : CONTAINER_AGENT_DIR,
+              readOnly: false,
+              purpose: 'ssh agent',
+              ...(served.relabel === undefined ? {} : { relabel: served.relabel }),
+            },
+          ],
     env: { SSH_AUTH_SOCK: CONTAINER_AGENT_SOCKET },
     flags: served.flags,
-    warnings: served.warnings,
+    warnings: [...(check.keys === 0 ? [noKeysWarning(check.realpath)] : []), ...served.warnings],
     leases: [served.lease],
   };
 }

@@ -24,6 +24,8 @@ export interface PodmanConnection {
   uri: string;
   identity: string | null;
   isDefault: boolean;
+  /** Whether podman says this is a Podman machine's connection (podman 5); absent when it does not say. */
+  isMachine?: boolean;
   target: SshTarget;
 }
 
@@ -98,6 +100,7 @@ export function selectConnection({ rows, requested, envConnection }: SelectInput
     uri: row.URI,
     identity: row.Identity === '' ? null : row.Identity,
     isDefault: row.Default,
+    ...(row.IsMachine === undefined ? {} : { isMachine: row.IsMachine }),
     target: parseSshUri(row.URI, row.Name),
   };
 }
@@ -109,6 +112,7 @@ export function connectionFromHost(uri: string, identity: string | undefined): P
     uri,
     identity: identity === undefined || identity === '' ? null : identity,
     isDefault: false,
+    isMachine: false,
     target: parseSshUri(uri, 'CONTAINER_HOST'),
   };
 }

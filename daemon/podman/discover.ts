@@ -38,20 +38,26 @@ export interface DiscoverDeps {
   run?: RunSubprocess;
 }
 
+/** The session's podman binary and the environment it reads its connections and machines from. */
+export async function podmanCommand(input: Pick<DiscoverInput, 'path' | 'env'>, home: string): Promise<{ podman: string; env: Record<string, string> }> {
+  const podman = (await findExecutable('podman', input.path)) ?? (await findExecutable('podman-remote', input.path));
+  if (podman === null) {
+    throw new SandboxdError('PODMAN_NOT_FOUND', `podman is not on the session's PATH (searched: ${clip(input.path) || '(empty)'})`);
+  }
+  const env: Record<string, string> = { PATH: input.path, HOME: home };
+  for (const name of PODMAN_ENV_NAMES) {
+    const value = input.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  return { podman, env };
+}
+
 /** Runs the real `podman system connection list --format json` and picks the session's connection. */
 export async function discoverConnection(input: DiscoverInput, deps: DiscoverDeps): Promise<PodmanConnection> {
   if (input.requested === undefined && input.env.CONTAINER_HOST?.startsWith('ssh://') === true) {
     return connectionFromHost(input.env.CONTAINER_HOST, input.env.CONTAINER_SSHKEY);
   }
-  const podman = (await findExecutable('podman', input.path)) ?? (await findExecutable('podman-remote', input.path));
-  if (podman === null) {
-    throw new SandboxdError('PODMAN_NOT_FOUND', `podman is not on the session's PATH (searched: ${clip(input.path) || '(empty)'})`);
-  }
-  const env: Record<string, string> = { PATH: input.path, HOME: deps.home };
-  for (const name of PODMAN_ENV_NAMES) {
-    const value = input.env[name];
-    if (value !== undefined) env[name] = value;
-  }
+  const { podman, env } = await podmanCommand(input, deps.home);
   const run = deps.run ?? runSubprocess;
   const result = await run(podman, ['system', 'connection', 'list', '--format', 'json'], { env, timeoutMs: LIST_TIMEOUT_MS });
   if (result.exitCode !== 0) {

@@ -2,17 +2,25 @@ import type { FastifyInstance } from 'fastify';
 import {
   AcquireRequest,
   SESSIONS_ROUTE,
+  SessionDeleteQuery,
   SessionParams,
   type AcquireResponse,
   type HeartbeatResponse,
   type ReleaseResponse,
+  type SessionInfo,
   type SessionListResponse,
+  type SessionRemoveResponse,
 } from '../../shared/contracts/sessions.js';
+import { SandboxdError } from '../../shared/errors.js';
+import type { SessionContainers } from '../containers/session-containers.js';
 import { parseInput } from '../http/validate.js';
 import type { SessionRegistry } from '../session-registry.js';
 import type { SessionService } from '../session-service.js';
 
-export function registerSessionRoutes(app: FastifyInstance, service: SessionService, registry: SessionRegistry): void {
+export function registerSessionRoutes(app: FastifyInstance, service: SessionService, registry: SessionRegistry, containers: SessionContainers): void {
+  /** The container id is read from its cidfile when asked: the engine writes it after the plan left. */
+  const withContainer = async (info: SessionInfo): Promise<SessionInfo> => ({ ...info, container: await containers.describe(info.id) });
+
   app.post(SESSIONS_ROUTE, async (request, reply): Promise<AcquireResponse> => {
     const input = parseInput(AcquireRequest, request.body, 'session request');
     const result = await service.acquire(input);
@@ -20,15 +28,26 @@ export function registerSessionRoutes(app: FastifyInstance, service: SessionServ
     return result;
   });
 
-  app.get(SESSIONS_ROUTE, (): SessionListResponse => ({ sessions: registry.list() }));
+  app.get(SESSIONS_ROUTE, async (): Promise<SessionListResponse> => ({ sessions: await Promise.all(registry.list().map(withContainer)) }));
 
-  app.post(`${SESSIONS_ROUTE}/:id/heartbeat`, (request): HeartbeatResponse => {
+  app.post(`${SESSIONS_ROUTE}/:id/heartbeat`, async (request): Promise<HeartbeatResponse> => {
     const { id } = parseInput(SessionParams, request.params, 'session id');
-    return { session: registry.heartbeat(id) };
+    return { session: await withContainer(registry.heartbeat(id)) };
   });
 
-  app.delete(`${SESSIONS_ROUTE}/:id`, (request): ReleaseResponse => {
+  app.delete(`${SESSIONS_ROUTE}/:id`, async (request): Promise<ReleaseResponse | SessionRemoveResponse> => {
     const { id } = parseInput(SessionParams, request.params, 'session id');
-    return { released: registry.end(id, 'released') };
+    const { remove } = parseInput(SessionDeleteQuery, request.query, 'query');
+    if (remove === 'container') {
+      // A lease a previous daemon held (its client still alive) can be removed too.
+      if (!registry.has(id) && !containers.has(id)) throw new SandboxdError('SESSION_NOT_FOUND', `no session ${id}`);
+      const removal = containers.ended(id, 'removed');
+      registry.end(id, 'removed');
+      return { removed: true, containers: await removal };
+    }
+    if (registry.end(id, 'released')) return { released: true };
+    // The client released a lease a previous daemon granted: its container stays the client's.
+    await containers.ended(id, 'released');
+    return { released: false };
   });
 }

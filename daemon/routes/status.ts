@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
-import { SHUTDOWN_ROUTE, STATUS_ROUTE, type ShutdownResponse, type StatusResponse } from '../../shared/contracts/status.js';
+import { SHUTDOWN_ROUTE, STATUS_ROUTE, type EngineStatus, type ShutdownResponse, type StatusResponse } from '../../shared/contracts/status.js';
 import type { Platform } from '../../shared/paths.js';
 import type { Bridges } from '../bridges/bridges.js';
 import type { SessionRegistry } from '../session-registry.js';
@@ -14,6 +14,8 @@ export interface StatusDeps {
   now(): number;
   registry: SessionRegistry;
   bridges: Bridges;
+  /** Each Docker engine sessions used: its kind, bridge and agent probe. */
+  engines(): EngineStatus[];
   requestShutdown(reason: string): void;
 }
 
@@ -28,6 +30,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusDeps): vo
     logPath: deps.logPath,
     platform: deps.platform,
     counts: { sessions: deps.registry.size, tunnels: deps.bridges.size },
+    engines: deps.engines(),
   }));
 
   app.post(SHUTDOWN_ROUTE, (_request, reply): ShutdownResponse => {

@@ -3,10 +3,22 @@ import { SandboxdError } from '../../shared/errors.js';
 import { isLoopback, type PodmanConnection } from '../podman/connections.js';
 
 export const READY_MARKER = 'sandboxd-ready';
+/** Printed first, before anything can fail, so a refused bind can be explained (DESIGN §6 SELinux). */
+export const SELINUX_MARKER = 'sandboxd-selinux';
+/** The answer to a visibility query: `sandboxd-seen <id> d|f|-`. */
+export const SEEN_MARKER = 'sandboxd-seen';
 /** Sent on stdin by a deliberate halt, so the remote side also removes the tunnel directory. */
 export const HALT_WORD = 'halt';
 /** How long the remote side waits for sshd to bind the forwarded socket (polls of 20 ms). */
 const BIND_WAIT_POLLS = 250;
+
+/**
+ * The whole remote command, the same for every tunnel: it reads one line from stdin and evaluates
+ * it. The script, and with it every VM path, travels on stdin and so never appears on any argv in
+ * the VM (DESIGN §6); `read` takes one byte at a time from a pipe, so it leaves the rest of stdin
+ * (queries, the halt word) to the script.
+ */
+export const REMOTE_STUB = `exec /bin/sh -c 'IFS= read -r s && eval "$s"'`;
 
 /** Single-quotes for a POSIX shell; every value is daemon-generated, this is defence in depth. */
 export function shQuote(value: string): string {
@@ -14,69 +26,91 @@ export function shQuote(value: string): string {
 }
 
 export interface TunnelLayout {
-  /** Per-tunnel directory in the VM, mounted by containers. */
+  /** The remote user's tunnel root in the VM: 0700, so nothing in it is reachable by others. */
+  root: string;
+  /** Per-tunnel directory in the VM, mounted by containers; its name is a secret. */
   dir: string;
   /** This generation's socket name inside `dir`. */
   generationName: string;
-  /** Where sshd binds it: a fresh name beside `dir`'s parent, so nothing stale is ever in the way. */
+  /**
+   * Where sshd binds it: beside the root (which may not exist yet), under a fresh random name that
+   * says nothing about `dir`, so a listing of /tmp reveals nothing and nothing stale is in the way.
+   */
   bindPath: string;
 }
 
-/** A fresh, never-reused name per generation: sshd refuses to bind over an existing file. */
-export function tunnelLayout(vmRoot: string, tunnelHash: string, generation: number, nonce: string): TunnelLayout {
-  const generationName = `a-${generation}-${nonce}.sock`;
+/** `dirName` is unguessable (see `tunnelDirName`); `nonce` is fresh per generation. */
+export function tunnelLayout(vmRoot: string, dirName: string, generation: number, nonce: string): TunnelLayout {
   return {
-    dir: path.posix.join(vmRoot, tunnelHash),
-    generationName,
-    bindPath: `${vmRoot}.${tunnelHash}.${generationName}`,
+    root: vmRoot,
+    dir: path.posix.join(vmRoot, dirName),
+    generationName: `a-${generation}-${nonce}.sock`,
+    bindPath: `${vmRoot}.${nonce}.sock`,
   };
 }
 
 /**
- * Runs over the tunnel's own ssh connection, so readiness costs no extra login (DESIGN §6): waits
- * for sshd's bind, moves the socket into the 0711 tunnel dir, makes it usable by any container
- * user (0666), atomically repoints `agent.sock`, removes older generations and prints the ready
- * line with the VM's SELinux mode. It then blocks on stdin; when ssh goes away (halt, crash, or
- * the daemon dying) stdin closes and it removes this generation's socket. The directory itself
- * stays unless the daemon said `halt`: running containers bind-mount that very inode, and a
- * re-created directory would be invisible to them.
+ * Runs over the tunnel's own ssh connection, so readiness costs no extra login (DESIGN §6). It
+ * prints the VM's SELinux mode, makes the root 0700 (refusing one that is not the remote user's),
+ * enters the 0711 tunnel dir, waits for sshd's bind, moves the socket in, makes it usable by any
+ * container user (0666), atomically repoints `agent.sock`, removes older generations and prints the
+ * ready line. Then it answers visibility queries (`s <id> <path>` → `sandboxd-seen <id> d|f|-`)
+ * until stdin closes (halt, crash, or the daemon dying) and removes this generation's socket. The
+ * directory itself stays unless the daemon said `halt`: running containers bind-mount that very
+ * inode, and a re-created directory would be invisible to them.
+ *
+ * After `cd`, every command names paths relative to the tunnel dir, so no argv shows it; only the
+ * `mkdir`/`rmdir` that create and remove it name it, inside a root no other user can enter. One
+ * line: the stub reads exactly one.
  */
 export function remoteScript(layout: TunnelLayout): string {
-  const { dir, generationName, bindPath } = layout;
+  const { root, dir, generationName, bindPath } = layout;
+  const fail = (code: number, message: string): string => `{ echo "sandboxd-error ${message}" >&2; exit ${code}; }`;
   return [
-    `d=${shQuote(dir)}; g=${shQuote(generationName)}; b=${shQuote(bindPath)}`,
-    'umask 022; mkdir -p "$d" && chmod 711 "${d%/*}" "$d" || { echo "sandboxd-error cannot create $d" >&2; exit 3; }',
-    `i=0; while [ ! -S "$b" ]; do i=$((i+1)); [ $i -gt ${BIND_WAIT_POLLS} ] && { echo "sandboxd-error socket $b never appeared" >&2; exit 4; }; sleep 0.02; done`,
-    'mv -f "$b" "$d/$g" && chmod 666 "$d/$g" && ln -sfn "$g" "$d/.agent.sock.new" && mv -f "$d/.agent.sock.new" "$d/agent.sock" || { echo "sandboxd-error cannot publish $d/$g" >&2; exit 5; }',
-    'for f in "$d"/a-*.sock; do [ "$f" = "$d/$g" ] || rm -f "$f"; done',
-    `echo "${READY_MARKER} $(getenforce 2>/dev/null || echo none)"`,
-    `c=''; read -r c || true`,
-    'rm -f "$d/$g"; [ "$(readlink "$d/agent.sock")" = "$g" ] && rm -f "$d/agent.sock"',
-    `[ "$c" = ${HALT_WORD} ] && rmdir "$d" 2>/dev/null`,
+    `r=${shQuote(root)}; n=${shQuote(path.posix.basename(dir))}; g=${shQuote(generationName)}; b=${shQuote(bindPath)}`,
+    `e=none; [ -r /sys/fs/selinux/enforce ] && read -r e < /sys/fs/selinux/enforce; echo "${SELINUX_MARKER} $e"`,
+    'umask 077',
+    `[ -L "$r" ] && ${fail(3, '$r is a symlink')}`,
+    `[ -d "$r" ] || mkdir -m 700 "$r" || ${fail(3, 'cannot create $r')}`,
+    `[ -O "$r" ] || ${fail(3, '$r belongs to another user')}`,
+    `chmod 700 "$r" && cd "$r" || ${fail(3, 'cannot enter $r')}`,
+    `{ [ -d "$n" ] || mkdir -m 711 "$n"; } && cd "$n" || ${fail(3, 'cannot create the tunnel directory in $r')}`,
+    `i=0; while [ ! -S "$b" ]; do i=$((i+1)); [ $i -gt ${BIND_WAIT_POLLS} ] && ${fail(4, 'socket $b never appeared')}; sleep 0.02; done`,
+    `mv -f "$b" "$g" && chmod 666 "$g" && ln -sfn "$g" .agent.sock.new && mv -f .agent.sock.new agent.sock || ${fail(5, 'cannot publish $g')}`,
+    'for f in a-*.sock; do [ "$f" = "$g" ] || rm -f "$f"; done',
+    `echo ${READY_MARKER}`,
+    queryLoop(),
+    'rm -f "$g"; [ "$(readlink agent.sock)" = "$g" ] && rm -f agent.sock',
+    `[ "$c" = ${HALT_WORD} ] && cd .. && rmdir "$n" 2>/dev/null`,
     'exit 0',
-  ].join('\n');
+  ].join('; ');
+}
+
+/**
+ * Answers `s <id> <path>` lines with `sandboxd-seen <id> d|f|-` until stdin closes or another word
+ * (the halt word) arrives, which it leaves in `$c`. `[` is a builtin: no path reaches an argv.
+ */
+export function queryLoop(): string {
+  return `c=''; while IFS= read -r c; do case "$c" in "s "*) q=\${c#s }; k=\${q%% *}; p=\${q#* }; if [ -d "$p" ]; then t=d; elif [ -e "$p" ]; then t=f; else t=-; fi; echo "${SEEN_MARKER} $k $t";; *) break;; esac; done`;
 }
 
 export interface SshOptions {
   connection: PodmanConnection;
-  agentSocket: string;
-  layout: TunnelLayout;
   knownHostsPath: string;
   aliveIntervalSeconds: number;
   aliveCountMax: number;
   connectTimeoutSeconds: number;
 }
 
-/** argv for `ssh -R`; no shell anywhere on the host side (DESIGN §9). */
-export function sshArgs(options: SshOptions): string[] {
-  const { connection, layout } = options;
+/** The login part shared by the tunnel and a one-off probe; no shell anywhere on the host side (DESIGN §9). */
+export function sshLoginArgs(options: SshOptions): string[] {
+  const { connection } = options;
   const { target } = connection;
   const loopback = isLoopback(target.host);
-  const args = [
+  return [
     // A machine on loopback is ours alone: like `podman machine ssh`, skip user config and host keys.
     ...(loopback ? ['-F', '/dev/null', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null'] : ['-o', 'StrictHostKeyChecking=accept-new', '-o', `UserKnownHostsFile=${options.knownHostsPath}`]),
     '-o', 'BatchMode=yes',
-    '-o', 'ExitOnForwardFailure=yes',
     '-o', `ServerAliveInterval=${options.aliveIntervalSeconds}`,
     '-o', `ServerAliveCountMax=${options.aliveCountMax}`,
     '-o', `ConnectTimeout=${options.connectTimeoutSeconds}`,
@@ -86,19 +120,40 @@ export function sshArgs(options: SshOptions): string[] {
     '-T',
     '-p', String(target.port),
     ...(connection.identity === null ? [] : ['-i', connection.identity, '-o', 'IdentitiesOnly=yes']),
-    '-R', `${layout.bindPath}:${options.agentSocket}`,
-    '--',
-    target.user === null ? target.host : `${target.user}@${target.host}`,
-    remoteScript(layout),
   ];
-  return args;
+}
+
+function destination(connection: PodmanConnection): string {
+  const { target } = connection;
+  return target.user === null ? target.host : `${target.user}@${target.host}`;
+}
+
+/** argv for `ssh -R`: the remote command is the fixed stub; `remoteScript` goes on stdin. */
+export function sshArgs(options: SshOptions & { agentSocket: string; layout: TunnelLayout }): string[] {
+  return [
+    ...sshLoginArgs(options),
+    '-o', 'ExitOnForwardFailure=yes',
+    '-R', `${options.layout.bindPath}:${options.agentSocket}`,
+    '--',
+    destination(options.connection),
+    REMOTE_STUB,
+  ];
+}
+
+/** argv for one login that only runs the stub (a probe with no tunnel; its script goes on stdin). */
+export function sshProbeArgs(options: SshOptions): string[] {
+  return [...sshLoginArgs(options), '--', destination(options.connection), REMOTE_STUB];
 }
 
 const AUTH_FAILED = /permission denied|too many authentication failures|no such identity|host key verification failed/i;
 const UNREACHABLE = [/connection refused/i, /connection timed out/i, /no route to host/i, /could not resolve hostname/i, /network is unreachable/i, /connection closed by/i, /connection reset/i, /timeout, server .* not responding/i];
+const FORWARD_REFUSED = /remote port forwarding failed/i;
 
-/** Turns ssh's exit and stderr into a stable code, keeping ssh's own line in the message. */
-export function classifySshFailure(connection: string, stderr: string, exitCode: number | null): SandboxdError {
+/**
+ * Turns ssh's exit and stderr into a stable code, keeping ssh's own line in the message.
+ * `selinux` is the VM's mode as the remote script reported it (null: not known).
+ */
+export function classifySshFailure(connection: string, stderr: string, exitCode: number | null, selinux: SelinuxMode | null = null): SandboxdError {
   const lines = stderr.split('\n').map((line) => line.trim()).filter((line) => line !== '');
   const last = lines.at(-1) ?? `ssh exited with code ${exitCode ?? 'unknown'}`;
   const refused = lines.find((line) => AUTH_FAILED.test(line));
@@ -106,7 +161,26 @@ export function classifySshFailure(connection: string, stderr: string, exitCode:
   if (lines.some((line) => UNREACHABLE.some((pattern) => pattern.test(line)))) {
     return new SandboxdError('TUNNEL_UNREACHABLE', `the machine behind connection ${connection} is unreachable: ${last}`);
   }
+  const bind = lines.find((line) => FORWARD_REFUSED.test(line));
+  if (bind !== undefined) {
+    // Newer Fedora policies confine sshd-session, the process that binds the -R socket.
+    const cause =
+      selinux === 'enforcing'
+        ? 'SELinux enforces in that VM and is the likely cause (it can deny sshd-session the bind)'
+        : `SELinux in the VM is a possible cause${selinux === null ? '' : ` (it is ${selinux} there)`}`;
+    return new SandboxdError('TUNNEL_BIND_REFUSED', `sshd behind connection ${connection} refused to bind the agent socket: ${bind}; ${cause}`);
+  }
   return new SandboxdError('TUNNEL_FAILED', `the tunnel over connection ${connection} failed: ${last}`);
+}
+
+export type SelinuxMode = 'enforcing' | 'permissive' | 'none';
+
+/** What `/sys/fs/selinux/enforce` holds (1 or 0), or `none` when the file does not exist. */
+export function parseSelinux(value: string): SelinuxMode {
+  const trimmed = value.trim();
+  if (trimmed === '1') return 'enforcing';
+  if (trimmed === '0') return 'permissive';
+  return 'none';
 }
 
 /** 0.5 s, 1 s, 2 s … capped, so a machine that is down is retried without hammering it. */

@@ -5,10 +5,20 @@ import type { Logger } from '../logger.js';
 import type { TunnelRecord } from './tunnel.js';
 
 /**
- * What `vmRootFor` and the tunnel hash produce: `/tmp/sandboxd-<10 hex>/<12 hex>`. A record naming
- * anything else was not written by sandboxd, and nothing it names is touched.
+ * What `vmRootFor` and `TunnelNames` produce: `/tmp/sandboxd-<10 hex>/<32 hex>` (12 hex from
+ * daemons before the names became secret, whose orphans an upgraded daemon still reaps). A record
+ * naming anything else was not written by sandboxd, and nothing it names is touched.
  */
-const VM_DIR = /^\/tmp\/sandboxd-[0-9a-f]{10}\/[0-9a-f]{12}$/;
+const VM_DIR = /^\/tmp\/sandboxd-[0-9a-f]{10}\/(?:[0-9a-f]{12}|[0-9a-f]{32})$/;
+
+/**
+ * The ssh binds its socket beside the tunnel root (`<root>.<nonce>.sock`), its script on stdin
+ * naming the dir; an older daemon's ssh named the dir in its remote command.
+ */
+function belongsTo(argv: readonly string[], vmDir: string): boolean {
+  const spec = argv.includes('-R') ? argv[argv.indexOf('-R') + 1] : undefined;
+  return spec?.startsWith(`${vmDir.slice(0, vmDir.lastIndexOf('/'))}.`) === true || argv.some((arg) => arg.includes(vmDir));
+}
 
 const TunnelRecordSchema = z
   .strictObject({
@@ -20,8 +30,7 @@ const TunnelRecordSchema = z
     agentSocket: z.string().startsWith('/').max(4096),
     argv: z.array(z.string().max(65_536)).min(2).max(200),
   })
-  // The ssh forwards into that very directory: its remote script names it.
-  .refine((record) => record.argv.some((arg) => arg.includes(record.vmDir)), 'argv does not name its vmDir');
+  .refine((record) => belongsTo(record.argv, record.vmDir), 'argv does not belong to its vmDir');
 
 const StateFile = z.strictObject({
   version: z.literal(1),

@@ -5,7 +5,22 @@ import type { BridgeInfo, BridgeState } from '../../shared/contracts/bridges.js'
 import type { Bridge } from '../bridges/bridge.js';
 import type { Logger } from '../logger.js';
 import type { PodmanConnection } from '../podman/connections.js';
-import { backoffMs, classifySshFailure, HALT_WORD, READY_MARKER, sshArgs, tunnelLayout, type TunnelLayout } from './ssh-command.js';
+import {
+  backoffMs,
+  classifySshFailure,
+  HALT_WORD,
+  parseSelinux,
+  READY_MARKER,
+  remoteScript,
+  SEEN_MARKER,
+  SELINUX_MARKER,
+  sshArgs,
+  tunnelLayout,
+  type SelinuxMode,
+  type TunnelLayout,
+} from './ssh-command.js';
+import type { IndexedTunnel, TunnelIndex } from './tunnel-index.js';
+import { VmQueries, type PathKind } from './vm-queries.js';
 
 /** The issue bounds a failing acquire at 20 s; ssh's ConnectTimeout sits well inside it. */
 export const READY_TIMEOUT_MS = 15_000;
@@ -30,7 +45,8 @@ export interface TunnelRecord {
 
 export interface TunnelOptions {
   id: string;
-  hash: string;
+  /** The tunnel directory's name in the VM: unguessable, stable for this tunnel's life. */
+  dirName: string;
   connection: PodmanConnection;
   agentSocket: string;
   vmRoot: string;
@@ -39,6 +55,14 @@ export interface TunnelOptions {
   spawnSsh: SpawnSsh;
   /** Persists the running ssh so a restarted daemon can reap it (null: nothing running). */
   onChild(record: TunnelRecord | null): void;
+  /**
+   * Asks podman again for this tunnel's connection, its cached answer dropped: `podman machine
+   * start` can give the machine a new ssh port, and an unreachable tunnel would otherwise retry the
+   * old address until it idles out.
+   */
+  rediscover?: () => Promise<PodmanConnection>;
+  /** Where the tunnel lists itself while it runs, so plans can ask its VM what it sees. */
+  index?: TunnelIndex;
   readyTimeoutMs?: number;
 }
 
@@ -53,7 +77,7 @@ interface Waiter {
  * generation binds a fresh socket name and repoints `<dir>/agent.sock`, so containers that mount
  * `<dir>` keep working across restarts.
  */
-export class Tunnel implements Bridge {
+export class Tunnel implements Bridge, IndexedTunnel {
   readonly id: string;
   private state: BridgeState = 'starting';
   private child: ChildProcess | null = null;
@@ -61,7 +85,11 @@ export class Tunnel implements Bridge {
   private attempt = 0;
   private restarts = 0;
   private lastError: SandboxdError | null = null;
-  private selinux: string | null = null;
+  private selinux: SelinuxMode | null = null;
+  private connection: PodmanConnection;
+  /** Set when the last ssh could not reach the machine: the next launch asks podman first. */
+  private stale = false;
+  private queries: VmQueries | null = null;
   private backoffTimer: NodeJS.Timeout | null = null;
   private waiters: Waiter[] = [];
   private readonly createdAt = new Date().toISOString();
@@ -71,7 +99,13 @@ export class Tunnel implements Bridge {
   constructor(private readonly options: TunnelOptions) {
     this.id = options.id;
     this.logger = options.logger.child({ module: 'tunnel', tunnelId: options.id });
-    this.dir = tunnelLayout(options.vmRoot, options.hash, 0, '').dir;
+    this.connection = options.connection;
+    this.dir = tunnelLayout(options.vmRoot, options.dirName, 0, '').dir;
+  }
+
+  /** The connection the tunnel uses now (re-discovery can move it to a new address). */
+  get currentConnection(): PodmanConnection {
+    return this.connection;
   }
 
   /** The VM directory containers mount. */
@@ -79,12 +113,26 @@ export class Tunnel implements Bridge {
     return this.dir;
   }
 
-  /** `getenforce` in the VM as of the last generation ('none' where it does not exist). */
-  get selinuxMode(): string | null {
+  /** `/sys/fs/selinux/enforce` in the VM as of the last generation (null before the first). */
+  get selinuxMode(): SelinuxMode | null {
     return this.selinux;
   }
 
+  /**
+   * What the VM finds at each path, asked over this tunnel's own connection (DESIGN §6: no new
+   * login). Rejects when the tunnel is not ready or does not answer in time.
+   */
+  ask(paths: readonly string[]): Promise<Map<string, PathKind>> {
+    if (this.state !== 'ready' || this.queries === null) return Promise.reject(this.failure('the tunnel is not ready'));
+    return this.queries.ask(paths);
+  }
+
+  get ready(): boolean {
+    return this.state === 'ready';
+  }
+
   start(): void {
+    this.options.index?.add(this);
     this.launch();
   }
 
@@ -96,13 +144,13 @@ export class Tunnel implements Bridge {
     if (this.backoffTimer !== null) {
       clearTimeout(this.backoffTimer);
       this.backoffTimer = null;
-      this.launch();
+      this.relaunch();
     }
     const timeoutMs = this.options.readyTimeoutMs ?? READY_TIMEOUT_MS;
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((w) => w !== waiter);
-        reject(new SandboxdError('TUNNEL_UNREACHABLE', `the tunnel over connection ${this.options.connection.name} was not ready within ${timeoutMs} ms${this.lastError === null ? '' : ` (last error: ${this.lastError.message})`}`));
+        reject(new SandboxdError('TUNNEL_UNREACHABLE', `the tunnel over connection ${this.connection.name} was not ready within ${timeoutMs} ms${this.lastError === null ? '' : ` (last error: ${this.lastError.message})`}`));
       }, timeoutMs);
       const waiter: Waiter = {
         resolve: () => {
@@ -133,11 +181,14 @@ export class Tunnel implements Bridge {
 
   async halt(): Promise<void> {
     this.state = 'stopped';
+    this.options.index?.delete(this);
     if (this.backoffTimer !== null) clearTimeout(this.backoffTimer);
     this.backoffTimer = null;
     this.settle(this.failure('the tunnel was stopped'));
     const child = this.child;
     this.child = null;
+    this.queries?.close(this.failure('the tunnel was stopped'));
+    this.queries = null;
     if (child !== null) await stopChild(child, HALT_WORD);
     this.options.onChild(null);
     this.logger.info('tunnel halted');
@@ -147,7 +198,7 @@ export class Tunnel implements Bridge {
     return {
       id: this.id,
       kind: 'tunnel',
-      connection: this.options.connection.name,
+      connection: this.connection.name,
       hostAgentSocket: this.options.agentSocket,
       socketPath: `${this.dir}/agent.sock`,
       state: this.state === 'ready' && refs === 0 ? 'draining' : this.state,
@@ -159,11 +210,35 @@ export class Tunnel implements Bridge {
     };
   }
 
+  /** Launches the next generation, first asking podman where the machine is now if it was unreachable. */
+  private relaunch(): void {
+    const rediscover = this.options.rediscover;
+    if (!this.stale || rediscover === undefined) {
+      this.launch();
+      return;
+    }
+    this.stale = false;
+    void rediscover()
+      .then((connection) => {
+        if (connection.uri !== this.connection.uri || connection.identity !== this.connection.identity) {
+          this.logger.info({ from: this.connection.uri, to: connection.uri }, 'connection moved; following it');
+        }
+        this.connection = connection;
+      })
+      .catch((error: unknown) => {
+        this.logger.warn({ err: error }, 'cannot re-discover the connection; retrying the old address');
+      })
+      .finally(() => {
+        if (this.state !== 'stopped' && this.child === null) this.launch();
+      });
+  }
+
   private launch(): void {
     this.generation += 1;
-    const layout = tunnelLayout(this.options.vmRoot, this.options.hash, this.generation, randomBytes(4).toString('hex'));
+    // 16 random bytes: the bind path sits in the VM's /tmp, where any user can list it.
+    const layout = tunnelLayout(this.options.vmRoot, this.options.dirName, this.generation, randomBytes(16).toString('hex'));
     const args = sshArgs({
-      connection: this.options.connection,
+      connection: this.connection,
       agentSocket: this.options.agentSocket,
       layout,
       knownHostsPath: this.options.knownHostsPath,
@@ -174,29 +249,22 @@ export class Tunnel implements Bridge {
     const child = this.options.spawnSsh(args);
     this.child = child;
     this.watch(child, layout);
+    // The script, with every VM path in it, goes on stdin: never on an argv in the VM.
+    child.stdin?.write(`${remoteScript(layout)}\n`);
   }
 
   private watch(child: ChildProcess, layout: TunnelLayout): void {
     let stderr = '';
-    let stdout = '';
     const log = this.logger.child({ generation: this.generation, pid: child.pid });
     child.stderr?.on('data', (chunk: Buffer) => {
       stderr = (stderr + chunk.toString()).slice(-STDERR_KEEP_BYTES);
     });
+    let pending = '';
     child.stdout?.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const line = stdout.split('\n').find((candidate) => candidate.startsWith(READY_MARKER));
-      if (line === undefined || child !== this.child) return;
-      stdout = '';
-      this.selinux = line.slice(READY_MARKER.length).trim() || null;
-      this.state = 'ready';
-      this.attempt = 0;
-      this.lastError = null;
-      log.info({ socket: `${layout.dir}/${layout.generationName}`, selinux: this.selinux }, 'tunnel ready');
-      if (child.pid !== undefined) {
-        this.options.onChild({ id: this.id, pid: child.pid, vmDir: layout.dir, connection: this.options.connection.name, agentSocket: this.options.agentSocket, argv: child.spawnargs });
-      }
-      this.settle(null);
+      pending += chunk.toString();
+      const lines = pending.split('\n');
+      pending = lines.pop() ?? '';
+      for (const line of lines) this.onLine(child, layout, line, log);
     });
     // ssh must never see EOF on stdin until we want the remote side to clean up.
     child.stdin?.on('error', () => undefined);
@@ -206,7 +274,10 @@ export class Tunnel implements Bridge {
     child.once('close', (code) => {
       if (child !== this.child || this.state === 'stopped') return;
       this.child = null;
-      const error = classifySshFailure(this.options.connection.name, stderr, code);
+      this.queries?.close(this.failure('the ssh connection closed'));
+      this.queries = null;
+      const error = classifySshFailure(this.connection.name, stderr, code, this.selinux);
+      this.stale = error.code === 'TUNNEL_UNREACHABLE';
       this.lastError = error;
       log.warn({ code, stderr: stderr.trim().slice(-500) }, 'ssh exited');
       this.settle(error);
@@ -220,10 +291,31 @@ export class Tunnel implements Bridge {
       this.attempt += 1;
       this.backoffTimer = setTimeout(() => {
         this.backoffTimer = null;
-        this.launch();
+        this.relaunch();
       }, delay);
       this.backoffTimer.unref();
     });
+  }
+
+  private onLine(child: ChildProcess, layout: TunnelLayout, line: string, log: Logger): void {
+    if (child !== this.child) return;
+    const [marker, ...rest] = line.trim().split(' ');
+    if (marker === SELINUX_MARKER) {
+      this.selinux = parseSelinux(rest[0] ?? '');
+    } else if (marker === SEEN_MARKER) {
+      this.queries?.answer(rest[0] ?? '', rest[1] ?? '');
+    } else if (marker === READY_MARKER) {
+      const stdin = child.stdin;
+      this.queries = stdin === null ? null : new VmQueries((text) => stdin.write(text));
+      this.state = 'ready';
+      this.attempt = 0;
+      this.lastError = null;
+      log.info({ generation: layout.generationName, selinux: this.selinux }, 'tunnel ready');
+      if (child.pid !== undefined) {
+        this.options.onChild({ id: this.id, pid: child.pid, vmDir: layout.dir, connection: this.connection.name, agentSocket: this.options.agentSocket, argv: child.spawnargs });
+      }
+      this.settle(null);
+    }
   }
 
   private settle(error: SandboxdError | null): void {

@@ -14,7 +14,8 @@ export type BridgeState = z.infer<typeof BridgeState>;
  */
 export const BridgeInfo = z.strictObject({
   id: z.string(),
-  kind: z.enum(['relay', 'tunnel']),
+  /** `container-relay`: the relay container in a Docker Desktop-style VM, for non-root users. */
+  kind: z.enum(['relay', 'tunnel', 'container-relay']),
   connection: z.string().nullable(),
   hostAgentSocket: z.string(),
   /** Where the served socket lives: host path for a relay, VM path for a tunnel. */

@@ -63,7 +63,7 @@ describe('auto-start (real processes)', () => {
     );
     for (const run of runs) {
       expect(run.stderr).toBe('');
-      expect(run.exitCode).toBe(0);
+      expect(run.exitCode, run.stdout).toBe(0);
       expect((JSON.parse(run.stdout) as { plan: { env: Record<string, string> } }).plan.env.GIT_DISCOVERY_ACROSS_FILESYSTEM).toBe('1');
     }
     expect(daemonsFor(sandbox.env.SANDBOXD_RUNTIME_DIR)).toHaveLength(1);
@@ -112,11 +112,11 @@ describe('auto-start (real processes)', () => {
     const body = JSON.parse(result.stdout) as JsonError;
     expect(body.error).toEqual({
       code: 'PROTOCOL_MISMATCH',
-      message: 'the daemon speaks protocol 99, this client speaks 1',
+      message: 'the daemon speaks protocol 99, this client speaks 2',
       remedy: 'Run `sandboxd restart` to start the installed version.',
     });
     const plan = await cli(['plan', '--engine', 'podman'], cliEnv(sandbox));
-    expect(plan.stderr).toContain('sandboxd: the daemon speaks protocol 99, this client speaks 1');
+    expect(plan.stderr).toContain('sandboxd: the daemon speaks protocol 99, this client speaks 2');
   });
 
   it('start is idempotent and reports the running daemon', async () => {
@@ -136,7 +136,7 @@ describe('auto-start (real processes)', () => {
     mkdirSync(clientBin);
     const env = cliEnv(sandbox, { CONTAINERS_CONF: '/x', SBX_MARKER: 'leak', PATH: `${clientBin}:${process.env.PATH ?? ''}` });
     const plan = await execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--ssh-agent', 'off', '--json'], { env, extendEnv: false, cwd, reject: false, timeout: 30_000 });
-    expect(plan.exitCode).toBe(0);
+    expect(plan.exitCode, plan.stdout).toBe(0);
     const [pid] = daemonsFor(sandbox.env.SANDBOXD_RUNTIME_DIR);
     expect(pid).toBeDefined();
     expect(readlinkSync(`/proc/${String(pid)}/cwd`)).toBe('/');
@@ -206,7 +206,7 @@ describe('auto-start (real processes)', () => {
     // Before the fix the next daemon saw the zombie as `already running` and the client waited 20 s.
     const plan = await cli(['plan', '--engine', 'podman', '--ssh-agent', 'off', '--json'], env, 10_000);
     expect(plan.stderr).toBe('');
-    expect(plan.exitCode).toBe(0);
+    expect(plan.exitCode, plan.stdout).toBe(0);
     const [second] = daemonsFor(sandbox.env.SANDBOXD_RUNTIME_DIR);
     expect(second).not.toBe(first);
     const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
@@ -243,7 +243,7 @@ describe('auto-start (real processes)', () => {
     // Without noticing, the client would wait its full 20 s for the holder to answer.
     const result = await plan;
     expect(result.stderr).toBe('');
-    expect(result.exitCode).toBe(0);
+    expect(result.exitCode, result.stdout).toBe(0);
     const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
     expect(log).toContain(`"deadPid":${String(holderPid)},"msg":"took over the lock of a daemon that is gone"`);
   });

@@ -98,4 +98,22 @@ describe.skipIf(labMissing)('hostile paths, wide workdirs and secrets on the com
       '--pass-env SSH_AUTH_SOCK is ignored: sandboxd sets SSH_AUTH_SOCK in the container itself',
     );
   });
+
+  it('the user\'s own mount on a target the plan also mounts wins, instead of an engine exit 125', async () => {
+    const own = path.join(work, 'my.gitconfig');
+    writeFileSync(own, '[user]\n\tname = Mine\n');
+    const result = await run(work, ['-v', `${own}:/run/sandboxd/git/config:ro`, image, 'sh', '-c', 'git config user.name']);
+    expect({ code: result.exitCode, stderr: result.stderr, stdout: result.stdout }).toEqual({ code: 0, stderr: '', stdout: 'Mine' });
+  });
+
+  it('--socket bridges a second host socket, found by a --user 1000 container in the variable it names', async () => {
+    const second = await startAgent(sandbox.dir, cleanup, 'second');
+    const result = await run(work, ['--user', '1000', image, 'sh', '-c', 'SSH_AUTH_SOCK=$SECOND_SOCK ssh-add -l'], ['--socket', `second=${second.socket}:SECOND_SOCK`]);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toContain(second.fingerprint);
+    expect(result.stdout).not.toContain(agent.fingerprint);
+    const bad = await run(work, [image, 'true'], ['--socket', 'no-equals-sign']);
+    expect(bad.exitCode).toBe(1);
+    expect(bad.stderr).toContain('sandboxd: --socket no-equals-sign: expected NAME=PATH or NAME=PATH:ENV');
+  });
 });

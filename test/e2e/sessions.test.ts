@@ -1,3 +1,4 @@
+import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { spawn } from 'node:child_process';
 import { statSync } from 'node:fs';
 import http from 'node:http';
@@ -17,7 +18,8 @@ interface Reply {
 
 function raw(socketPath: string, method: string, route: string, body?: string, headers: Record<string, string> = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath, method, path: route, headers, agent: false, timeout: 5_000 }, (res) => {
+    // The client's protocol version, as the library sends it (a request without it is protocol 1).
+    const req = http.request({ socketPath, method, path: route, headers: { 'sandboxd-protocol': String(PROTOCOL_VERSION), ...headers }, agent: false, timeout: 5_000 }, (res) => {
       let text = '';
       res.on('data', (chunk: Buffer) => (text += chunk.toString()));
       res.on('end', () => {
@@ -212,8 +214,9 @@ describe('sessions (real daemon on a real Unix socket)', () => {
     const session = await acquireSession({ engine: 'podman', sshAgent: 'off', env, label: 'llxprt' });
     cleanup.add(() => session.release());
     const table = (await cli(['sessions', 'ls'], env)).stdout.split('\n');
-    expect(table[0]).toMatch(/^ID\s+ENGINE\s+LABEL\s+PID\s+AGE\s+SSH$/);
+    expect(table[0]).toMatch(/^ID\s+ENGINE\s+LABEL\s+PID\s+AGE\s+SSH\s+CONTAINER$/);
     expect(table[1]).toContain(session.id);
+    expect(table[1]).toMatch(/not started$/);
     expect(table[1]).toContain('llxprt');
     const json = JSON.parse((await cli(['sessions', 'ls', '--json'], env)).stdout) as { id: string }[];
     expect(json.map((s) => s.id)).toEqual([session.id]);

@@ -1,11 +1,14 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { vmRootFor } from '../../daemon/agent-bridges.js';
+import { randomBytes } from 'node:crypto';
+import { chmodSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession, listTunnels } from '../../dist/client/index.js';
 import { Cleanup, cli, cliEnv, daemonPid, makeSandbox, pidAlive, startAgent, waitFor, type Sandbox } from '../helpers.js';
+import { startRemotePodman } from '../lab/remote-podman.js';
 import { startSshd, writeContainersConf, type Sshd } from '../lab/sshd.js';
 import { labMissing, podmanLab } from './lab.js';
 
@@ -20,19 +23,26 @@ interface Lab {
   image: string;
 }
 
-/** A sandbox whose podman lists one connection, `lab`, pointing at a real sshd on loopback. */
-async function tunnelLab(): Promise<Lab> {
+/**
+ * A sandbox whose podman lists one connection, `lab`, pointing at a real sshd on loopback; with
+ * `service`, a podman API service behind it runs the containers that go through the connection.
+ */
+async function tunnelLab(service = false): Promise<Lab> {
   const { env: podmanEnv, image } = podmanLab();
   const sandbox = makeSandbox(cleanup);
+  // podman's own ssh client asks for a known_hosts file to add the lab's host key to.
+  mkdirSync(path.join(sandbox.home, '.ssh'), { recursive: true });
+  writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '');
   // The "VM" is this machine: its per-user tunnel root lives in /tmp and is removed after the test.
   cleanup.add(() => {
-    rmSync(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR), { recursive: true, force: true });
+    rmSync(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, 'root'), { recursive: true, force: true });
   });
   const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
+  const socketPath = service ? (await startRemotePodman(podmanEnv, [], cleanup)).socketPath : '/run/podman/podman.sock';
   const conf = writeContainersConf(
     path.join(sandbox.dir, 'containers.conf'),
     podmanEnv.CONTAINERS_CONF ?? '',
-    [{ name: 'lab', uri: `ssh://root@127.0.0.1:${sshd.port}/run/podman/podman.sock`, identity: sshd.clientKey }],
+    [{ name: 'lab', uri: `ssh://root@127.0.0.1:${sshd.port}${socketPath}`, identity: sshd.clientKey }],
     'lab',
   );
   const agent = await startAgent(sandbox.dir, cleanup);
@@ -40,8 +50,9 @@ async function tunnelLab(): Promise<Lab> {
   return { sandbox, sshd, env, agent, image };
 }
 
+/** The tunnel's ssh names no VM dir (its script is on stdin); it binds beside the dir's root. */
 function sshPidsFor(vmDir: string): number[] {
-  const out = spawnSync('pgrep', ['-f', `ssh .*${vmDir}`], { encoding: 'utf8' }).stdout;
+  const out = spawnSync('pgrep', ['-f', `ssh .*-R ${path.dirname(vmDir)}\\.[0-9a-f]+\\.sock:`], { encoding: 'utf8' }).stdout;
   return out.split('\n').filter((line) => line !== '').map(Number);
 }
 
@@ -50,15 +61,18 @@ async function agentLists(socket: string): Promise<string> {
 }
 
 describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podman)', () => {
-  it('forwards the agent: the VM-side socket answers ssh-add -l, in a 0711 dir as a 0666 socket', async () => {
+  it('forwards the agent: the VM-side socket answers ssh-add -l, in a 0711 dir under a 0700 root, as a 0666 socket', async () => {
     const { env, agent } = await tunnelLab();
     const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
     cleanup.add(() => session.release());
     expect(session.info.ssh).toMatchObject({ status: 'forwarded', bridge: 'tunnel', socket: '/run/sandboxd/ssh/agent.sock', hostAgentSocket: agent.socket });
     const mount = session.plan.mounts.find((m) => m.purpose === 'ssh agent');
-    expect(mount?.source).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{10}\/[0-9a-f]{12}$/);
+    expect(mount?.source).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{10}\/[0-9a-f]{32}$/);
     expect(mount).not.toHaveProperty('relabel');
     const vmDir = mount?.source ?? '';
+    expect(statSync(path.dirname(vmDir)).mode & 0o777).toBe(0o700);
+    expect(statSync(vmDir).mode & 0o777).toBe(0o711);
+    expect(statSync(path.join(vmDir, 'agent.sock')).mode & 0o777).toBe(0o666);
     expect(await agentLists(path.join(vmDir, 'agent.sock'))).toContain(agent.fingerprint);
     const [tunnel] = await listTunnels(env);
     expect(tunnel).toMatchObject({ kind: 'tunnel', connection: 'lab', state: 'ready', refs: 1, restarts: 0, socketPath: `${vmDir}/agent.sock` });
@@ -67,8 +81,11 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
   it.each([
     ['root', []],
     ['--user 1000', ['--user', '1000:1000']],
-  ])('a container from `sandboxd run --ssh-bridge tunnel` lists the key as %s', async (_name, userArgs) => {
-    const { env, agent, image } = await tunnelLab();
+  ])('a container from `sandboxd run --ssh-bridge tunnel` runs through the connection and lists the key as %s', async (_name, userArgs) => {
+    const { env, agent, image } = await tunnelLab(true);
+    const plan = JSON.parse((await cli(['plan', '--engine', 'podman', '--ssh-bridge', 'tunnel', '--json'], env)).stdout) as { plan: { globalArgs: string[]; warnings: string[] } };
+    expect(plan.plan.globalArgs).toEqual(['--connection', 'lab']);
+    expect(plan.plan.warnings).toContain("--ssh-bridge tunnel with a local podman: the container runs through connection lab (podman --connection lab), where the tunnel's agent socket is");
     const result = await cli(['run', '--engine', 'podman', '--ssh-bridge', 'tunnel', '--', '--rm', '--network', 'none', ...userArgs, image, 'ssh-add', '-l'], env, 60_000);
     expect(result.stderr).toBe('');
     expect(result.stdout).toContain(agent.fingerprint);
@@ -115,7 +132,7 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
   });
 
   it('heals a killed ssh; a container started before the kill still reaches the agent after it', async () => {
-    const { env, agent, image } = await tunnelLab();
+    const { env, agent, image } = await tunnelLab(true);
     const holder = await acquireSession({ engine: 'podman', env });
     cleanup.add(() => holder.release());
     const [before] = await listTunnels(env);
@@ -220,6 +237,35 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     await waitFor(async () => (await listTunnels(idleEnv)).length === 0, 'the idle tunnel to stop', 10_000, 200);
     await waitFor(() => !existsSync(vmDir), 'the VM dir to be removed', 5_000);
     expect(sshPidsFor(vmDir)).toEqual([]);
+  });
+
+  it("a machine's `<name>-root` (root) and `<name>` (another user) connections on one port each get a VM root they own", async () => {
+    const { env, sandbox, sshd, agent } = await tunnelLab();
+    const user = `sbx${randomBytes(3).toString('hex')}`;
+    await execa('useradd', ['--create-home', '--shell', '/bin/sh', '--password', '*', user]);
+    cleanup.add(() => execa('userdel', ['--remove', '--force', user], { reject: false }));
+    const uid = Number((await execa('id', ['-u', user])).stdout);
+    cleanup.add(() => {
+      rmSync(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, user), { recursive: true, force: true });
+    });
+    // sshd reads authorized_keys as the user logging in.
+    for (const dir of [sandbox.dir, path.join(sandbox.dir, 'vm')]) chmodSync(dir, 0o711);
+    chmodSync(path.join(sandbox.dir, 'vm', 'authorized_keys'), 0o644);
+    const conf = writeContainersConf(path.join(sandbox.dir, 'two.conf'), podmanLab().env.CONTAINERS_CONF ?? '', [
+      { name: 'lab', uri: `ssh://${user}@127.0.0.1:${sshd.port}/run/user/${uid}/podman/podman.sock`, identity: sshd.clientKey },
+      { name: 'lab-root', uri: `ssh://root@127.0.0.1:${sshd.port}/run/podman/podman.sock`, identity: sshd.clientKey },
+    ], 'lab');
+    const twoEnv = { ...env, CONTAINERS_CONF: conf };
+    const dirOf = (session: { plan: { mounts: { purpose: string; source: string }[] } }): string => session.plan.mounts.find((m) => m.purpose === 'ssh agent')?.source ?? '';
+    // Root first: a root-owned directory shared with the other user is what used to fail.
+    const asRoot = await acquireSession({ engine: 'podman', env: twoEnv, connection: 'lab-root', heartbeat: false });
+    cleanup.add(() => asRoot.release());
+    const asUser = await acquireSession({ engine: 'podman', env: twoEnv, connection: 'lab', heartbeat: false });
+    cleanup.add(() => asUser.release());
+    expect(path.dirname(dirOf(asUser))).not.toBe(path.dirname(dirOf(asRoot)));
+    expect(statSync(path.dirname(dirOf(asUser))).uid).toBe(uid);
+    expect(statSync(path.dirname(dirOf(asRoot))).uid).toBe(0);
+    for (const session of [asRoot, asUser]) expect(await agentLists(path.join(dirOf(session), 'agent.sock'))).toContain(agent.fingerprint);
   });
 
   it('`tunnels restart ID` makes a new generation; `sandboxd stop` ends the tunnel and its VM socket', async () => {

@@ -44,9 +44,10 @@ function pidsOf(configPath: string): number[] {
 
 /**
  * A real OpenSSH server on a loopback port, standing in for the Podman machine's VM: the tunnel's
- * VM-side socket is then a local path, which local containers can mount.
+ * VM-side socket is then a local path, which local containers can mount. With `mountNamespaceOf`
+ * it runs in that process's mount namespace (a remote podman's, test/lab/remote-podman.ts).
  */
-export async function startSshd(dir: string, cleanup: Cleanup): Promise<Sshd> {
+export async function startSshd(dir: string, cleanup: Cleanup, options: { mountNamespaceOf?: number } = {}): Promise<Sshd> {
   mkdirSync('/run/sshd', { recursive: true });
   mkdirSync(dir, { recursive: true });
   const hostKey = path.join(dir, 'host_key');
@@ -81,7 +82,10 @@ export async function startSshd(dir: string, cleanup: Cleanup): Promise<Sshd> {
     clientKey,
     configPath,
     async start() {
-      const child = spawn('/usr/sbin/sshd', ['-D', '-f', configPath, '-E', path.join(dir, 'sshd.log')], { stdio: 'ignore' });
+      const argv = ['/usr/sbin/sshd', '-D', '-f', configPath, '-E', path.join(dir, 'sshd.log')];
+      // In the mount namespace of a remote podman's "VM", so what ssh sees is what its containers see.
+      const [file, ...args] = options.mountNamespaceOf === undefined ? argv : ['nsenter', `--mount=/proc/${String(options.mountNamespaceOf)}/ns/mnt`, ...argv];
+      const child = spawn(file ?? '/usr/sbin/sshd', args, { stdio: 'ignore' });
       child.unref();
       await waitFor(
         () =>

@@ -16,14 +16,17 @@ describe('chooseBridge (DESIGN §6: is Podman remote at all?)', () => {
     expect(chooseBridge({ ...base, connectionRequested: true })).toEqual({ kind: 'tunnel' });
   });
 
-  it('auto: Docker mounts on Linux; Docker Desktop on macOS is not served yet, with the reason', () => {
-    expect(chooseBridge({ ...base, engine: 'docker' })).toEqual({ kind: 'mount' });
-    expect(chooseBridge({ ...base, engine: 'docker', platform: 'darwin' })).toEqual({ kind: 'unavailable', reason: 'the Docker Desktop agent bridge is not supported by this sandboxd yet' });
+  it('auto: Docker on either platform asks its engine (DESIGN §7); desktop asks for its built-in socket only', () => {
+    expect(chooseBridge({ ...base, engine: 'docker' })).toEqual({ kind: 'engine', builtinOnly: false });
+    expect(chooseBridge({ ...base, engine: 'docker', platform: 'darwin' })).toEqual({ kind: 'engine', builtinOnly: false });
+    expect(chooseBridge({ ...base, engine: 'docker', setting: 'desktop' })).toEqual({ kind: 'engine', builtinOnly: true });
+    expect(chooseBridge({ ...base, setting: 'desktop' })).toEqual({ kind: 'unavailable', reason: 'the desktop bridge is a Docker engine\'s built-in agent socket; podman has none' });
   });
 
   it('explicit settings win, and impossible ones say why', () => {
     expect(chooseBridge({ ...base, setting: 'tunnel' })).toEqual({ kind: 'tunnel' });
     expect(chooseBridge({ ...base, setting: 'tunnel', engine: 'docker' })).toMatchObject({ kind: 'unavailable' });
+    expect(chooseBridge({ ...base, setting: 'mount', engine: 'docker' })).toEqual({ kind: 'mount' });
     expect(chooseBridge({ ...base, setting: 'mount', platform: 'darwin' })).toMatchObject({ kind: 'unavailable', reason: expect.stringContaining('cannot be bind-mounted') as string });
     expect(chooseBridge({ ...base, setting: 'none' })).toEqual({ kind: 'unavailable', reason: 'the ssh bridge is none for this session' });
   });

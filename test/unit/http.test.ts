@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createDaemon, DEFAULT_SETTINGS, type Daemon, type DaemonSettings } from '../../daemon/daemon.js';
 import { createLogger } from '../../daemon/logger.js';
 import { resolvePaths } from '../../shared/paths.js';
+import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 
 const opened: { daemon: Daemon; dir: string }[] = [];
 afterEach(async () => {
@@ -64,14 +65,28 @@ function rawExchange(socketPath: string, request: string, open: net.Socket[] = [
   });
 }
 
+const VERSION = { 'sandboxd-protocol': String(PROTOCOL_VERSION) };
+
 describe('HTTP adapter', () => {
+  it('refuses a client of another protocol version before doing anything; status answers any version', async () => {
+    const { app } = daemon();
+    for (const headers of [{}, { 'sandboxd-protocol': '1' }, { 'sandboxd-protocol': '99' }]) {
+      const refused = await app.inject({ method: 'GET', url: '/v1/sessions', headers });
+      expect(refused.statusCode).toBe(409);
+      expect(refused.headers['sandboxd-protocol']).toBe(String(PROTOCOL_VERSION));
+      expect(refused.json<{ error: { code: string } }>().error.code).toBe('PROTOCOL_MISMATCH');
+    }
+    const status = await app.inject({ method: 'GET', url: '/v1/status', headers: { 'sandboxd-protocol': '1' } });
+    expect(status.statusCode).toBe(200);
+  });
+
   it('stamps the protocol version on every reply, errors included', async () => {
     const { app } = daemon();
     const ok = await app.inject({ method: 'GET', url: '/v1/status' });
-    expect(ok.headers['sandboxd-protocol']).toBe('1');
-    const missing = await app.inject({ method: 'GET', url: '/nope' });
+    expect(ok.headers['sandboxd-protocol']).toBe(String(PROTOCOL_VERSION));
+    const missing = await app.inject({ method: 'GET', url: '/nope', headers: VERSION });
     expect(missing.statusCode).toBe(404);
-    expect(missing.headers['sandboxd-protocol']).toBe('1');
+    expect(missing.headers['sandboxd-protocol']).toBe(String(PROTOCOL_VERSION));
   });
 
   it('acquires a session without an agent and lists it', async () => {
@@ -79,11 +94,12 @@ describe('HTTP adapter', () => {
     const acquired = await app.inject({
       method: 'POST',
       url: '/v1/sessions',
+      headers: VERSION,
       payload: { engine: 'docker', client: { pid: process.pid, cwd: '/' }, sshAgent: 'auto' },
     });
     expect(acquired.statusCode).toBe(201);
     expect(acquired.json()).toMatchObject({ session: { ssh: { status: 'skipped', reason: 'SSH_AUTH_SOCK is not set in the client environment' } }, leaseTtlMs: 30_000, heartbeatIntervalMs: 10_000 });
-    const list = await app.inject({ method: 'GET', url: '/v1/sessions' });
+    const list = await app.inject({ method: 'GET', url: '/v1/sessions', headers: VERSION });
     expect(list.json<{ sessions: unknown[] }>().sessions).toHaveLength(1);
   });
 
@@ -101,18 +117,18 @@ describe('HTTP adapter', () => {
     const socketPath = await listening({ requestTimeoutMs: 300 });
     const garbage = await rawExchange(socketPath, 'THIS IS NOT HTTP\r\n\r\n');
     expect(garbage.status).toBe(400);
-    expect(garbage.headers).toContain('sandboxd-protocol: 1');
+    expect(garbage.headers).toContain(`sandboxd-protocol: ${String(PROTOCOL_VERSION)}`);
     expect(garbage.body).toMatchObject({ error: { code: 'BAD_REQUEST', message: expect.stringContaining('malformed HTTP request') as string } });
 
     const huge = await rawExchange(socketPath, `GET /v1/status HTTP/1.1\r\nhost: x\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`);
     expect(huge.status).toBe(431);
-    expect(huge.headers).toContain('sandboxd-protocol: 1');
+    expect(huge.headers).toContain(`sandboxd-protocol: ${String(PROTOCOL_VERSION)}`);
     expect(huge.body).toEqual({ error: { code: 'HEADERS_TOO_LARGE', message: 'the request headers are larger than the daemon accepts', remedy: 'Send smaller request headers.' } });
 
     // Headers that never finish: the daemon gives up after requestTimeoutMs (checked every second).
     const slow = await rawExchange(socketPath, 'GET /v1/status HTTP/1.1\r\nhost: x\r\n');
     expect(slow.status).toBe(408);
-    expect(slow.headers).toContain('sandboxd-protocol: 1');
+    expect(slow.headers).toContain(`sandboxd-protocol: ${String(PROTOCOL_VERSION)}`);
     expect(slow.body).toMatchObject({ error: { code: 'REQUEST_TIMEOUT', message: 'the request did not arrive within 300 ms' } });
   });
 
@@ -126,7 +142,7 @@ describe('HTTP adapter', () => {
     first.write('GET /v1/status HTTP/1.1\r\nhost: x\r\n');
     const busy = await rawExchange(socketPath, 'GET /v1/status HTTP/1.1\r\nhost: x\r\n\r\n', held);
     expect(busy.status).toBe(503);
-    expect(busy.headers).toContain('sandboxd-protocol: 1');
+    expect(busy.headers).toContain(`sandboxd-protocol: ${String(PROTOCOL_VERSION)}`);
     expect(busy.body).toEqual({
       error: { code: 'DAEMON_BUSY', message: '2 connections are open, the limit is 1', remedy: 'The daemon is out of processes or file descriptors; retry in a moment.' },
     });
@@ -140,7 +156,7 @@ describe('HTTP adapter', () => {
   it('clips an echoed 4 KiB value in error messages', async () => {
     const { app } = daemon();
     const cwd = `/${'d'.repeat(4000)}`;
-    const reply = await app.inject({ method: 'POST', url: '/v1/sessions', payload: { engine: 'docker', client: { pid: process.pid, cwd }, sshAgent: 'off' } });
+    const reply = await app.inject({ method: 'POST', url: '/v1/sessions', headers: VERSION, payload: { engine: 'docker', client: { pid: process.pid, cwd }, sshAgent: 'off' } });
     expect(reply.statusCode).toBe(400);
     const { message } = reply.json<{ error: { message: string } }>().error;
     expect(message.length).toBeLessThanOrEqual(401);

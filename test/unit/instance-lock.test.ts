@@ -82,6 +82,32 @@ describe('acquireInstanceLock', () => {
     expect(existsSync(options.lockPath)).toBe(true);
   });
 
+  it('keeps the lock of a live holder whose lock looks stale (a stalled daemon)', async () => {
+    const options = lockOptions();
+    leftBehind(options, LIVE_PID, 't0');
+    const past = new Date(Date.now() - 60_000);
+    utimesSync(options.lockPath, past, past);
+    const error = await acquireInstanceLock(options).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ code: 'DAEMON_ALREADY_RUNNING', message: `already running (pid ${LIVE_PID})` });
+  });
+
+  it('names the dead holder it takes over from even when its lock had gone stale anyway', async () => {
+    const options = lockOptions();
+    leftBehind(options, DEAD_PID, 't-old');
+    const past = new Date(Date.now() - 60_000);
+    utimesSync(options.lockPath, past, past);
+    await acquire(options);
+    expect(options.takeovers).toEqual([DEAD_PID]);
+  });
+
+  it('ignores a pid record left without a lock (a daemon stopped cleanly leaves neither)', async () => {
+    const options = lockOptions();
+    writeFileSync(options.pidPath, JSON.stringify({ pid: LIVE_PID, startTime: 't0' }));
+    await acquire(options);
+    expect(options.takeovers).toEqual([]);
+    expect(JSON.parse(readFileSync(options.pidPath, 'utf8'))).toMatchObject({ pid: process.pid });
+  });
+
   it('leaves a lock without a pid record to go stale, then takes it', async () => {
     const options = lockOptions();
     mkdirSync(options.lockPath);

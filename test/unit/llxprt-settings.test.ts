@@ -85,8 +85,8 @@ describe('llxprt\'s mount grammar: from[:to][:ro|rw], read-only by default', () 
 });
 
 describe('which failures fall back to llxprt\'s own path', () => {
-  const fallBack: ErrorCode[] = ['DAEMON_NOT_RUNNING', 'DAEMON_START_FAILED', 'PROTOCOL_MISMATCH', 'DAEMON_TIMEOUT', 'INVALID_RESPONSE', 'RUN_ARGS_UNPARSABLE', 'SOCKET_PATH_TOO_LONG', 'INTERNAL'];
-  const fail: ErrorCode[] = ['PODMAN_NOT_FOUND', 'PODMAN_NO_DEFAULT_CONNECTION', 'PODMAN_CONNECTION_NOT_FOUND', 'TUNNEL_UNREACHABLE', 'TUNNEL_AUTH_FAILED', 'INVALID_MOUNT', 'ENGINE_NOT_FOUND'];
+  const fallBack: ErrorCode[] = ['DAEMON_NOT_RUNNING', 'DAEMON_START_FAILED', 'PROTOCOL_MISMATCH', 'DAEMON_TIMEOUT', 'INVALID_RESPONSE', 'RUN_ARGS_UNPARSABLE', 'SOCKET_PATH_TOO_LONG', 'INTERNAL', 'HEADERS_TOO_LARGE', 'REQUEST_TIMEOUT'];
+  const fail: ErrorCode[] = ['PODMAN_NOT_FOUND', 'PODMAN_NO_DEFAULT_CONNECTION', 'PODMAN_CONNECTION_NOT_FOUND', 'TUNNEL_UNREACHABLE', 'TUNNEL_AUTH_FAILED', 'INVALID_MOUNT', 'UNSUPPORTED_PATH', 'ENGINE_NOT_FOUND'];
 
   it.each(fallBack)('%s falls back', (code) => {
     expect(fallsBack(code)).toBe(true);

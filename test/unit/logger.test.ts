@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createDaemon, DEFAULT_SETTINGS } from '../../daemon/daemon.js';
 import { createLogger, rotateLog } from '../../daemon/logger.js';
 import { resolvePaths } from '../../shared/paths.js';
+import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -52,7 +53,7 @@ describe('the running daemon log', () => {
     try {
       const cwd = `/${'x'.repeat(4000)}`;
       for (let i = 0; i < 2_000; i += 1) {
-        const reply = await daemon.app.inject({ method: 'POST', url: '/v1/sessions', payload: { engine: 'docker', client: { pid: process.pid, cwd }, sshAgent: 'off' } });
+        const reply = await daemon.app.inject({ method: 'POST', url: '/v1/sessions', headers: { 'sandboxd-protocol': String(PROTOCOL_VERSION) }, payload: { engine: 'docker', client: { pid: process.pid, cwd }, sshAgent: 'off' } });
         expect(reply.statusCode).toBe(400);
       }
     } finally {

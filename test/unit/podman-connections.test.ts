@@ -50,6 +50,13 @@ describe('selectConnection', () => {
     expect(selectConnection({ rows })).toMatchObject({ name: 'b', identity: null, isDefault: true });
   });
 
+  it('keeps whether podman says the connection is a machine, and leaves it unknown when podman does not say', () => {
+    const listed = parseConnectionList(JSON.stringify([{ Name: 'm', URI: 'ssh://core@127.0.0.1:5/x', Default: true, IsMachine: true }, { Name: 'r', URI: 'ssh://h/x', IsMachine: false }]));
+    expect(selectConnection({ rows: listed, requested: 'm' }).isMachine).toBe(true);
+    expect(selectConnection({ rows: listed, requested: 'r' }).isMachine).toBe(false);
+    expect(selectConnection({ rows: [row('old', 'ssh://h/x')] })).not.toHaveProperty('isMachine');
+  });
+
   it('takes the only connection even when it is not Default', () => {
     expect(selectConnection({ rows: [row('only', 'ssh://h/x')] }).name).toBe('only');
   });

@@ -18,7 +18,7 @@ function fakeProbe(): ProcessProbe & { processes: Map<number, string> } {
 
 function info(id: string, pid: number): SessionInfo {
   const now = new Date(0).toISOString();
-  return { id, engine: 'podman', label: null, clientPid: pid, createdAt: now, lastHeartbeatAt: now, ssh: { status: 'skipped', reason: 'off' } };
+  return { id, engine: 'podman', label: null, clientPid: pid, createdAt: now, lastHeartbeatAt: now, ssh: { status: 'skipped', reason: 'off' }, container: null };
 }
 
 function setup(maxSessions = 10) {

@@ -1,33 +1,58 @@
-import { execFileSync } from 'node:child_process';
-import { describe, expect, it } from 'vitest';
-import { backoffMs, classifySshFailure, remoteScript, shQuote, sshArgs, tunnelLayout } from '../../daemon/tunnels/ssh-command.js';
+import { execFileSync, spawn } from 'node:child_process';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  backoffMs,
+  classifySshFailure,
+  parseSelinux,
+  REMOTE_STUB,
+  remoteScript,
+  shQuote,
+  sshArgs,
+  sshProbeArgs,
+  tunnelLayout,
+  type TunnelLayout,
+} from '../../daemon/tunnels/ssh-command.js';
 import { parseSshUri } from '../../daemon/podman/connections.js';
+import { Cleanup } from '../helpers.js';
 
 const connection = (uri: string, identity: string | null = '/k/id') => ({ name: 'm', uri, identity, isDefault: true, target: parseSshUri(uri, 'm') });
 const layout = tunnelLayout('/tmp/sandboxd-u', 'abc', 3, 'n0nce');
+const base = { knownHostsPath: '/state/known_hosts', aliveIntervalSeconds: 5, aliveCountMax: 3, connectTimeoutSeconds: 8 };
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
 
 describe('ssh command', () => {
-  it('binds a fresh name beside the tunnel dir and publishes it inside', () => {
-    expect(layout).toEqual({ dir: '/tmp/sandboxd-u/abc', generationName: 'a-3-n0nce.sock', bindPath: '/tmp/sandboxd-u.abc.a-3-n0nce.sock' });
+  it('binds a fresh name beside the root that says nothing of the tunnel dir', () => {
+    expect(layout).toEqual({ root: '/tmp/sandboxd-u', dir: '/tmp/sandboxd-u/abc', generationName: 'a-3-n0nce.sock', bindPath: '/tmp/sandboxd-u.n0nce.sock' });
   });
 
   it('treats a loopback machine like `podman machine ssh` and checks host keys elsewhere', () => {
-    const base = { agentSocket: '/a.sock', layout, knownHostsPath: '/state/known_hosts', aliveIntervalSeconds: 5, aliveCountMax: 3, connectTimeoutSeconds: 8 };
-    const local = sshArgs({ ...base, connection: connection('ssh://core@127.0.0.1:5000/x') });
+    const local = sshArgs({ ...base, agentSocket: '/a.sock', layout, connection: connection('ssh://core@127.0.0.1:5000/x') });
     expect(local).toEqual(expect.arrayContaining(['-F', '/dev/null', 'UserKnownHostsFile=/dev/null', 'ExitOnForwardFailure=yes', 'ServerAliveInterval=5', '-p', '5000', '-i', '/k/id']));
-    expect(local).toContain('-R');
-    expect(local[local.indexOf('-R') + 1]).toBe('/tmp/sandboxd-u.abc.a-3-n0nce.sock:/a.sock');
-    expect(local.at(-2)).toBe('core@127.0.0.1');
-    const remote = sshArgs({ ...base, connection: connection('ssh://[2001:db8::1]/x', null) });
+    expect(local[local.indexOf('-R') + 1]).toBe('/tmp/sandboxd-u.n0nce.sock:/a.sock');
+    expect(local.slice(-2)).toEqual(['core@127.0.0.1', REMOTE_STUB]);
+    const remote = sshArgs({ ...base, agentSocket: '/a.sock', layout, connection: connection('ssh://[2001:db8::1]/x', null) });
     expect(remote).toEqual(expect.arrayContaining(['StrictHostKeyChecking=accept-new', 'UserKnownHostsFile=/state/known_hosts', '-p', '22']));
     expect(remote).not.toContain('-i');
     expect(remote.at(-2)).toBe('2001:db8::1');
   });
 
-  it('builds a remote script that a POSIX shell parses, with every value quoted', () => {
+  it('a probe logs in the same way, without a forward, and runs the same stub', () => {
+    const probe = sshProbeArgs({ ...base, connection: connection('ssh://core@127.0.0.1:5000/x') });
+    expect(probe).not.toContain('-R');
+    expect(probe).not.toContain('ExitOnForwardFailure=yes');
+    expect(probe.slice(-2)).toEqual(['core@127.0.0.1', REMOTE_STUB]);
+  });
+
+  it('builds a one-line remote script that a POSIX shell parses, with every value quoted', () => {
     const hostile = tunnelLayout("/tmp/it's $(x)", 'h', 1, 'n');
     const script = remoteScript(hostile);
-    expect(script).toContain(`d='/tmp/it'\\''s $(x)/h'`);
+    expect(script).toContain(`r='/tmp/it'\\''s $(x)'`);
+    expect(script).not.toContain('\n');
     execFileSync('sh', ['-n', '-c', script]);
     expect(shQuote("a'b")).toBe(`'a'\\''b'`);
   });
@@ -41,11 +66,87 @@ describe('ssh command', () => {
       code: 'TUNNEL_AUTH_FAILED',
       message: 'ssh to connection m was refused: root@127.0.0.1: Permission denied (publickey).',
     });
-    expect(classifySshFailure('m', 'Error: remote port forwarding failed for listen path /x\n', 255)).toMatchObject({ code: 'TUNNEL_FAILED' });
-    expect(classifySshFailure('m', '', 1).message).toContain('ssh exited with code 1');
+    expect(classifySshFailure('m', '', 1)).toMatchObject({ code: 'TUNNEL_FAILED', message: 'the tunnel over connection m failed: ssh exited with code 1' });
+  });
+
+  it('a refused bind is TUNNEL_BIND_REFUSED, naming SELinux as likely where the VM enforces it', () => {
+    const stderr = 'Error: remote port forwarding failed for listen path /tmp/x.sock\n';
+    expect(classifySshFailure('m', stderr, 255, 'enforcing')).toMatchObject({
+      code: 'TUNNEL_BIND_REFUSED',
+      message: 'sshd behind connection m refused to bind the agent socket: Error: remote port forwarding failed for listen path /tmp/x.sock; SELinux enforces in that VM and is the likely cause (it can deny sshd-session the bind)',
+      remedy: expect.stringContaining('SELinux') as string,
+    });
+    expect(classifySshFailure('m', stderr, 255, 'permissive').message).toMatch(/SELinux in the VM is a possible cause \(it is permissive there\)$/);
+    expect(classifySshFailure('m', stderr, 255).message).toMatch(/SELinux in the VM is a possible cause$/);
+  });
+
+  it('reads the SELinux mode as /sys/fs/selinux/enforce has it', () => {
+    expect(['1', '0\n', 'none', ''].map(parseSelinux)).toEqual(['enforcing', 'permissive', 'none', 'none']);
   });
 
   it('backs off exponentially with a cap', () => {
     expect([0, 1, 2, 3, 4, 5, 10].map((attempt) => backoffMs(attempt))).toEqual([500, 1000, 2000, 4000, 8000, 8000, 8000]);
+  });
+});
+
+/** Runs the stub in a local /bin/sh standing in for the VM's login shell, the script on its stdin. */
+function runRemote(script: string): { output: Promise<{ stdout: string; stderr: string; code: number | null }>; send(text: string): void; end(text: string): void } {
+  const child = spawn('/bin/sh', ['-c', REMOTE_STUB], { stdio: ['pipe', 'pipe', 'pipe'] });
+  cleanup.add(() => {
+    child.kill('SIGKILL');
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stdin.write(`${script}\n`);
+  return {
+    output: new Promise((resolve) => child.once('close', (code) => {
+      resolve({ stdout, stderr, code });
+    })),
+    send: (text) => child.stdin.write(text),
+    end: (text) => child.stdin.end(text),
+  };
+}
+
+describe('the remote script in a real shell (this host stands in for the VM)', () => {
+  function tempLayout(): TunnelLayout {
+    const dir = mkdtempSync('/tmp/sbx-remote-');
+    cleanup.add(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    return tunnelLayout(path.join(dir, 'root'), 'f'.repeat(32), 1, 'e'.repeat(32));
+  }
+
+  it('publishes the socket in a 0711 dir under a 0700 root, answers queries, removes the dir on halt', async () => {
+    const at = tempLayout();
+    const remote = runRemote(remoteScript(at));
+    // Stands in for sshd binding the -R socket.
+    const server = net.createServer().listen(at.bindPath);
+    cleanup.add(() => {
+      server.close();
+    });
+    const file = path.join(path.dirname(at.root), 'a file');
+    execFileSync('touch', [file]);
+    await expect.poll(() => existsSync(path.join(at.dir, 'agent.sock')), { timeout: 10_000 }).toBe(true);
+    expect(statSync(at.root).mode & 0o777).toBe(0o700);
+    expect(statSync(at.dir).mode & 0o777).toBe(0o711);
+    expect(statSync(path.join(at.dir, at.generationName)).mode & 0o777).toBe(0o666);
+    remote.send(`s 7 ${file}\ns 8 ${at.root}\ns 9 /no/such path\n`);
+    remote.end('halt\n');
+    const { stdout, code } = await remote.output;
+    expect(stdout.split('\n').filter((line) => line !== '')).toEqual(['sandboxd-selinux none', 'sandboxd-ready', 'sandboxd-seen 7 f', 'sandboxd-seen 8 d', 'sandboxd-seen 9 -']);
+    expect(code).toBe(0);
+    expect(existsSync(at.dir)).toBe(false);
+  });
+
+  it.skipIf(process.getuid?.() !== 0)('refuses a root that another user created first', async () => {
+    const at = tempLayout();
+    mkdirSync(at.root, { mode: 0o777 });
+    chownSync(at.root, 65534, 65534);
+    const { stderr, code } = await runRemote(remoteScript(at)).output;
+    expect(code).toBe(3);
+    expect(stderr).toContain(`sandboxd-error ${at.root} belongs to another user`);
+    expect(existsSync(at.dir)).toBe(false);
   });
 });

@@ -3,7 +3,8 @@ import { EventEmitter } from 'node:events';
 import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../daemon/logger.js';
-import { parseSshUri } from '../../daemon/podman/connections.js';
+import { parseSshUri, type PodmanConnection } from '../../daemon/podman/connections.js';
+import { REMOTE_STUB } from '../../daemon/tunnels/ssh-command.js';
 import { Tunnel, type TunnelRecord } from '../../daemon/tunnels/tunnel.js';
 import { reapOrphans } from '../../daemon/tunnels/tunnel-store.js';
 
@@ -22,8 +23,9 @@ class FakeSsh extends EventEmitter {
       this.exit(0);
     });
   }
+  /** As the remote script does: the SELinux line first, then ready. */
   ready(selinux = 'none'): void {
-    this.stdout.write(`sandboxd-ready ${selinux}\n`);
+    this.stdout.write(`sandboxd-selinux ${selinux}\nsandboxd-ready\n`);
   }
   fail(stderr: string, code = 255): void {
     this.stderr.write(stderr);
@@ -42,13 +44,16 @@ class FakeSsh extends EventEmitter {
   }
 }
 
-function setup() {
+const DIR_NAME = '0123456789abcdef0123456789abcdef';
+
+function setup(rediscover?: () => Promise<PodmanConnection>) {
   const children: FakeSsh[] = [];
   const records: (TunnelRecord | null)[] = [];
   const uri = 'ssh://core@127.0.0.1:2222/run/podman.sock';
   const tunnel = new Tunnel({
+    ...(rediscover === undefined ? {} : { rediscover }),
     id: 'tun_abcdef123456',
-    hash: 'abcdef123456',
+    dirName: DIR_NAME,
     connection: { name: 'machine', uri, identity: '/k', isDefault: true, target: parseSshUri(uri, 'machine') },
     agentSocket: '/agent.sock',
     vmRoot: '/tmp/sandboxd-x',
@@ -82,10 +87,10 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
 
   it('is ready on the ready line, records its pid, and reports the SELinux mode', async () => {
     const { tunnel, records, ready } = setup();
-    await ready('Enforcing');
-    expect(tunnel.describe(1)).toMatchObject({ state: 'ready', pid: 1000, restarts: 0, socketPath: '/tmp/sandboxd-x/abcdef123456/agent.sock' });
-    expect(tunnel.selinuxMode).toBe('Enforcing');
-    expect(records).toEqual([{ id: 'tun_abcdef123456', pid: 1000, vmDir: '/tmp/sandboxd-x/abcdef123456', connection: 'machine', agentSocket: '/agent.sock' }]);
+    await ready('1');
+    expect(tunnel.describe(1)).toMatchObject({ state: 'ready', pid: 1000, restarts: 0, socketPath: `/tmp/sandboxd-x/${DIR_NAME}/agent.sock` });
+    expect(tunnel.selinuxMode).toBe('enforcing');
+    expect(records).toEqual([{ id: 'tun_abcdef123456', pid: 1000, vmDir: `/tmp/sandboxd-x/${DIR_NAME}`, connection: 'machine', agentSocket: '/agent.sock' }]);
   });
 
   it('fails a cold start with ssh\'s classified error and does not retry', async () => {
@@ -138,11 +143,113 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     const { tunnel, children, records, ready } = setup();
     await ready();
     await tunnel.halt();
-    expect(children[0]?.stdinText).toBe('halt\n');
+    expect(children[0]?.stdinText).toMatch(/\nhalt\n$/);
     expect(children[0]?.exitCode).toBe(0);
     expect(tunnel.describe(0).state).toBe('stopped');
     expect(records.at(-1)).toBeNull();
     await expect(tunnel.whenReady()).rejects.toMatchObject({ code: 'TUNNEL_FAILED' });
+  });
+});
+
+describe('Tunnel and the VM (fake ssh)', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('sends its script on stdin: the VM dir is on no argv, the remote command is the fixed stub', async () => {
+    const { children, ready } = setup();
+    await ready();
+    const args = children[0]?.args ?? [];
+    expect(args.at(-1)).toBe(REMOTE_STUB);
+    expect(args.join(' ')).not.toContain(DIR_NAME);
+    const script = children[0]?.stdinText.split('\n')[0] ?? '';
+    expect(script).toContain(`n='${DIR_NAME}'`);
+    // The bind path beside the root is fresh randomness, unrelated to the secret dir name.
+    expect(args[args.indexOf('-R') + 1]).toMatch(/^\/tmp\/sandboxd-x\.[0-9a-f]{32}\.sock:\/agent\.sock$/);
+  });
+
+  it('asks the VM over its own connection, one line per path, and matches the answers by id', async () => {
+    const { tunnel, children, ready } = setup();
+    await ready();
+    const child = children[0];
+    const asked = tunnel.ask(['/Users/me/p', '/Volumes/x']);
+    await vi.waitFor(() => {
+      expect(child?.stdinText).toContain('s 2 /Volumes/x\n');
+    });
+    expect(child?.stdinText).toContain('s 1 /Users/me/p\n');
+    child?.stdout.write('sandboxd-seen 2 -\nsandboxd-seen 1 d\n');
+    expect(await asked).toEqual(new Map([['/Users/me/p', 'd'], ['/Volumes/x', '-']]));
+  });
+
+  it('fails open questions when its ssh dies, and refuses new ones until it is ready again', async () => {
+    const { tunnel, children, ready } = setup();
+    await ready();
+    const asked = tunnel.ask(['/p']);
+    asked.catch(() => undefined);
+    children[0]?.exit(255);
+    await expect(asked).rejects.toMatchObject({ code: 'TUNNEL_FAILED', message: expect.stringContaining('ssh connection closed') as string });
+    await expect(tunnel.ask(['/p'])).rejects.toMatchObject({ code: 'TUNNEL_FAILED', message: expect.stringContaining('not ready') as string });
+    await tunnel.halt();
+  });
+
+  it('an unreachable machine is re-discovered before the next attempt, which follows it to its new port', async () => {
+    vi.useFakeTimers();
+    const moved = 'ssh://core@127.0.0.1:3333/run/podman.sock';
+    const rediscover = vi.fn(() => Promise.resolve({ name: 'machine', uri: moved, identity: '/k', isDefault: true, target: parseSshUri(moved, 'machine') }));
+    const { tunnel, children, ready } = setup(rediscover);
+    await ready();
+    children[0]?.fail('ssh: connect to host 127.0.0.1 port 2222: Connection refused\n');
+    await vi.advanceTimersByTimeAsync(500);
+    expect(rediscover).toHaveBeenCalledTimes(1);
+    expect(children).toHaveLength(2);
+    const args = children[1]?.args ?? [];
+    expect(args[args.indexOf('-p') + 1]).toBe('3333');
+    children[1]?.ready();
+    await tunnel.whenReady();
+    expect(tunnel.currentConnection.uri).toBe(moved);
+    await tunnel.halt();
+  });
+
+  it('an ssh that dies for another reason is retried without asking podman again', async () => {
+    vi.useFakeTimers();
+    const rediscover = vi.fn(() => Promise.reject(new Error('not expected')));
+    const { tunnel, children, ready } = setup(rediscover);
+    await ready();
+    children[0]?.exit(255);
+    await vi.advanceTimersByTimeAsync(500);
+    expect(children).toHaveLength(2);
+    expect(rediscover).not.toHaveBeenCalled();
+    await tunnel.halt();
+  });
+
+  it('a re-discovery that fails retries the old address', async () => {
+    vi.useFakeTimers();
+    const rediscover = vi.fn(() => Promise.reject(new Error('podman is gone')));
+    const { tunnel, children, ready } = setup(rediscover);
+    await ready();
+    children[0]?.fail('ssh: connect to host 127.0.0.1 port 2222: Connection refused\n');
+    await vi.advanceTimersByTimeAsync(500);
+    expect(rediscover).toHaveBeenCalledTimes(1);
+    const args = children[1]?.args ?? [];
+    expect(args[args.indexOf('-p') + 1]).toBe('2222');
+    await tunnel.halt();
+  });
+
+  it('a refused bind in a VM that enforces SELinux names SELinux as the likely cause', async () => {
+    const { tunnel, children } = setup();
+    tunnel.start();
+    const pending = tunnel.whenReady();
+    pending.catch(() => undefined);
+    children[0]?.stdout.write('sandboxd-selinux 1\n');
+    await vi.waitFor(() => {
+      expect(tunnel.selinuxMode).toBe('enforcing');
+    });
+    children[0]?.fail('Error: remote port forwarding failed for listen path /tmp/sandboxd-x.ab.sock\n');
+    await expect(pending).rejects.toMatchObject({
+      code: 'TUNNEL_BIND_REFUSED',
+      message: 'sshd behind connection machine refused to bind the agent socket: Error: remote port forwarding failed for listen path /tmp/sandboxd-x.ab.sock; SELinux enforces in that VM and is the likely cause (it can deny sshd-session the bind)',
+    });
+    expect(tunnel.describe(0).lastError).toContain('SELinux enforces');
   });
 });
 

@@ -1,10 +1,12 @@
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
 import { readPidRecord } from '../../../daemon/instance-lock.js';
-import { pidExists } from '../../../daemon/process-identity.js';
+import { createProcessProbe } from '../../../daemon/process-identity.js';
+import { currentPlatform } from '../../../shared/paths.js';
 import { getStatus, requestShutdown } from '../../admin.js';
 import { ensureDaemon } from '../../autostart.js';
 import { clientPaths } from '../../connection.js';
+import { engineLines } from '../engines.js';
 import { EXIT_NOT_RUNNING, formatAge, printJson, runAction } from '../output.js';
 
 const STOP_TIMEOUT_MS = 6_000;
@@ -19,9 +21,11 @@ async function stopDaemon(): Promise<'stopped' | 'not-running'> {
     if (error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING') return 'not-running';
     throw error;
   }
+  // A daemon that exited but was not reaped yet (a zombie) has stopped too.
+  const probe = createProcessProbe(currentPlatform());
   const deadline = Date.now() + STOP_TIMEOUT_MS;
   while (Date.now() < deadline) {
-    if (!pidExists(pid) && (await readPidRecord(paths.pidPath)) === null) return 'stopped';
+    if (!(await probe.isSame(pid, null)) && (await readPidRecord(paths.pidPath)) === null) return 'stopped';
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   throw new SandboxdError('DAEMON_TIMEOUT', `the daemon (pid ${pid}) did not stop within ${STOP_TIMEOUT_MS} ms`, {
@@ -100,6 +104,7 @@ export function registerLifecycleCommands(program: Command): void {
             `  tunnels:   ${status.counts.tunnels}`,
             `  protocol:  ${status.protocol}`,
             `  log:       ${status.logPath ?? 'stdout'}`,
+            ...engineLines(status.engines),
           ].join('\n') + '\n',
         );
         return 0;

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { BridgeInfo } from '../../../shared/contracts/bridges.js';
 import type { SessionInfo } from '../../../shared/contracts/sessions.js';
-import { listSessions, listTunnels, removeTunnel, restartTunnel } from '../../admin.js';
+import { listSessions, listTunnels, removeSession, removeTunnel, restartTunnel } from '../../admin.js';
 import { formatAge, printJson, printTable, runAction, type Column } from '../output.js';
 
 const SESSION_COLUMNS: Column<SessionInfo>[] = [
@@ -11,6 +11,7 @@ const SESSION_COLUMNS: Column<SessionInfo>[] = [
   { header: 'PID', value: (s) => String(s.clientPid) },
   { header: 'AGE', value: (s) => formatAge(s.createdAt) },
   { header: 'SSH', value: (s) => (s.ssh.status === 'forwarded' ? `${s.ssh.bridge} ${s.ssh.bridgeId}` : `skipped: ${s.ssh.reason}`) },
+  { header: 'CONTAINER', value: (s) => (s.container === null ? '-' : (s.container.id?.slice(0, 12) ?? 'not started')) },
 ];
 
 const TUNNEL_COLUMNS: Column<BridgeInfo>[] = [
@@ -38,6 +39,19 @@ export function registerListCommands(program: Command): void {
         const rows = await listSessions();
         if (options.json === true) printJson(rows);
         else printTable(SESSION_COLUMNS, rows, 'no sessions');
+        return 0;
+      });
+    });
+
+  sessions
+    .command('rm <id>')
+    .description('end a session now and stop and remove its container')
+    .option('--json', 'print JSON')
+    .action(async (id: string, options: { json?: boolean }) => {
+      await runAction(options.json === true, async () => {
+        const containers = await removeSession(id);
+        if (options.json === true) printJson({ removed: true, id, containers });
+        else process.stdout.write(`${id} removed${containers.length === 0 ? ' (no container was running)' : `, container ${containers.map((c) => c.slice(0, 12)).join(' ')} removed`}\n`);
         return 0;
       });
     });

@@ -13,19 +13,25 @@ export function registerPlanCommand(program: Command): void {
     program
       .command('plan')
       .description('acquire a session, print its plan (mounts, env, run args), release it')
-      .option('--workdir', 'include the cwd mount and --workdir, as `run` does'),
-  ).action(async (flags: SessionFlags) => {
+      .option('--workdir', 'include the cwd mount and --workdir, as `run` does')
+      .option('--image <image>', 'the image the container will run: a Docker Desktop-style agent socket is verified with it (never pulled)'),
+  ).action(async (flags: SessionFlags & { image?: string }) => {
     const json = flags.json === true;
     await runAction(json, async () => {
-      const session = await acquireSession({ ...toAcquireOptions(flags), heartbeat: false });
+      const session = await acquireSession({ ...toAcquireOptions(flags), heartbeat: false, ...(flags.image === undefined ? {} : { image: flags.image }) });
       try {
         if (json) {
-          printJson({ session: session.info, plan: session.plan });
+          printJson({ session: session.info, plan: session.plan, sockets: session.sockets });
           return 0;
         }
         const { ssh } = session.info;
         const lines = [
           `ssh agent: ${ssh.status === 'forwarded' ? `forwarded (${ssh.bridge}, ${ssh.hostAgentSocket} -> ${ssh.socket})` : `skipped (${ssh.reason})`}`,
+          ...session.sockets.map((socket) =>
+            socket.status === 'forwarded'
+              ? `socket ${socket.name}: forwarded (${socket.bridge}, ${socket.hostSocket} -> ${socket.socket}${socket.env === null ? '' : `, $${socket.env}`})`
+              : `socket ${socket.name}: skipped (${socket.reason})`,
+          ),
           'mounts:',
           ...session.plan.mounts.map((m) => `  ${m.source} -> ${m.target}${m.readOnly ? ' (ro)' : ''}  [${m.purpose}]`),
           'env:',

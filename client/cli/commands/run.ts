@@ -3,6 +3,8 @@ import { constants as osConstants } from 'node:os';
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
 import type { ContainerUser } from '../../../shared/contracts/sessions.js';
+import type { Plan } from '../../../shared/contracts/plan.js';
+import { applyPlan } from '../../apply-plan.js';
 import { parseRunArgs } from '../../run-args.js';
 import { acquireSession } from '../../session.js';
 import { reportError, runAction } from '../output.js';
@@ -21,6 +23,31 @@ function userFromRunArgs(runArgs: readonly string[], home: string | undefined): 
     return value === undefined || value === null ? undefined : numericUser(value, home);
   } catch {
     return undefined;
+  }
+}
+
+/** The image in `run`'s own arguments (where its options end), so the daemon can probe with it. */
+function imageFromRunArgs(runArgs: readonly string[]): string | undefined {
+  try {
+    const { optionsEnd } = parseRunArgs(runArgs);
+    return runArgs[runArgs[optionsEnd] === '--' ? optionsEnd + 1 : optionsEnd];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * `run` with the plan merged in: the user's own run arguments win where both set the same thing (a
+ * second mount on one target would make the engine exit 125). Run arguments sandboxd cannot read
+ * get the plan spliced in front of them, as before.
+ */
+function engineCommand(plan: Plan, runArgs: readonly string[]): string[] {
+  try {
+    const applied = applyPlan(['run', ...runArgs], plan);
+    return [...applied.globalArgs, ...applied.args];
+  } catch (error) {
+    if (!(error instanceof SandboxdError && error.code === 'RUN_ARGS_UNPARSABLE')) throw error;
+    return [...plan.globalArgs, 'run', ...plan.args, ...runArgs];
   }
 }
 
@@ -64,10 +91,10 @@ export function registerRunCommand(program: Command): void {
     await runAction(json, async () => {
       const options = toAcquireOptions(flags);
       const user = flags.containerUser === undefined ? userFromRunArgs(runArgs, flags.containerHome) : undefined;
-      const session = await acquireSession(user === undefined ? options : { ...options, containerUser: user });
+      const image = imageFromRunArgs(runArgs);
+      const session = await acquireSession({ ...options, ...(user === undefined ? {} : { containerUser: user }), ...(image === undefined ? {} : { image }) });
       try {
-        const { plan } = session;
-        return await runEngine(flags.engine, [...plan.globalArgs, 'run', ...plan.args, ...runArgs], plan.spawnEnv);
+        return await runEngine(flags.engine, engineCommand(session.plan, runArgs), session.plan.spawnEnv);
       } catch (error) {
         const code = reportError(error, json);
         return error instanceof SandboxdError && error.code === 'ENGINE_NOT_FOUND' ? EXIT_ENGINE_NOT_FOUND : code;

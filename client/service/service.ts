@@ -1,0 +1,108 @@
+import { execFile } from 'node:child_process';
+import { constants, promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { Platform, SandboxdPaths } from '../../shared/paths.js';
+
+export interface CommandResult {
+  exitCode: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs launchctl or systemctl; injected so tests record the calls. */
+export type CommandRunner = (file: string, args: readonly string[]) => Promise<CommandResult>;
+
+/** What `install`/`uninstall` do, as data: printed by `--dry-run`, executed by `executeSteps`. */
+export type ServiceStep =
+  | { kind: 'write'; path: string; content: string }
+  | { kind: 'remove'; path: string }
+  /** `mayFail`: a failure is expected and fine (unloading what is not loaded). */
+  | { kind: 'run'; argv: string[]; mayFail?: boolean }
+  /** Polls `argv` until it fails: launchd's `bootout` returns before the job is gone. */
+  | { kind: 'wait-until-fails'; argv: string[]; what: string };
+
+/** Everything the rendered files name, found at install time (the service's own PATH is minimal). */
+export interface ServiceSpec {
+  /** Absolute path of the node binary that runs the daemon. */
+  node: string;
+  /** Absolute path of the CLI entry script (`dist/client/cli/main.js`). */
+  entry: string;
+  /** Environment for the daemon: PATH and the SANDBOXD_* overrides in force at install time. */
+  env: Record<string, string>;
+  paths: SandboxdPaths;
+}
+
+export interface ServiceManager {
+  readonly kind: 'launchd' | 'systemd';
+  /** The files install writes; the first one tells whether it is installed. */
+  readonly files: readonly string[];
+  installSteps(spec: ServiceSpec): ServiceStep[];
+  uninstallSteps(): ServiceStep[];
+  /** argv that starts, stops, restarts the daemon through the manager. */
+  readonly startArgv: string[];
+  readonly stopArgv: string[];
+  readonly restartArgv: string[];
+  /** argv that exits 0 when the manager has the service loaded (enabled). */
+  readonly loadedArgv: string[];
+}
+
+/** Tools whose directories the daemon's PATH keeps: a login agent's PATH is minimal. */
+const TOOLS = ['podman', 'docker', 'ssh'];
+const SYSTEM_PATH: Record<Platform, readonly string[]> = {
+  linux: ['/usr/local/bin', '/usr/bin', '/bin', '/usr/sbin', '/sbin'],
+  darwin: ['/opt/homebrew/bin', '/usr/local/bin', '/usr/bin', '/bin', '/usr/sbin', '/sbin'],
+};
+const KEPT_VARIABLES = ['SANDBOXD_RUNTIME_DIR', 'SANDBOXD_STATE_DIR', 'SANDBOXD_LOG_DIR', 'SANDBOXD_LOG_LEVEL', 'SANDBOXD_TUNNEL_IDLE', 'XDG_STATE_HOME'];
+
+async function isExecutable(file: string): Promise<boolean> {
+  try {
+    await fs.access(file, constants.X_OK);
+    return (await fs.stat(file)).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/** The directories where podman, docker and ssh are found on `searchPath`, in PATH order. */
+export async function toolDirs(searchPath: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const tool of TOOLS) {
+    for (const dir of searchPath.split(path.delimiter)) {
+      if (!path.isAbsolute(dir)) continue;
+      if (await isExecutable(path.join(dir, tool))) {
+        found.push(dir);
+        break;
+      }
+    }
+  }
+  return found;
+}
+
+/** The daemon's environment under a service manager: who it needs, nothing of this shell else. */
+export function serviceEnvironment(env: NodeJS.ProcessEnv, dirs: readonly string[], node: string, platform: Platform): Record<string, string> {
+  const picked: Record<string, string> = {
+    PATH: [...new Set([...dirs, path.dirname(node), ...SYSTEM_PATH[platform]])].join(path.delimiter),
+  };
+  for (const name of KEPT_VARIABLES) {
+    const value = env[name];
+    if (value !== undefined && value !== '') picked[name] = value;
+  }
+  return picked;
+}
+
+export const execRunner: CommandRunner = (file, args) =>
+  new Promise((resolve) => {
+    execFile(file, [...args], { timeout: 30_000, encoding: 'utf8' }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : null;
+      resolve({ exitCode: code, stdout, stderr: error !== null && stderr === '' ? error.message : stderr });
+    });
+  });
+
+export async function fileExists(file: string): Promise<boolean> {
+  try {
+    await fs.access(file);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,83 @@
+import { promises as fs } from 'node:fs';
+import { z } from 'zod';
+import { Engine, Id } from '../../shared/contracts/common.js';
+import { writeFileAtomic } from '../atomic-file.js';
+import type { Logger } from '../logger.js';
+import { ENGINE_ENV_NAMES } from './engine-cli.js';
+
+/** A session's container as the daemon remembers it, across its own restarts. */
+export const ContainerRecord = z.strictObject({
+  /** The session id the container is labelled with; its cidfile is `<key>.cid`. */
+  key: Id,
+  /** The session that answers for it now: `key`, or the lease that renewed it after a restart. */
+  sessionId: Id,
+  engine: Engine,
+  clientPid: z.number().int().min(1).max(2 ** 31 - 1),
+  clientStartTime: z.string().max(200).nullable(),
+  /** The session's PATH and engine variables: `rm -f` runs with these, never the daemon's. */
+  path: z.string().max(65_536),
+  env: z.partialRecord(z.enum(ENGINE_ENV_NAMES), z.string().max(4096)),
+  globalArgs: z.array(z.string().max(4096)).max(16),
+});
+export type ContainerRecord = z.infer<typeof ContainerRecord>;
+
+const StoreFile = z.strictObject({
+  version: z.literal(1),
+  containers: z.array(z.unknown()).max(4096),
+});
+
+/**
+ * `containers.json` next to the state file: the containers of sessions that have not been released,
+ * so a daemon started after a `kill -9` knows which engines to ask and what to remove. Written
+ * atomically, one write at a time (the pattern of the tunnel store).
+ */
+export class ContainerStore {
+  private writing: Promise<void> = Promise.resolve();
+  /** A write that has not started yet: later saves join it instead of queueing one fsync each. */
+  private queued: Promise<void> | null = null;
+  private latest = '';
+
+  constructor(
+    private readonly file: string,
+    private readonly logger: Logger,
+  ) {}
+
+  async load(): Promise<ContainerRecord[]> {
+    let json: unknown;
+    try {
+      json = JSON.parse(await fs.readFile(this.file, 'utf8'));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.logger.warn({ file: this.file }, 'container records unreadable; ignoring them');
+      return [];
+    }
+    const parsed = StoreFile.safeParse(json);
+    if (!parsed.success) {
+      this.logger.warn({ file: this.file }, 'container records unreadable; ignoring them');
+      return [];
+    }
+    const records: ContainerRecord[] = [];
+    for (const [index, candidate] of parsed.data.containers.entries()) {
+      const record = ContainerRecord.safeParse(candidate);
+      if (record.success) records.push(record.data);
+      else this.logger.warn({ file: this.file, index, issue: record.error.issues[0]?.message }, 'container record invalid; ignoring it');
+    }
+    return records;
+  }
+
+  /** Resolves once this version (or a later one) is on disk; a failed write is logged, not thrown. */
+  save(records: readonly ContainerRecord[]): Promise<void> {
+    this.latest = JSON.stringify({ version: 1, containers: records }, null, 2);
+    if (this.queued === null) {
+      this.queued = this.writing
+        .then(() => {
+          this.queued = null;
+          return writeFileAtomic(this.file, this.latest, 0o600);
+        })
+        .catch((error: unknown) => {
+          this.logger.error({ err: error, file: this.file }, 'cannot write the container records');
+        });
+      this.writing = this.queued;
+    }
+    return this.queued;
+  }
+}

@@ -1,0 +1,181 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { SessionContainer } from '../../shared/contracts/sessions.js';
+import type { Logger } from '../logger.js';
+import { sameProcess, type ProcessProbe } from '../process-identity.js';
+import type { Clock, EndReason } from '../session-registry.js';
+import type { ContainerRecord } from './container-store.js';
+import { OWNER_LABEL, SESSION_LABEL, type EngineTarget } from './engine-cli.js';
+
+/** What `prepare` needs to know about the session whose plan is being built. */
+export interface ContainerRequest extends EngineTarget {
+  sessionId: string;
+  clientPid: number;
+  clientStartTime: string | null;
+  /** The lease this one renews: a container recorded under it becomes this session's. */
+  renews?: string | undefined;
+}
+
+export interface SessionContainersDeps {
+  /** Daemon-owned, 0700: where the engines write the cidfiles. */
+  dir: string;
+  /** The daemon instance label's value: which user and state dir the containers belong to. */
+  owner: string;
+  probe: ProcessProbe;
+  clock: Clock;
+  /** Whether the registry still holds this session. */
+  isLive(sessionId: string): boolean;
+  /**
+   * How long a record inherited from a previous daemon waits for its live client to renew the
+   * lease before it counts as expired, as the previous daemon's lease would have.
+   */
+  claimWindowMs: number;
+  /** What a previous daemon recorded; read once, before anything is written. */
+  load(): Promise<ContainerRecord[]>;
+  save(records: readonly ContainerRecord[]): Promise<void>;
+  /** `rm -f` of the containers labelled with `key` and the owner; the ids removed. */
+  remove(record: ContainerRecord, labels: { session: string; owner: string }): Promise<string[]>;
+  ensureDir(dir: string): Promise<void>;
+  logger: Logger;
+}
+
+/** A cidfile holds the full id; anything else there was not written by an engine. */
+const CONTAINER_ID = /^[0-9a-f]{12,64}$/;
+
+/**
+ * Which container belongs to which session (issue 14): the plan labels the container and names a
+ * fresh cidfile; when a session ends because its client died, its lease expired or the user
+ * removed it, the container is removed with it. A released session's container is the client's
+ * business and is left alone. Records outlive the daemon (`save`), so the next one finishes the job.
+ */
+export class SessionContainers {
+  private readonly records = new Map<string, ContainerRecord>();
+  /** Keys of records a previous daemon left: only these can lack a live session that ends them. */
+  private readonly inherited = new Set<string>();
+  /** Removal failed (engine unreachable): kept on disk for the next daemon, not retried each sweep. */
+  private readonly failed = new Set<string>();
+  private readonly startedAt: number;
+  /** Saving before the previous daemon's records are in would drop them from the file. */
+  private readonly ready: Promise<void>;
+  private dirReady: Promise<void> | null = null;
+
+  constructor(private readonly deps: SessionContainersDeps) {
+    this.startedAt = deps.clock.now();
+    this.ready = (async () => {
+      for (const record of await deps.load()) {
+        this.records.set(record.key, record);
+        this.inherited.add(record.key);
+      }
+    })();
+    // Whoever waits on it next hears of a failure; this only keeps it from being unhandled.
+    this.ready.catch(() => undefined);
+  }
+
+  cidfile(key: string): string {
+    return path.join(this.deps.dir, `${key}.cid`);
+  }
+
+  has(sessionId: string): boolean {
+    return this.ofSession(sessionId).length > 0;
+  }
+
+  /** The `run` flags that tie the container to the session; recorded before the plan is handed out. */
+  async prepare(request: ContainerRequest): Promise<{ flags: string[]; container: SessionContainer }> {
+    await this.ready;
+    this.dirReady ??= this.deps.ensureDir(this.deps.dir).catch((error: unknown) => {
+      this.dirReady = null;
+      throw error;
+    });
+    await this.dirReady;
+    const { sessionId, renews, engine, path: searchPath, env, globalArgs, clientPid, clientStartTime } = request;
+    if (renews !== undefined) this.claim(renews, request);
+    this.records.set(sessionId, { key: sessionId, sessionId, engine, path: searchPath, env, globalArgs, clientPid, clientStartTime });
+    await this.persist();
+    const cidfile = this.cidfile(sessionId);
+    return {
+      flags: ['--label', `${SESSION_LABEL}=${sessionId}`, '--label', `${OWNER_LABEL}=${this.deps.owner}`, '--cidfile', cidfile],
+      container: { id: null, cidfile },
+    };
+  }
+
+  /**
+   * The session is over. `shutdown` keeps the records for the next daemon (clients renew their
+   * leases with it); `released` forgets them and leaves the container alone; anything else
+   * removes the container. The records leave the map at once, so a second call finds nothing.
+   */
+  async ended(sessionId: string, reason: EndReason): Promise<string[]> {
+    if (reason === 'shutdown') return [];
+    await this.ready;
+    const records = this.ofSession(sessionId);
+    if (records.length === 0) return [];
+    for (const record of records) this.records.delete(record.key);
+    const removed: string[] = [];
+    const errors: unknown[] = [];
+    for (const record of reason === 'released' ? [] : records) {
+      try {
+        const ids = await this.deps.remove(record, { session: record.key, owner: this.deps.owner });
+        if (ids.length > 0) this.deps.logger.info({ sessionId, reason, containers: ids }, 'removed the session\'s container');
+        removed.push(...ids);
+      } catch (error) {
+        errors.push(error);
+        this.records.set(record.key, record);
+        this.inherited.add(record.key);
+        this.failed.add(record.key);
+      }
+    }
+    await Promise.all(records.filter((record) => !this.records.has(record.key)).map((record) => fs.rm(this.cidfile(record.key), { force: true })));
+    await this.persist();
+    if (errors.length > 0) throw errors[0];
+    return removed;
+  }
+
+  /** What `sessions ls` shows: the container a renewed lease took over, else the session's own. */
+  async describe(sessionId: string): Promise<SessionContainer | null> {
+    await this.ready;
+    const records = this.ofSession(sessionId).sort((a, b) => Number(a.key === sessionId) - Number(b.key === sessionId));
+    const record = records[0];
+    if (record === undefined) return null;
+    const cidfile = this.cidfile(record.key);
+    const text = await fs.readFile(cidfile, 'utf8').catch(() => '');
+    return { id: CONTAINER_ID.test(text.trim()) ? text.trim() : null, cidfile };
+  }
+
+  /**
+   * Records no live session answers for: those a previous daemon left (it was killed or stopped).
+   * Their container goes when the client is gone, or when the client has not renewed its lease
+   * within the claim window; called at start-up and on the sweep timer.
+   */
+  async sweep(): Promise<void> {
+    await this.ready;
+    const orphans = [...this.records.values()].filter(
+      (record) => this.inherited.has(record.key) && !this.failed.has(record.key) && !this.deps.isLive(record.sessionId),
+    );
+    if (orphans.length === 0) return;
+    const alive = await this.deps.probe.startTimes([...new Set(orphans.map((record) => record.clientPid))]);
+    const expired = this.deps.clock.now() - this.startedAt > this.deps.claimWindowMs;
+    for (const record of orphans) {
+      if (this.records.get(record.key) !== record || this.deps.isLive(record.sessionId)) continue;
+      const gone = !sameProcess(alive, record.clientPid, record.clientStartTime);
+      if (!gone && !expired) continue;
+      await this.ended(record.sessionId, gone ? 'client-exited' : 'lease-expired').catch((error: unknown) => {
+        this.deps.logger.error({ err: error, sessionId: record.sessionId }, 'cannot remove the container of a session that ended');
+      });
+    }
+  }
+
+  /** Only the same client process may take over a container by renewing its lease. */
+  private claim(renews: string, request: ContainerRequest): void {
+    for (const record of this.ofSession(renews)) {
+      const sameClient = record.clientPid === request.clientPid && (record.clientStartTime === null || request.clientStartTime === null || record.clientStartTime === request.clientStartTime);
+      if (sameClient && !this.deps.isLive(renews)) this.records.set(record.key, { ...record, sessionId: request.sessionId });
+    }
+  }
+
+  private ofSession(sessionId: string): ContainerRecord[] {
+    return [...this.records.values()].filter((record) => record.sessionId === sessionId);
+  }
+
+  private persist(): Promise<void> {
+    return this.deps.save([...this.records.values()]);
+  }
+}

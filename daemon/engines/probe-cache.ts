@@ -1,0 +1,55 @@
+import type { ProbeOutcome } from './builtin-probe.js';
+
+/** A verified (or missing) socket is re-checked after this, even when the engine never restarts. */
+export const PROBE_TTL_MS = 10 * 60_000;
+/** A probe that could not tell (cut off, no usable image) is retried after this. */
+export const UNVERIFIED_RETRY_MS = 60_000;
+
+export interface ProbeRecord extends ProbeOutcome {
+  at: number;
+  image: string;
+}
+
+/**
+ * One probe per engine instance (DESIGN §7: single-flight, cached, redone after a restart, which
+ * makes a new instance, or the TTL). Concurrent sessions share the probe under way; an outcome
+ * that could not tell is kept briefly, and only for the image it was tried with.
+ */
+export class ProbeCache {
+  private readonly records = new Map<string, ProbeRecord>();
+  private readonly pending = new Map<string, Promise<ProbeRecord>>();
+
+  constructor(private readonly options: { now(): number; ttlMs?: number; retryMs?: number }) {}
+
+  latest(instance: string): ProbeRecord | null {
+    return this.records.get(instance) ?? null;
+  }
+
+  get(instance: string, image: string, probe: () => Promise<ProbeOutcome>): Promise<ProbeRecord> {
+    const running = this.pending.get(instance);
+    if (running !== undefined) return running;
+    const record = this.records.get(instance);
+    if (record !== undefined && this.fresh(record, image)) return Promise.resolve(record);
+    const started = probe().then((outcome) => {
+      const done: ProbeRecord = { ...outcome, at: this.options.now(), image };
+      this.records.set(instance, done);
+      return done;
+    });
+    this.pending.set(instance, started);
+    const clear = (): void => {
+      this.pending.delete(instance);
+    };
+    started.then(clear, clear);
+    return started;
+  }
+
+  forget(instance: string): void {
+    this.records.delete(instance);
+  }
+
+  private fresh(record: ProbeRecord, image: string): boolean {
+    const age = this.options.now() - record.at;
+    if (record.state === 'unverified') return record.image === image && age < (this.options.retryMs ?? UNVERIFIED_RETRY_MS);
+    return age < (this.options.ttlMs ?? PROBE_TTL_MS);
+  }
+}

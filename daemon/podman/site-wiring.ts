@@ -1,0 +1,63 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import type { AcquireInput } from '../../shared/contracts/sessions.js';
+import type { Platform } from '../../shared/paths.js';
+import type { Logger } from '../logger.js';
+import { runSubprocess, type RunSubprocess } from '../subprocess.js';
+import type { TunnelIndex } from '../tunnels/tunnel-index.js';
+import type { PodmanConnection } from './connections.js';
+import type { DiscoverInput } from './discover.js';
+import { podmanCommand } from './discover.js';
+import { containerSite, type ContainerSite } from './engine-site.js';
+import { machineVolumes } from './machine-inspect.js';
+import { probeVm } from './vm-probe.js';
+import { VmView } from './vm-view.js';
+
+/** The part of a session that podman's connection lookup depends on. */
+export function discoveryView(input: AcquireInput): DiscoverInput {
+  return { path: input.client.path ?? '', env: input.client.env ?? {}, requested: input.connection };
+}
+
+export interface ContainerSitesOptions {
+  platform: Platform;
+  hostHome: string;
+  stateDir: string;
+  tunnels: Pick<TunnelIndex, 'readyFor'>;
+  /** The cached discovery the tunnels use, so both agree on the connection. */
+  discover(view: DiscoverInput): Promise<PodmanConnection>;
+  logger: Logger;
+  now(): number;
+  run?: RunSubprocess;
+}
+
+/** Wires `containerSite` to the real podman, ssh and file system (STYLE 4: edges in one place). */
+export function createContainerSites(options: ContainerSitesOptions): (input: AcquireInput) => Promise<ContainerSite> {
+  const run = options.run ?? runSubprocess;
+  const knownHostsPath = path.join(options.stateDir, 'known_hosts');
+  const logger = options.logger.child({ module: 'site' });
+  // The machine lookup runs with the podman of the session that first asked about the connection.
+  const views = new WeakMap<PodmanConnection, DiscoverInput>();
+  const view = new VmView({
+    machineVolumes: async (connection) => {
+      const session = views.get(connection);
+      if (session === undefined) return null;
+      const command = await podmanCommand(session, options.hostHome);
+      return machineVolumes(connection, { run, ...command });
+    },
+    tunnels: options.tunnels,
+    probe: (connection, paths) => probeVm(connection, paths, { spawnSsh: (args) => spawn('ssh', args, { stdio: ['pipe', 'pipe', 'pipe'] }), knownHostsPath }),
+    now: () => options.now(),
+  });
+  return (input) =>
+    containerSite(input, {
+      platform: options.platform,
+      discover: async (session) => {
+        const sessionView = discoveryView(session);
+        const connection = await options.discover(sessionView);
+        views.set(connection, sessionView);
+        return connection;
+      },
+      sees: (connection, paths) => view.sees(connection, paths),
+      logger,
+    });
+}

@@ -1,0 +1,166 @@
+import { execFileSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Cleanup, cli, cliEnv, makeSandbox, startAgent, type Agent } from '../helpers.js';
+import { dockerLabUnavailable, startDockerd, type Dockerd } from '../lab/dockerd.js';
+import { lab } from './lab.js';
+
+/** Docker Desktop's fixed path in its VM; on Linux the "VM" is this host, so tests here run one at a time. */
+const DESKTOP_SOCKET = '/run/host-services/ssh-auth.sock';
+const unavailable = dockerLabUnavailable(lab) ?? (existsSync(DESKTOP_SOCKET) ? `${DESKTOP_SOCKET} exists already` : null);
+const fileCleanup = new Cleanup();
+const cleanup = new Cleanup();
+let dockerd: Dockerd;
+
+beforeAll(async () => {
+  if (unavailable === null) dockerd = await startDockerd('desktop', lab, fileCleanup);
+}, 180_000);
+afterEach(() => cleanup.run());
+afterAll(() => fileCleanup.run(), 120_000);
+
+/**
+ * Stands in for Docker Desktop's forwarder of the launchd agent: a root:root 0660 socket at the
+ * fixed path that pipes each connection to `agent`, or (`hang`) accepts and never answers.
+ */
+async function desktopSocket(agent: Agent | 'hang'): Promise<void> {
+  mkdirSync(path.dirname(DESKTOP_SOCKET), { recursive: true });
+  const open = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    open.add(client);
+    client.on('close', () => open.delete(client));
+    client.on('error', () => undefined);
+    if (agent === 'hang') return;
+    const upstream = net.connect(agent.socket);
+    upstream.on('error', () => client.destroy());
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(DESKTOP_SOCKET, resolve));
+  chmodSync(DESKTOP_SOCKET, 0o660);
+  cleanup.add(async () => {
+    for (const client of open) client.destroy();
+    await new Promise((resolve) => server.close(resolve));
+    rmSync(path.dirname(DESKTOP_SOCKET), { recursive: true, force: true });
+  });
+}
+
+/**
+ * Stands in for the docker CLI of a Docker Desktop install: `info` reports Docker Desktop, anything
+ * else goes to the real CLI (and the engine under test); each probe run is counted in `probes.log`.
+ */
+function desktopCli(dir: string): { path: string; probes: () => number } {
+  const bin = path.join(dir, 'desktop-bin');
+  mkdirSync(bin, { recursive: true });
+  const real = execFileSync('sh', ['-c', 'command -v docker'], { encoding: 'utf8' }).trim();
+  const log = path.join(dir, 'probes.log');
+  writeFileSync(
+    path.join(bin, 'docker'),
+    [
+      '#!/bin/sh',
+      `real='${real}'`,
+      'if [ "$1" = info ]; then',
+      '  out=$("$real" "$@") || exit $?',
+      `  printf '%s\\n' "$out" | sed -e 's/"OperatingSystem":"[^"]*"/"OperatingSystem":"Docker Desktop"/'`,
+      '  exit 0',
+      'fi',
+      `case " $* " in *" sandboxd.probe=1 "*) echo probe >> '${log}' ;; esac`,
+      'exec "$real" "$@"',
+      '',
+    ].join('\n'),
+  );
+  chmodSync(path.join(bin, 'docker'), 0o755);
+  return { path: `${bin}:${process.env.PATH ?? ''}`, probes: () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => line !== '').length : 0) };
+}
+
+interface PlanJson {
+  session: { ssh: { status: string; bridge?: string; reason?: string } };
+  plan: { warnings: string[]; args: string[] };
+}
+
+describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker Desktop emulated over a real engine: the built-in agent socket', () => {
+  async function setup(desktop: 'agent' | 'empty' | 'hang' | 'none') {
+    if (unavailable !== null) throw new Error(`the docker lab is not available: ${unavailable}`);
+    const sandbox = makeSandbox(cleanup);
+    const shellAgent = await startAgent(sandbox.dir, cleanup, 'shell');
+    if (desktop === 'agent') await desktopSocket(shellAgent);
+    if (desktop === 'hang') await desktopSocket('hang');
+    if (desktop === 'empty') {
+      // Docker Desktop's launchd agent, which holds no key: startAgent's key is removed again.
+      const launchd = await startAgent(sandbox.dir, cleanup, 'launchd');
+      execFileSync('ssh-add', ['-D'], { env: { SSH_AUTH_SOCK: launchd.socket }, stdio: 'ignore' });
+      await desktopSocket(launchd);
+    }
+    const fake = desktopCli(sandbox.dir);
+    const env = cliEnv(sandbox, { SSH_AUTH_SOCK: shellAgent.socket, DOCKER_HOST: dockerd.host, PATH: fake.path });
+    const plan = async (args: string[] = []): Promise<PlanJson> => {
+      const result = await cli(['plan', '--engine', 'docker', '--image', dockerd.image, '--json', ...args], env, 60_000);
+      expect(result.stderr).toBe('');
+      return JSON.parse(result.stdout) as PlanJson;
+    };
+    return { env, shellAgent, probes: fake.probes, plan };
+  }
+
+  it('root gets the socket itself; --user 1000 gets it through the shared relay container, without gid 0', async () => {
+    const { env, shellAgent } = await setup('agent');
+    const run = (userArgs: string[]) =>
+      cli(['run', '--engine', 'docker', '--', '--rm', '--network', 'none', ...userArgs, dockerd.image, 'sh', '-c', 'id -G; ssh-add -l'], env, 90_000);
+    const root = await run([]);
+    expect(root.stderr).toBe('');
+    expect(root.stdout).toContain(shellAgent.fingerprint);
+    const user = await run(['--user', '1000:1000']);
+    expect(user.stderr).toBe('');
+    expect(user.stdout.split('\n')[0]).toBe('1000');
+    expect(user.stdout).toContain(shellAgent.fingerprint);
+    expect(user.exitCode).toBe(0);
+    const tunnels = JSON.parse((await cli(['tunnels', 'ls', '--json'], env)).stdout) as { kind: string; hostAgentSocket: string }[];
+    expect(tunnels).toEqual([expect.objectContaining({ kind: 'container-relay', hostAgentSocket: DESKTOP_SOCKET })]);
+    const status = JSON.parse((await cli(['status', '--json'], env)).stdout) as { engines: unknown[] };
+    expect(status.engines).toEqual([
+      expect.objectContaining({ kind: 'docker-desktop', bridge: 'builtin', probe: expect.objectContaining({ state: 'verified', keys: 1 }) as unknown }),
+    ]);
+    const text = (await cli(['status'], env)).stdout;
+    expect(text).toContain(`Docker Desktop (docker-desktop) at ${dockerd.host}: bridge builtin`);
+    expect(text).toMatch(/probe: verified, the agent at \/run\/host-services\/ssh-auth\.sock lists 1 key\(s\) \(\d+s ago\)/);
+  });
+
+  it('20 concurrent sessions cause one probe; an engine restart causes one more', async () => {
+    const { env, probes, plan } = await setup('agent');
+    const results = await Promise.all(Array.from({ length: 20 }, () => cli(['plan', '--engine', 'docker', '--image', dockerd.image, '--container-user', '1000', '--json'], env, 120_000)));
+    for (const result of results) expect((JSON.parse(result.stdout) as PlanJson).session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
+    expect(probes()).toBe(1);
+    await dockerd.restart();
+    expect((await plan()).session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
+    expect((await plan()).session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
+    expect(probes()).toBe(2);
+  });
+
+  it('a probe that hangs is cut off with a warning', async () => {
+    const { plan } = await setup('hang');
+    const { session, plan: body } = await plan();
+    expect(session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
+    expect(body.warnings).toContainEqual('the agent socket of Docker Desktop is used unverified: the probe of /run/host-services/ssh-auth.sock did not finish within 8000 ms and was cut off');
+  });
+
+  it('a Desktop agent without the keys of the shell\'s agent gives the warning with the remedy', async () => {
+    const { plan } = await setup('empty');
+    const { plan: body } = await plan();
+    expect(body.warnings).toContainEqual(expect.stringMatching(/^Docker Desktop serves the agent it saw when it started, not this shell's SSH_AUTH_SOCK: 1 of your 1 key\(s\) are missing in it \(it holds 0\)\. .*launchctl setenv SSH_AUTH_SOCK/));
+  });
+
+  it('no socket in the VM: skipped with the remedy under auto, SSH_BRIDGE_UNSUPPORTED under on', async () => {
+    const { env, plan } = await setup('none');
+    const { session, plan: body } = await plan();
+    expect(session.ssh).toEqual({ status: 'skipped', reason: `Docker Desktop: the engine's VM has no ${DESKTOP_SOCKET}` });
+    expect(body.warnings).toContainEqual(expect.stringContaining('Update Docker Desktop'));
+    const on = await cli(['plan', '--engine', 'docker', '--image', dockerd.image, '--ssh-agent', 'on', '--json'], env, 60_000);
+    expect(on.exitCode).toBe(1);
+    expect(JSON.parse(on.stdout)).toEqual({
+      error: {
+        code: 'SSH_BRIDGE_UNSUPPORTED',
+        message: `ssh-agent is on but Docker Desktop: the engine's VM has no ${DESKTOP_SOCKET}`,
+        remedy: 'Update Docker Desktop (it serves the agent at /run/host-services/ssh-auth.sock since 2.2), or pass --ssh-agent off.',
+      },
+    });
+  });
+});

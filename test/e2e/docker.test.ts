@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Cleanup, cli, cliEnv, makeSandbox, startAgent } from '../helpers.js';
+import { dockerLabUnavailable, startDockerd, type Dockerd } from '../lab/dockerd.js';
+import { lab } from './lab.js';
+
+const unavailable = dockerLabUnavailable(lab);
+const fileCleanup = new Cleanup();
+let dockerd: Dockerd;
+
+beforeAll(async () => {
+  if (unavailable === null) dockerd = await startDockerd('engine', lab, fileCleanup);
+}, 180_000);
+afterAll(() => fileCleanup.run(), 120_000);
+
+describe.skipIf(unavailable !== null && process.env.CI === undefined)('sandboxd run --engine docker against a real Docker Engine on this host', () => {
+  const cleanup = new Cleanup();
+  afterAll(() => cleanup.run());
+
+  async function setup() {
+    if (unavailable !== null) throw new Error(`the docker lab is not available: ${unavailable}`);
+    const sandbox = makeSandbox(cleanup);
+    const agent = await startAgent(sandbox.dir, cleanup);
+    return { env: cliEnv(sandbox, { SSH_AUTH_SOCK: agent.socket, DOCKER_HOST: dockerd.host }), agent };
+  }
+
+  it.each([
+    ['root', []],
+    ['--user 1000', ['--user', '1000:1000']],
+  ])('identifies Docker Engine, relays the agent: ssh-add -l lists the key as %s, and git works', async (_name, userArgs) => {
+    const { env, agent } = await setup();
+    const script = 'ssh-add -l && cd /tmp && git init -q r && git -C r -c user.name=t -c user.email=t@e commit -q --allow-empty -m x && git -C r log --format=%s';
+    const result = await cli(['run', '--engine', 'docker', '--', '--rm', '--network', 'none', ...userArgs, dockerd.image, 'sh', '-c', script], env, 90_000);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toContain(agent.fingerprint);
+    expect(result.stdout.split('\n').at(-1)).toBe('x');
+    expect(result.exitCode).toBe(0);
+    const status = JSON.parse((await cli(['status', '--json'], env)).stdout) as { engines: { kind: string; bridge: string; endpoint: string; probe: unknown }[] };
+    expect(status.engines).toEqual([expect.objectContaining({ kind: 'docker-engine', bridge: 'relay', endpoint: dockerd.host, probe: null })]);
+  });
+
+  it('an engine that is down costs the agent under auto (with the remedy) and fails under on with DOCKER_INFO_FAILED', async () => {
+    const { env } = await setup();
+    const down = { ...env, DOCKER_HOST: 'unix:///run/sbx-nothing-here.sock' };
+    const auto = await cli(['plan', '--engine', 'docker', '--json'], down);
+    expect(auto.exitCode).toBe(0);
+    const plan = JSON.parse(auto.stdout) as { session: { ssh: { status: string; reason: string } }; plan: { warnings: string[] } };
+    expect(plan.session.ssh).toEqual({ status: 'skipped', reason: expect.stringContaining('the Docker engine did not answer `docker info`') as string });
+    expect(plan.plan.warnings).toContainEqual(expect.stringContaining('Check that `docker info` works in your shell'));
+    const on = await cli(['plan', '--engine', 'docker', '--ssh-agent', 'on', '--json'], down);
+    expect(on.exitCode).toBe(1);
+    expect(JSON.parse(on.stdout)).toEqual({
+      error: {
+        code: 'DOCKER_INFO_FAILED',
+        message: expect.stringContaining('Cannot connect to the Docker daemon at unix:///run/sbx-nothing-here.sock') as string,
+        remedy: 'Check that `docker info` works in your shell (start Docker Desktop, OrbStack or `colima start`, or fix DOCKER_HOST / DOCKER_CONTEXT), or pass --ssh-agent off.',
+      },
+    });
+  });
+
+  it('no docker on the session\'s PATH: skipped under auto, ENGINE_NOT_FOUND under on', async () => {
+    const { env } = await setup();
+    const on = await cli(['plan', '--engine', 'docker', '--ssh-agent', 'on', '--json'], { ...env, PATH: '/nonexistent' });
+    expect(JSON.parse(on.stdout)).toEqual({
+      error: { code: 'ENGINE_NOT_FOUND', message: 'docker is not on the session\'s PATH (searched: /nonexistent)', remedy: 'Install the docker CLI, or make sure the PATH of the calling shell contains it.' },
+    });
+  });
+});

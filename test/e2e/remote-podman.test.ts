@@ -1,0 +1,111 @@
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { execa } from 'execa';
+import { afterEach, describe, expect, it } from 'vitest';
+import { acquireSession } from '../../dist/client/index.js';
+import { vmRootFor } from '../../daemon/agent-bridges.js';
+import { CLI, Cleanup, cli, cliEnv, makeSandbox, startAgent } from '../helpers.js';
+import { startRemotePodman } from '../lab/remote-podman.js';
+import { startSshd, writeContainersConf } from '../lab/sshd.js';
+import { labMissing, podmanLab } from './lab.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+interface ErrorJson {
+  error: { code: string; message: string; remedy: string };
+}
+
+/**
+ * The shape of a Mac (issue 10): podman reaches a Podman API service over ssh, and that service,
+ * the "VM", sees this host's files except the sandbox's HOME and `hidden/`, which its own mount
+ * namespace covers with empty tmpfs mounts.
+ */
+async function remoteLab() {
+  const { env: podmanEnv, image } = podmanLab();
+  const sandbox = makeSandbox(cleanup);
+  cleanup.add(() => {
+    rmSync(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, 'root'), { recursive: true, force: true });
+  });
+  const hidden = path.join(sandbox.dir, 'hidden');
+  const project = path.join(hidden, 'project');
+  mkdirSync(project, { recursive: true });
+  writeFileSync(path.join(hidden, 'host-only-marker'), 'on the host\n');
+  writeFileSync(path.join(sandbox.home, '.gitconfig'), '[user]\n\tname = Lab User\n');
+  // podman's own ssh client asks for a known_hosts file to add the VM's key to.
+  mkdirSync(path.join(sandbox.home, '.ssh'), { recursive: true });
+  writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '');
+  const service = await startRemotePodman(podmanEnv, [sandbox.home, hidden], cleanup);
+  const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup, { mountNamespaceOf: service.pid });
+  const conf = writeContainersConf(path.join(sandbox.dir, 'containers.conf'), podmanEnv.CONTAINERS_CONF ?? '', [
+    { name: 'vm', uri: `ssh://root@127.0.0.1:${sshd.port}${service.socketPath}`, identity: sshd.clientKey },
+  ]);
+  const agent = await startAgent(sandbox.dir, cleanup);
+  const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket });
+  return { sandbox, hidden, project, env, agent, image };
+}
+
+/** Lists the lab's `hidden/` from inside a container: empty where the container runs in the "VM". */
+const LIST_HIDDEN = (sandboxDir: string, image: string): string[] => ['--rm', '--network', 'none', '-v', `${sandboxDir}:/lab:ro`, image, 'ls', '/lab/hidden'];
+
+describe.skipIf(labMissing)('remote Podman over an ssh connection (podman system service as the VM)', () => {
+  it.each([
+    ['--connection vm', ['--connection', 'vm'], {}],
+    ['CONTAINER_CONNECTION=vm', [], { CONTAINER_CONNECTION: 'vm' }],
+  ])('%s runs the container through the connection, and the plan says so', async (_name, flags, extraEnv) => {
+    const { sandbox, env, image } = await remoteLab();
+    const runEnv = { ...env, ...extraEnv };
+    const plan = JSON.parse((await cli(['plan', '--engine', 'podman', ...flags, '--json'], runEnv)).stdout) as { plan: { globalArgs: string[] } };
+    expect(plan.plan.globalArgs).toEqual(['--connection', 'vm']);
+    const remote = await cli(['run', '--engine', 'podman', ...flags, '--', ...LIST_HIDDEN(sandbox.dir, image)], runEnv, 90_000);
+    expect(remote.stderr).not.toMatch(/error/i);
+    expect(remote.exitCode).toBe(0);
+    expect(remote.stdout).not.toContain('host-only-marker');
+    // The same container run here, with no connection, sees the host's hidden directory.
+    const localEnv = Object.fromEntries(Object.entries(runEnv).filter(([name]) => name !== 'CONTAINER_CONNECTION'));
+    const local = await execa('podman', ['run', ...LIST_HIDDEN(sandbox.dir, image)], { env: localEnv, extendEnv: false, reject: false, timeout: 90_000 });
+    expect(`${local.stdout}${local.stderr}`).toContain('host-only-marker');
+  });
+
+  it('a --user 1000 container lists the key through the tunnel, and no process in the VM shows the agent dir in its argv', async () => {
+    const { env, agent, image } = await remoteLab();
+    const session = await acquireSession({ engine: 'podman', connection: 'vm', env, heartbeat: false });
+    cleanup.add(() => session.release());
+    const vmDir = session.plan.mounts.find((mount) => mount.purpose === 'ssh agent')?.source ?? '';
+    expect(vmDir).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{10}\/[0-9a-f]{32}$/);
+    // The "VM" is this host: every process's argv is in /proc.
+    const leaks = readdirSync('/proc')
+      .filter((entry) => /^\d+$/.test(entry))
+      .map((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+        } catch {
+          return '';
+        }
+      })
+      .filter((line) => line.includes(path.basename(vmDir)));
+    expect(leaks).toEqual([]);
+    const result = await cli(['run', '--engine', 'podman', '--connection', 'vm', '--', '--rm', '--network', 'none', '--user', '1000:1000', image, 'ssh-add', '-l'], env, 90_000);
+    expect(result.stdout).toContain(agent.fingerprint);
+    expect(result.exitCode).toBe(0);
+  });
+
+  it('a HOME the VM cannot see drops its git config with a warning, and the run works', async () => {
+    const { sandbox, env, image } = await remoteLab();
+    const plan = JSON.parse((await cli(['plan', '--engine', 'podman', '--connection', 'vm', '--json'], env)).stdout) as { plan: { warnings: string[]; args: string[] } };
+    const gitconfig = path.join(sandbox.home, '.gitconfig');
+    expect(plan.plan.warnings).toContain(`skipped the git config mount of ${gitconfig}: the remote host of connection vm, where the container runs, cannot see it`);
+    expect(plan.plan.args.join(' ')).not.toContain(gitconfig);
+    const result = await cli(['run', '--engine', 'podman', '--connection', 'vm', '--', '--rm', '--network', 'none', image, 'true'], env, 90_000);
+    expect(result.exitCode).toBe(0);
+  });
+
+  it('a workdir the VM cannot see fails the acquire with MOUNT_NOT_SHARED, not the engine\'s exit 125', async () => {
+    const { project, env, image } = await remoteLab();
+    const result = await execa(process.execPath, [CLI, 'run', '--engine', 'podman', '--connection', 'vm', '--json', '--', '--rm', image, 'true'], { env, cwd: project, reject: false, timeout: 60_000, extendEnv: false });
+    expect(result.exitCode).not.toBe(125);
+    const { error } = JSON.parse(result.stdout) as ErrorJson;
+    expect(error).toMatchObject({ code: 'MOUNT_NOT_SHARED', message: `the workdir ${project} is not visible to the remote host of connection vm, where the container runs` });
+    expect(error.remedy).toContain('remote host');
+  });
+});

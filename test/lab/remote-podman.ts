@@ -1,0 +1,63 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { Cleanup, waitFor } from '../helpers.js';
+
+export interface RemotePodman {
+  /** The API socket, as an ssh connection's URI path names it. */
+  socketPath: string;
+  pid: number;
+}
+
+function answers(socketPath: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(socketPath);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => {
+      resolve(false);
+    });
+  });
+}
+
+/**
+ * Stands in for a Podman machine's VM (or a remote host): `podman system service` on its own API
+ * socket, in its own mount namespace where each of `hidden` is covered by an empty tmpfs, as a
+ * directory the VM does not share. It is started without CONTAINER_CONNECTION, so it runs the
+ * containers itself; the lab's sshd reaches its socket, and podman clients reach it over ssh.
+ */
+export async function startRemotePodman(engineEnv: Record<string, string>, hidden: readonly string[], cleanup: Cleanup): Promise<RemotePodman> {
+  const dir = `/run/sbx-${randomBytes(6).toString('hex')}`;
+  mkdirSync(dir, { mode: 0o700 });
+  cleanup.add(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const socketPath = path.join(dir, 'podman.sock');
+  // Test-side shell, not the daemon's: the values are the test's own paths, passed as arguments.
+  const script = 'sock="$1"; shift; for d in "$@"; do mount -t tmpfs -o size=1m,mode=0755 sbx-hidden "$d" || exit 1; done; exec podman system service --time=0 "unix://$sock"';
+  const child = spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', script, 'sh', socketPath, ...hidden], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/root', ...engineEnv },
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<void>((resolve) => child.once('close', () => {
+    resolve();
+  }));
+  cleanup.add(async () => {
+    child.kill('SIGTERM');
+    const stopped = await Promise.race([exited.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => {
+      resolve(false);
+    }, 10_000))]);
+    if (!stopped) child.kill('SIGKILL');
+  });
+  await waitFor(async () => {
+    if (child.exitCode !== null) throw new Error(`podman system service exited: ${stderr}`);
+    return existsSync(socketPath) && (await answers(socketPath));
+  }, 'podman system service to listen', 30_000, 100);
+  return { socketPath, pid: child.pid ?? 0 };
+}

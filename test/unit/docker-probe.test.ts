@@ -1,0 +1,108 @@
+import { describe, expect, it } from 'vitest';
+import { interpretProbe, probeArgs, probeBuiltinSocket } from '../../daemon/engines/builtin-probe.js';
+import { ProbeCache } from '../../daemon/engines/probe-cache.js';
+import type { RunSubprocess, SubprocessResult } from '../../daemon/subprocess.js';
+
+const SOCKET = '/run/host-services/ssh-auth.sock';
+const result = (exitCode: number | null, stdout = '', stderr = ''): SubprocessResult => ({ exitCode, stdout, stderr });
+
+describe('the built-in socket probe (`docker run … ssh-add -l` in the session\'s image)', () => {
+  it('runs without network, capabilities or a pull, as root, with the socket and nothing else', () => {
+    expect(probeArgs('p1', SOCKET, 'img:1')).toEqual([
+      'run', '--rm', '--name', 'p1', '--pull', 'never', '--network', 'none', '--cap-drop', 'ALL', '--read-only',
+      '--security-opt', 'no-new-privileges', '--user', '0:0', '--label', 'sandboxd.probe=1',
+      '--mount', `type=bind,source=${SOCKET},target=/run/sandboxd/probe.sock`, '--env', 'SSH_AUTH_SOCK=/run/sandboxd/probe.sock',
+      '--entrypoint', 'ssh-add', 'img:1', '-l',
+    ]);
+  });
+
+  it.each([
+    ['keys listed', result(0, '256 SHA256:abc/+1 me@mac (ED25519)\n3072 SHA256:xyz other (RSA)'), { state: 'verified', keys: ['SHA256:abc/+1', 'SHA256:xyz'], detail: `the agent at ${SOCKET} lists 2 key(s)` }],
+    ['no keys', result(1, 'The agent has no identities.'), { state: 'verified', keys: [], detail: `the agent at ${SOCKET} holds no keys` }],
+    ['no socket in the VM', result(125, '', `docker: Error response from daemon: invalid mount config for type "bind": bind source path does not exist: ${SOCKET}`), { state: 'missing', detail: `the engine's VM has no ${SOCKET}` }],
+    ['nothing answers', result(2, '', 'Error connecting to agent: Connection refused'), { state: 'unusable', detail: `nothing answers on ${SOCKET} in the engine's VM: Error connecting to agent: Connection refused` }],
+    ['image absent', result(125, '', 'docker: Error response from daemon: No such image: img:1.'), { state: 'unverified', detail: 'image img:1 is not present in the engine (sandboxd never pulls for a probe)' }],
+    ['no ssh-add in the image', result(127, '', 'exec: "ssh-add": executable file not found in $PATH: unknown'), { state: 'unverified', detail: 'image img:1 has no ssh-add to probe the agent with' }],
+    ['cut off', result(null, '', 'Command failed'), { state: 'unverified', detail: `the probe of ${SOCKET} did not finish within 8000 ms and was cut off` }],
+  ])('%s', (_name, outcome, expected) => {
+    expect(interpretProbe(outcome, SOCKET, 'img:1', 8000)).toMatchObject(expected);
+  });
+
+  it('a probe that hangs is cut off by removing its container (ssh-add as PID 1 ignores SIGTERM)', async () => {
+    const calls: string[][] = [];
+    let removed: (() => void) | null = null;
+    // Stands in for runSubprocess running the docker CLI: `run` hangs until its container is removed.
+    const run: RunSubprocess = (_file, args) => {
+      calls.push([...args]);
+      if (args[0] === 'run') return new Promise((resolve) => (removed = () => { resolve(result(137, '', '')); }));
+      removed?.();
+      return Promise.resolve(result(0));
+    };
+    const outcome = await probeBuiltinSocket(SOCKET, 'img:1', { run, docker: '/usr/bin/docker', env: {}, timeoutMs: 20 });
+    expect(outcome).toEqual({ state: 'unverified', detail: `the probe of ${SOCKET} did not finish within 20 ms and was cut off`, keys: [] });
+    const name = calls[0]?.[3] ?? '';
+    expect(name).toMatch(/^sandboxd-probe_/);
+    expect(calls[1]).toEqual(['rm', '-f', name]);
+  });
+});
+
+describe('ProbeCache: one probe per engine instance', () => {
+  function setup() {
+    let now = 0;
+    let probes = 0;
+    let finish: (() => void) | null = null;
+    const cache = new ProbeCache({ now: () => now, ttlMs: 1000, retryMs: 100 });
+    const probe = (state: 'verified' | 'unverified' = 'verified') => () => {
+      probes += 1;
+      return new Promise<{ state: typeof state; detail: string; keys: string[] }>((resolve) => {
+        finish = () => {
+          resolve({ state, detail: 'd', keys: [] });
+        };
+      });
+    };
+    return { cache, probe, probes: () => probes, finish: () => finish?.(), advance: (ms: number) => (now += ms) };
+  }
+
+  it('20 concurrent sessions share one probe; the answer is reused until the TTL', async () => {
+    const t = setup();
+    const pending = Array.from({ length: 20 }, () => t.cache.get('eng_a', 'img', t.probe()));
+    t.finish();
+    const records = await Promise.all(pending);
+    expect(t.probes()).toBe(1);
+    expect(new Set(records).size).toBe(1);
+    t.advance(999);
+    await t.cache.get('eng_a', 'other-img', t.probe());
+    expect(t.probes()).toBe(1);
+    t.advance(1);
+    const again = t.cache.get('eng_a', 'img', t.probe());
+    t.finish();
+    await again;
+    expect(t.probes()).toBe(2);
+  });
+
+  it('a restarted engine is a new instance and gets one more probe', async () => {
+    const t = setup();
+    const first = t.cache.get('eng_a', 'img', t.probe());
+    t.finish();
+    await first;
+    const second = t.cache.get('eng_b', 'img', t.probe());
+    t.finish();
+    await second;
+    await t.cache.get('eng_b', 'img', t.probe());
+    expect(t.probes()).toBe(2);
+    expect(t.cache.latest('eng_b')?.state).toBe('verified');
+  });
+
+  it('a probe that could not tell is retried sooner, and at once with another image', async () => {
+    const t = setup();
+    const first = t.cache.get('eng_a', 'img', t.probe('unverified'));
+    t.finish();
+    await first;
+    await t.cache.get('eng_a', 'img', t.probe());
+    expect(t.probes()).toBe(1);
+    const other = t.cache.get('eng_a', 'img2', t.probe());
+    t.finish();
+    await other;
+    expect(t.probes()).toBe(2);
+  });
+});
