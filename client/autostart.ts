@@ -10,6 +10,7 @@ import { readPidRecord } from '../daemon/instance-lock.js';
 import { createProcessProbe, type ProcessProbe } from '../daemon/process-identity.js';
 import { ensureSecureDir } from '../daemon/secure-dir.js';
 import { DAEMON_CWD, daemonEnvironment, resolveDaemonCommand, type DaemonCommand } from './daemon-launch.js';
+import { startThroughService } from './service/control.js';
 import { request } from './transport.js';
 
 /** One status call; short because it runs on every connect. */
@@ -118,6 +119,23 @@ function launch(command: DaemonCommand, env: Record<string, string>, stderrPath:
   return launched;
 }
 
+/** The daemon a service manager was asked to start; a cold start may outlast one status call. */
+async function waitForService(paths: SandboxdPaths, manager: string): Promise<StatusResponse> {
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    try {
+      const status = await statusIfRunning(paths.socketPath);
+      if (status !== null) return status;
+    } catch (error) {
+      if (!(error instanceof SandboxdError && error.code === 'DAEMON_TIMEOUT')) throw error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, POLL_INTERVAL_MS));
+  }
+  throw new SandboxdError('DAEMON_START_FAILED', `${manager} was asked to start sandboxd, and it did not answer on ${paths.socketPath} within ${START_TIMEOUT_MS} ms`, {
+    remedy: manager === 'systemd' ? 'See `systemctl --user status sandboxd.service` and `sandboxd logs`.' : 'See `sandboxd logs` and launchd.log in the log directory (`sandboxd doctor` names it).',
+  });
+}
+
 /** Whether the daemon named in the pid record still runs (a zombie does not). */
 async function holderAlive(paths: SandboxdPaths, probe: ProcessProbe): Promise<boolean> {
   const holder = await readPidRecord(paths.pidPath);
@@ -126,6 +144,8 @@ async function holderAlive(paths: SandboxdPaths, probe: ProcessProbe): Promise<b
 
 async function spawnAndWait({ paths, env, daemonCommand }: EnsureDaemonOptions): Promise<StatusResponse> {
   const platform = currentPlatform();
+  const service = await startThroughService(env, platform);
+  if (service !== null) return waitForService(paths, service.kind);
   const command = await resolveDaemonCommand({ option: daemonCommand, env, packageEntry: CLI_ENTRY, execPath: process.execPath });
   const daemonEnv = daemonEnvironment(env, command, process.execPath, platform);
   const probe = createProcessProbe(platform);

@@ -10,6 +10,7 @@ import { commandLine, createProcessProbe } from './process-identity.js';
 import { ensureOwnDir, ensureSecureDir, withUmask } from './secure-dir.js';
 import { VERSION } from './version.js';
 import { reapOrphans, TunnelStore } from './tunnels/tunnel-store.js';
+import { inheritedListenFd, scrubActivationEnv } from './socket-activation.js';
 
 /** SIGTERM/SIGINT/shutdown must finish within 5 s; past this we clean up by hand and exit. */
 const SHUTDOWN_DEADLINE_MS = 4_500;
@@ -37,16 +38,20 @@ async function clearStaleSocket(socketPath: string): Promise<void> {
   }
 }
 
-function listenUnix(server: Server, socketPath: string): Promise<void> {
+/** `target`: the socket path to create, or a listening fd a service manager handed over. */
+function listenOn(server: Server, target: { path: string } | { fd: number }): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
+    const listening = (): void => {
+      server.off('error', reject);
+      resolve();
+    };
     // umask 0177: the socket is 0600 from the moment it exists (DESIGN §3), never chmod-ed. With the
     // 0700 directory this is the peer check: connect() needs write permission on the socket, so
     // only this uid (and root) can reach it. Node exposes no SO_PEERCRED/getpeereid to ask again.
-    withUmask(0o177, () => server.listen(socketPath, () => {
-      server.off('error', reject);
-      resolve();
-    }));
+    // An inherited socket was made by systemd with the unit's SocketMode=0600.
+    if ('fd' in target) server.listen({ fd: target.fd }, listening);
+    else withUmask(0o177, () => server.listen(target.path, listening));
   });
 }
 
@@ -54,6 +59,9 @@ function listenUnix(server: Server, socketPath: string): Promise<void> {
 export async function runDaemon(options: RunDaemonOptions): Promise<number> {
   const platform = currentPlatform();
   const home = os.homedir();
+  const activatedFd = inheritedListenFd(options.env, process.pid);
+  scrubActivationEnv(options.env);
+  scrubActivationEnv(process.env);
   const paths = resolvePaths({ platform, env: options.env, uid: process.getuid?.() ?? 0, home });
   assertSocketPathFits(paths.socketPath, platform);
   await ensureSecureDir(paths.runtimeDir);
@@ -91,7 +99,8 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
   });
 
   try {
-    await clearStaleSocket(paths.socketPath);
+    // A socket systemd listens on is its own: removing it would cut off every later client.
+    if (activatedFd === null) await clearStaleSocket(paths.socketPath);
     const store = new TunnelStore(paths.statePath, logger.child({ module: 'state' }));
     const reaped = await reapOrphans(
       await store.load(),
@@ -128,9 +137,10 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
       },
     });
     await daemon.app.ready();
-    await listenUnix(daemon.app.server, paths.socketPath);
+    // fastify's own listen({ fd }) crashes; its server listens on the fd after ready() instead.
+    await listenOn(daemon.app.server, activatedFd === null ? { path: paths.socketPath } : { fd: activatedFd });
     daemon.start();
-    logger.info({ socket: paths.socketPath, version: VERSION }, 'listening');
+    logger.info({ socket: paths.socketPath, version: VERSION, socketActivated: activatedFd !== null }, 'listening');
     options.onListening?.(paths);
 
     const onSignal = (signal: NodeJS.Signals): void => {
@@ -146,7 +156,7 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
 
     const deadline = setTimeout(() => {
       logger.error('graceful stop overran its deadline; exiting');
-      rmSync(paths.socketPath, { force: true });
+      if (activatedFd === null) rmSync(paths.socketPath, { force: true });
       rmSync(paths.pidPath, { force: true });
       rmSync(paths.lockPath, { recursive: true, force: true });
       process.exit(1);
@@ -157,7 +167,7 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
     logger.info('stopped');
     return code;
   } finally {
-    await fs.rm(paths.socketPath, { force: true });
+    if (activatedFd === null) await fs.rm(paths.socketPath, { force: true });
     await releaseLock();
   }
 }

@@ -11,22 +11,28 @@ export function systemdUnitDir(env: NodeJS.ProcessEnv, home: string): string {
 }
 
 /**
- * systemd's quoting for one ExecStart word: `%` is a specifier and `$` a variable there, and a
- * word with spaces needs double quotes (systemd.service(5), "Command lines").
+ * One ExecStart word: `%` is a specifier and `$` a variable there, and a word with spaces needs
+ * double quotes (systemd.service(5), "Command lines").
  */
-export function systemdWord(value: string): string {
+export function execWord(value: string): string {
   const escaped = value.replaceAll('\\', '\\\\').replaceAll('"', '\\"').replaceAll('%', '%%').replaceAll('$', '$$$$');
   return /[\s"'\\]/.test(value) ? `"${escaped}"` : escaped;
+}
+
+/** One `Environment=` assignment: specifiers expand there, variables do not (systemd.exec(5)). */
+export function environmentLine(name: string, value: string): string {
+  const assignment = `${name}=${value}`.replaceAll('\\', '\\\\').replaceAll('"', '\\"').replaceAll('%', '%%');
+  return `Environment="${assignment}"`;
 }
 
 /** Pure: both units for `spec`, from the `systemd/` templates. */
 export function renderUnits(templates: { service: string; socket: string }, spec: ServiceSpec): { service: string; socket: string } {
   const environment = Object.entries(spec.env)
-    .map(([name, value]) => `Environment=${systemdWord(`${name}=${value}`)}`)
+    .map(([name, value]) => environmentLine(name, value))
     .join('\n');
   return {
     service: fillTemplate(templates.service, {
-      EXEC_START: [spec.node, spec.entry, 'daemon'].map(systemdWord).join(' '),
+      EXEC_START: [spec.node, spec.entry, 'daemon'].map(execWord).join(' '),
       ENVIRONMENT: environment,
     }),
     socket: fillTemplate(templates.socket, { SOCKET: spec.paths.socketPath.replaceAll('%', '%%') }),

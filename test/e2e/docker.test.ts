@@ -57,7 +57,7 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('sandboxd 
     });
   });
 
-  it('no docker on the session\'s PATH: skipped under auto, ENGINE_NOT_FOUND under on', async () => {
+  it('no docker on the session\'s PATH: ENGINE_NOT_FOUND under on, naming the PATH searched', async () => {
     const { env } = await setup();
     const on = await cli(['plan', '--engine', 'docker', '--ssh-agent', 'on', '--json'], { ...env, PATH: '/nonexistent' });
     expect(JSON.parse(on.stdout)).toEqual({

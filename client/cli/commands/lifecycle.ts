@@ -1,50 +1,109 @@
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
+import type { StatusResponse } from '../../../shared/contracts/status.js';
 import { readPidRecord } from '../../../daemon/instance-lock.js';
 import { createProcessProbe } from '../../../daemon/process-identity.js';
 import { currentPlatform } from '../../../shared/paths.js';
 import { getStatus, requestShutdown } from '../../admin.js';
 import { ensureDaemon } from '../../autostart.js';
 import { clientPaths } from '../../connection.js';
+import { managerInputs } from '../../service/control.js';
+import { installedService } from '../../service/manager.js';
+import { execRunner } from '../../service/service.js';
 import { engineLines } from '../engines.js';
 import { EXIT_NOT_RUNNING, formatAge, printJson, runAction } from '../output.js';
+import { withProgress } from '../progress.js';
 
 const STOP_TIMEOUT_MS = 6_000;
+/** A service manager's stop is synchronous (systemd) or quick (launchd); past this the daemon is not its. */
+const MANAGED_STOP_MS = 2_000;
 
-async function stopDaemon(): Promise<'stopped' | 'not-running'> {
-  const paths = clientPaths();
-  let pid: number;
+async function statusOrNull(): Promise<StatusResponse | null> {
   try {
-    pid = (await getStatus()).pid;
-    await requestShutdown();
+    return await getStatus();
   } catch (error) {
-    if (error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING') return 'not-running';
+    if (error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING') return null;
     throw error;
   }
-  // A daemon that exited but was not reaped yet (a zombie) has stopped too.
+}
+
+/** Polls until `pid` has exited (a zombie counts) and its pid record is gone. */
+async function stoppedWithin(pid: number, timeoutMs: number): Promise<boolean> {
+  const { pidPath } = clientPaths();
   const probe = createProcessProbe(currentPlatform());
-  const deadline = Date.now() + STOP_TIMEOUT_MS;
+  const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (!(await probe.isSame(pid, null)) && (await readPidRecord(paths.pidPath)) === null) return 'stopped';
+    if (!(await probe.isSame(pid, null)) && (await readPidRecord(pidPath)) === null) return true;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  throw new SandboxdError('DAEMON_TIMEOUT', `the daemon (pid ${pid}) did not stop within ${STOP_TIMEOUT_MS} ms`, {
-    remedy: `Kill it: \`kill ${pid}\`.`,
+  return false;
+}
+
+/** What the sessions of a daemon that stops lose, said before it happens. */
+export function sessionsWarning(sessions: number): string | null {
+  if (sessions === 0) return null;
+  return `sandboxd: stopping with ${sessions} open session${sessions === 1 ? '' : 's'}: their containers lose the SSH agent and extra sockets until a daemon runs again (live clients then renew their lease; containers are not removed)\n`;
+}
+
+/**
+ * Through the service manager when `sandboxd install` put the daemon under one (so launchd or
+ * systemd does not restart it behind our back), else over the socket.
+ */
+export async function stopDaemon(json: boolean): Promise<'stopped' | 'not-running'> {
+  const status = await statusOrNull();
+  if (status === null) return 'not-running';
+  const warning = sessionsWarning(status.counts.sessions);
+  if (warning !== null && !json) process.stderr.write(warning);
+  const service = await installedService(managerInputs(process.env, currentPlatform()));
+  if (service !== null) {
+    const [file = '', ...args] = service.stopArgv;
+    await execRunner(file, args);
+    if (await stoppedWithin(status.pid, MANAGED_STOP_MS)) return 'stopped';
+  }
+  try {
+    await requestShutdown();
+  } catch (error) {
+    if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;
+  }
+  if (await stoppedWithin(status.pid, STOP_TIMEOUT_MS)) return 'stopped';
+  throw new SandboxdError('DAEMON_TIMEOUT', `the daemon (pid ${status.pid}) did not stop within ${STOP_TIMEOUT_MS} ms`, {
+    remedy: `Kill it: \`kill ${status.pid}\`.`,
   });
 }
 
+/** `start`, `restart` and `status --json` print one shape: `{ running, ...status }`. */
+function printRunning(status: StatusResponse, json: boolean): void {
+  if (json) printJson({ running: true, ...status });
+  else process.stdout.write(`sandboxd ${status.version} is running (pid ${status.pid}, ${status.socketPath})\n`);
+}
+
 async function startDaemon(json: boolean): Promise<number> {
-  const status = await ensureDaemon({ paths: clientPaths(), env: process.env, autoStart: true });
-  if (json) printJson({ running: true, pid: status.pid, socketPath: status.socketPath });
-  else process.stdout.write(`sandboxd is running (pid ${status.pid}, ${status.socketPath})\n`);
+  const status = await withProgress('starting the daemon', ensureDaemon({ paths: clientPaths(), env: process.env, autoStart: true }));
+  printRunning(status, json);
   return 0;
+}
+
+function statusLines(status: StatusResponse): string {
+  return (
+    [
+      `sandboxd ${status.version} is running`,
+      `  pid:       ${status.pid}`,
+      `  socket:    ${status.socketPath}`,
+      `  uptime:    ${formatAge(status.startedAt)}`,
+      `  sessions:  ${status.counts.sessions}`,
+      `  tunnels:   ${status.counts.tunnels}`,
+      `  protocol:  ${status.protocol}`,
+      `  log:       ${status.logPath ?? 'stdout'}`,
+      ...engineLines(status.engines),
+    ].join('\n') + '\n'
+  );
 }
 
 export function registerLifecycleCommands(program: Command): void {
   program
     .command('start')
-    .description('start the daemon in the background (no-op when it runs)')
-    .option('--json', 'print JSON')
+    .description('start the daemon in the background, through launchd/systemd once installed (no-op when it runs)')
+    .option('--json', 'print JSON (the shape of `status --json`)')
     .action(async (options: { json?: boolean }) => {
       await runAction(options.json === true, () => startDaemon(options.json === true));
     });
@@ -54,9 +113,10 @@ export function registerLifecycleCommands(program: Command): void {
     .description('stop the daemon gracefully: end sessions, tunnels and relays')
     .option('--json', 'print JSON')
     .action(async (options: { json?: boolean }) => {
-      await runAction(options.json === true, async () => {
-        const result = await stopDaemon();
-        if (options.json === true) printJson({ stopped: result === 'stopped', running: false });
+      const json = options.json === true;
+      await runAction(json, async () => {
+        const result = await stopDaemon(json);
+        if (json) printJson({ stopped: result === 'stopped', running: false });
         else process.stdout.write(result === 'stopped' ? 'sandboxd stopped\n' : 'sandboxd is not running\n');
         return 0;
       });
@@ -65,11 +125,12 @@ export function registerLifecycleCommands(program: Command): void {
   program
     .command('restart')
     .description('stop the daemon, then start it again')
-    .option('--json', 'print JSON')
+    .option('--json', 'print JSON (the shape of `status --json`)')
     .action(async (options: { json?: boolean }) => {
-      await runAction(options.json === true, async () => {
-        await stopDaemon();
-        return startDaemon(options.json === true);
+      const json = options.json === true;
+      await runAction(json, async () => {
+        await stopDaemon(json);
+        return startDaemon(json);
       });
     });
 
@@ -80,33 +141,15 @@ export function registerLifecycleCommands(program: Command): void {
     .action(async (options: { json?: boolean }) => {
       const json = options.json === true;
       await runAction(json, async () => {
-        let status;
-        try {
-          status = await getStatus();
-        } catch (error) {
-          if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;
+        const status = await statusOrNull();
+        if (status === null) {
           const { socketPath } = clientPaths();
           if (json) printJson({ running: false, socketPath });
           else process.stdout.write(`sandboxd is not running (socket ${socketPath})\n  Start it with \`sandboxd start\`.\n`);
           return EXIT_NOT_RUNNING;
         }
-        if (json) {
-          printJson({ running: true, ...status });
-          return 0;
-        }
-        process.stdout.write(
-          [
-            `sandboxd ${status.version} is running`,
-            `  pid:       ${status.pid}`,
-            `  socket:    ${status.socketPath}`,
-            `  uptime:    ${formatAge(status.startedAt)}`,
-            `  sessions:  ${status.counts.sessions}`,
-            `  tunnels:   ${status.counts.tunnels}`,
-            `  protocol:  ${status.protocol}`,
-            `  log:       ${status.logPath ?? 'stdout'}`,
-            ...engineLines(status.engines),
-          ].join('\n') + '\n',
-        );
+        if (json) printJson({ running: true, ...status });
+        else process.stdout.write(statusLines(status));
         return 0;
       });
     });

@@ -1,0 +1,100 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { SandboxdError } from '../../shared/errors.js';
+import type { Platform } from '../../shared/paths.js';
+import { launchdManager } from './launchd.js';
+import { fileExists, type CommandRunner, type ServiceManager, type ServiceStep } from './service.js';
+import { systemdManager, systemdUnitDir } from './systemd.js';
+import { readTemplate } from './templates.js';
+
+export interface ManagerInputs {
+  platform: Platform;
+  env: NodeJS.ProcessEnv;
+  home: string;
+  uid: number;
+}
+
+/** launchd on macOS, systemd's user instance on Linux. */
+export function serviceManager({ platform, env, home, uid }: ManagerInputs): ServiceManager {
+  if (platform === 'darwin') return launchdManager({ home, uid, template: () => readTemplate('launchd', 'sandboxd.plist') });
+  return systemdManager({
+    unitDir: systemdUnitDir(env, home),
+    templates: () => ({ service: readTemplate('systemd', 'sandboxd.service'), socket: readTemplate('systemd', 'sandboxd.socket') }),
+  });
+}
+
+/** The manager when `sandboxd install` put sandboxd under it, else null: then clients start the daemon themselves. */
+export async function installedService(inputs: ManagerInputs): Promise<ServiceManager | null> {
+  const manager = serviceManager(inputs);
+  const [primary] = manager.files;
+  return primary !== undefined && (await fileExists(primary)) ? manager : null;
+}
+
+/** One line per step, for `--dry-run` and progress. */
+export function describeStep(step: ServiceStep): string {
+  switch (step.kind) {
+    case 'write':
+      return `write ${step.path}`;
+    case 'remove':
+      return `remove ${step.path}`;
+    case 'run':
+      return `run ${step.argv.join(' ')}${step.mayFail === true ? ' (may fail: nothing to undo)' : ''}`;
+    case 'wait-until-fails':
+      return `wait for ${step.what} (until \`${step.argv.join(' ')}\` fails)`;
+  }
+}
+
+export interface StepDeps {
+  run: CommandRunner;
+  sleep(ms: number): Promise<void>;
+  /** Bounds each `wait-until-fails`. */
+  waitTimeoutMs: number;
+}
+
+const WAIT_POLL_MS = 100;
+
+/** Runs a command of the manager; its failure is SERVICE_FAILED naming the command and its output. */
+export async function runManaged(argv: readonly string[], run: CommandRunner): Promise<void> {
+  const [file = '', ...args] = argv;
+  const result = await run(file, args);
+  if (result.exitCode === 0) return;
+  const output = (result.stderr.trim() || result.stdout.trim()).split('\n').slice(-3).join(' ');
+  throw new SandboxdError('SERVICE_FAILED', `\`${argv.join(' ')}\` failed (exit ${result.exitCode ?? 'none'})${output === '' ? '' : `: ${output}`}`);
+}
+
+export async function executeSteps(steps: readonly ServiceStep[], deps: StepDeps): Promise<void> {
+  for (const step of steps) {
+    switch (step.kind) {
+      case 'write': {
+        await fs.mkdir(path.dirname(step.path), { recursive: true });
+        // Atomic: a half-written unit must never be what the manager loads.
+        const temporary = `${step.path}.${process.pid}.tmp`;
+        await fs.writeFile(temporary, step.content, { mode: 0o644 });
+        await fs.rename(temporary, step.path);
+        break;
+      }
+      case 'remove':
+        await fs.rm(step.path, { force: true });
+        break;
+      case 'run':
+        if (step.mayFail === true) {
+          const [file = '', ...args] = step.argv;
+          await deps.run(file, args);
+        } else await runManaged(step.argv, deps.run);
+        break;
+      case 'wait-until-fails': {
+        const [file = '', ...args] = step.argv;
+        const deadline = Date.now() + deps.waitTimeoutMs;
+        while ((await deps.run(file, args)).exitCode === 0) {
+          if (Date.now() > deadline) {
+            throw new SandboxdError('SERVICE_FAILED', `timed out after ${deps.waitTimeoutMs} ms waiting for ${step.what}`, {
+              remedy: `Check \`${step.argv.join(' ')}\`, then run the command again.`,
+            });
+          }
+          await deps.sleep(WAIT_POLL_MS);
+        }
+        break;
+      }
+    }
+  }
+}
