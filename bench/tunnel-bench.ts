@@ -1,12 +1,13 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { vmRootFor } from '../daemon/agent-bridges.js';
 import path from 'node:path';
 import { execa } from 'execa';
 import { acquireSession, ensureDaemon, getStatus, listTunnels, removeTunnel, requestShutdown, clientPaths } from '../client/index.js';
 import { Cleanup, makeSandbox, startAgent, waitFor } from '../test/helpers.js';
-import { startSshd, type Sshd } from '../test/lab/sshd.js';
+import { removeTunnelRoot, startSshd, type Sshd } from '../test/lab/sshd.js';
+import { tunnelSshPids } from './soak/invariants.js';
 import { daemonOfUnreapingParent, killToZombie } from '../test/lab/unreaping-parent.js';
 
 /**
@@ -69,11 +70,6 @@ async function baselineSession(sshd: Sshd, agentSocket: string, vmSocket: string
   });
 }
 
-function sshProcessesFor(vmDir: string): number {
-  const out = spawnSync('pgrep', ['-f', `ssh .*${vmDir}`], { encoding: 'utf8' }).stdout;
-  return out.split('\n').filter((line) => line !== '').length;
-}
-
 async function removeAllTunnels(env: NodeJS.ProcessEnv): Promise<void> {
   for (const tunnel of await listTunnels(env)) await removeTunnel(tunnel.id, env);
 }
@@ -116,7 +112,7 @@ async function main(): Promise<void> {
   try {
     const sandbox = makeSandbox(cleanup);
     cleanup.add(() => {
-      rmSync(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR), { recursive: true, force: true });
+      removeTunnelRoot(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, 'root'));
     });
     const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
     const agent = await startAgent(sandbox.dir, cleanup);
@@ -160,8 +156,8 @@ async function main(): Promise<void> {
 
     let sessions: Awaited<ReturnType<typeof acquire>>[] = [];
     const concurrentMs = await timed(async () => (sessions = await Promise.all(Array.from({ length: CONCURRENT }, acquire))));
-    const [shared] = await listTunnels(env);
-    const sshCount = sshProcessesFor(path.dirname(shared?.socketPath ?? '/nonexistent'));
+    // The VM directory is never on ssh's argv (it is a capability): count the tunnel ssh by port.
+    const sshCount = tunnelSshPids(sshd.port).length;
     await Promise.all(sessions.map((s) => s.release()));
     await removeAllTunnels(env);
 

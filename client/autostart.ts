@@ -10,7 +10,8 @@ import { readPidRecord } from '../daemon/instance-lock.js';
 import { createProcessProbe, type ProcessProbe } from '../daemon/process-identity.js';
 import { ensureSecureDir } from '../daemon/secure-dir.js';
 import { DAEMON_CWD, daemonEnvironment, resolveDaemonCommand, type DaemonCommand } from './daemon-launch.js';
-import { startThroughService } from './service/control.js';
+import { managerInputs, startThroughService } from './service/control.js';
+import { installedService } from './service/manager.js';
 import { request } from './transport.js';
 
 /** One status call; short because it runs on every connect. */
@@ -68,7 +69,7 @@ export interface EnsureDaemonOptions {
  */
 export async function ensureDaemon(options: EnsureDaemonOptions): Promise<StatusResponse> {
   const { paths } = options;
-  const running = await statusIfRunning(paths.socketPath);
+  const running = await statusOrColdStart(paths, options.env);
   if (running !== null) return running;
   if (!options.autoStart) {
     throw new SandboxdError('DAEMON_NOT_RUNNING', `sandboxd is not running (no daemon on ${paths.socketPath}) and auto-start is off`);
@@ -117,6 +118,22 @@ function launch(command: DaemonCommand, env: Record<string, string>, stderrPath:
     closeSync(stderrFd);
   }
   return launched;
+}
+
+/**
+ * The status, or null when nothing listens. Under an installed service, systemd's socket accepts
+ * the connection while the daemon is still starting, which can outlast one status call: that is
+ * waited out, not reported as a hung daemon.
+ */
+export async function statusOrColdStart(paths: SandboxdPaths, env: NodeJS.ProcessEnv): Promise<StatusResponse | null> {
+  try {
+    return await statusIfRunning(paths.socketPath);
+  } catch (error) {
+    if (!(error instanceof SandboxdError && error.code === 'DAEMON_TIMEOUT')) throw error;
+    const service = await installedService(managerInputs(env, currentPlatform()));
+    if (service === null) throw error;
+    return waitForService(paths, service.kind);
+  }
 }
 
 /** The daemon a service manager was asked to start; a cold start may outlast one status call. */

@@ -20,6 +20,7 @@ import type { Plan } from '../shared/contracts/plan.js';
 import { SandboxdError } from '../shared/errors.js';
 import { ensureDaemon } from './autostart.js';
 import { envFlag } from './env-flags.js';
+import { stopOlderIdleDaemon } from './replace-daemon.js';
 import { clientPaths, type ConnectionOptions } from './connection.js';
 import { request } from './transport.js';
 
@@ -136,19 +137,20 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
       { socketPath: paths.socketPath, method: 'POST', route: SESSIONS_ROUTE, body: renews === undefined ? body : { ...body, renews }, timeoutMs: ACQUIRE_TIMEOUT_MS },
       AcquireResponse,
     );
+  const autoStart = (options.autoStart ?? true) && !envFlag(env, 'SANDBOXD_NO_AUTOSTART');
+  const start = () =>
+    ensureDaemon({ paths, env, autoStart, ...(options.daemonCommand === undefined ? {} : { daemonCommand: options.daemonCommand }) });
   let acquired: AcquireResponse;
   try {
     // Every reply carries the protocol version, so a running daemon needs no status call first.
     acquired = await post();
   } catch (error) {
-    if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;
+    const code = error instanceof SandboxdError ? error.code : null;
     // SANDBOXD_NO_AUTOSTART=1 is the user's word for every auto-starting caller.
-    await ensureDaemon({
-      paths,
-      env,
-      autoStart: (options.autoStart ?? true) && !envFlag(env, 'SANDBOXD_NO_AUTOSTART'),
-      ...(options.daemonCommand === undefined ? {} : { daemonCommand: options.daemonCommand }),
-    });
+    if (code === 'DAEMON_NOT_RUNNING') await start();
+    // An idle daemon of an older release gives way to this one (shared/protocol-policy.ts).
+    else if (!(code === 'PROTOCOL_MISMATCH' && autoStart && (await stopOlderIdleDaemon(paths.socketPath)))) throw error;
+    else await start();
     acquired = await post();
   }
   let current = acquired.session;

@@ -13,6 +13,8 @@ export interface RequestOptions {
   route: string;
   body?: unknown;
   timeoutMs?: number;
+  /** Read a reply of any protocol version (only to learn which daemon runs; the schema must be loose). */
+  anyProtocol?: boolean;
 }
 
 const UNREACHABLE = new Set(['ENOENT', 'ECONNREFUSED', 'ENOTSOCK', 'ECONNRESET']);
@@ -69,7 +71,7 @@ export async function request<T extends z.ZodType>(options: RequestOptions, sche
     req.end(payload);
   });
 
-  if (response.protocol !== String(PROTOCOL_VERSION)) {
+  if (options.anyProtocol !== true && response.protocol !== String(PROTOCOL_VERSION)) {
     throw new SandboxdError(
       'PROTOCOL_MISMATCH',
       `the daemon speaks protocol ${response.protocol ?? 'unknown'}, this client speaks ${PROTOCOL_VERSION}`,

@@ -2,21 +2,68 @@
 import { Command } from 'commander';
 import { VERSION } from '../../daemon/version.js';
 import { registerDaemonCommand } from './commands/daemon.js';
+import { registerDoctorCommand } from './commands/doctor.js';
+import { registerInstallCommands } from './commands/install.js';
 import { registerLifecycleCommands } from './commands/lifecycle.js';
 import { registerListCommands } from './commands/lists.js';
+import { registerLogsCommand } from './commands/logs.js';
 import { registerPlanCommand } from './commands/plan.js';
 import { registerRunCommand } from './commands/run.js';
+import { registerVersionCommand } from './commands/version.js';
+import { guardClosedPipes, reportUsage, setCommandName } from './output.js';
 
-const program = new Command()
+/** `tunnels ls`, not `ls`: what the hint tells people to ask `--help` about. */
+function fullName(command: Command): string {
+  const names: string[] = [];
+  for (let at = command; at.parent !== null; at = at.parent) names.unshift(at.name());
+  return names.join(' ');
+}
+
+class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly command: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Usage errors leave commander as one exception, reported like every other error (exit 2). */
+class SandboxdCommand extends Command {
+  override createCommand(name?: string): SandboxdCommand {
+    return new SandboxdCommand(name);
+  }
+
+  override error(message: string): never {
+    throw new UsageError(message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' '), fullName(this));
+  }
+}
+
+guardClosedPipes();
+
+const program = new SandboxdCommand()
   .name('sandboxd')
   .description('Git and the SSH agent inside Docker/Podman sandboxes, shared across sessions')
-  .version(VERSION)
-  .showHelpAfterError();
+  .version(VERSION);
+program.hook('preAction', (_program, action) => {
+  setCommandName(fullName(action));
+});
 
 registerDaemonCommand(program);
 registerLifecycleCommands(program);
 registerListCommands(program);
 registerPlanCommand(program);
 registerRunCommand(program);
+registerInstallCommands(program);
+registerDoctorCommand(program);
+registerLogsCommand(program);
+registerVersionCommand(program);
 
-await program.parseAsync(process.argv);
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  if (!(error instanceof UsageError)) throw error;
+  const args = process.argv.slice(2);
+  const ownArgs = args.includes('--') ? args.slice(0, args.indexOf('--')) : args;
+  process.exitCode = reportUsage(error.message, error.command, ownArgs.includes('--json'));
+}

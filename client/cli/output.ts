@@ -1,7 +1,17 @@
 import { SandboxdError } from '../../shared/errors.js';
+import { forPeople } from './friendly.js';
 
 /** `sandboxd status` and friends exit 3 when no daemon runs, like `systemctl status`. */
 export const EXIT_NOT_RUNNING = 3;
+/** A command line sandboxd cannot parse, as getopt-style tools do. */
+export const EXIT_USAGE = 2;
+
+/** The command being run (`plan`, `tunnels ls`), for hints like `see 'sandboxd plan --help'`. */
+let commandName = '';
+
+export function setCommandName(name: string): void {
+  commandName = name;
+}
 
 export function toError(error: unknown): SandboxdError {
   if (error instanceof SandboxdError) return error;
@@ -10,10 +20,32 @@ export function toError(error: unknown): SandboxdError {
 
 /** The one way the CLI reports a failure (STYLE 7); returns the exit code to use. */
 export function reportError(error: unknown, json: boolean): number {
-  const mapped = toError(error);
+  const mapped = forPeople(toError(error), commandName);
   if (json) process.stdout.write(`${JSON.stringify({ error: mapped.toJSON() }, null, 2)}\n`);
   else process.stderr.write(`sandboxd: ${mapped.message}\n  ${mapped.remedy}\n`);
+  if (mapped.code === 'USAGE') return EXIT_USAGE;
   return mapped.code === 'DAEMON_NOT_RUNNING' ? EXIT_NOT_RUNNING : 1;
+}
+
+/** One line `sandboxd: …` and where to read more, or the JSON error shape; exit 2. */
+export function reportUsage(message: string, command: string, json: boolean): number {
+  const hint = `see 'sandboxd ${command === '' ? '' : `${command} `}--help'`;
+  if (json) printJson({ error: new SandboxdError('USAGE', message, { remedy: `See \`sandboxd ${command === '' ? '' : `${command} `}--help\`.` }).toJSON() });
+  else process.stderr.write(`sandboxd: ${message}\n  ${hint}\n`);
+  return EXIT_USAGE;
+}
+
+/**
+ * `sandboxd … | head`: once the reader is gone, output is dropped instead of crashing with a stack
+ * trace, and the command runs on to its cleanup (a `plan` still releases its session).
+ */
+export function guardClosedPipes(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') throw error;
+      stream.write = () => true;
+    });
+  }
 }
 
 export function printJson(value: unknown): void {

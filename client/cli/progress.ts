@@ -14,15 +14,15 @@ export interface ProgressStream {
 export async function withProgress<T>(message: string, work: Promise<T>, stream: ProgressStream = process.stderr, env: NodeJS.ProcessEnv = process.env): Promise<T> {
   if (stream.isTTY !== true) return work;
   const plain = env.NO_COLOR !== undefined && env.NO_COLOR !== '';
-  let shown = false;
+  const line = { shown: false };
   const timer = setTimeout(() => {
-    shown = true;
+    line.shown = true;
     stream.write(plain ? `sandboxd: ${message}…\n` : `\x1b[2msandboxd: ${message}…\x1b[0m`);
   }, PROGRESS_AFTER_MS);
   try {
     return await work;
   } finally {
     clearTimeout(timer);
-    if (shown && !plain) stream.write('\r\x1b[2K');
+    if (line.shown && !plain) stream.write('\r\x1b[2K');
   }
 }

@@ -65,7 +65,7 @@ function parseUser(flags: SessionFlags): ContainerUser | undefined {
   }
   const user = numericUser(flags.containerUser, flags.containerHome);
   if (user === undefined) {
-    throw new SandboxdError('BAD_REQUEST', `--container-user must be uid or uid:gid, got "${flags.containerUser}"`, {
+    throw new SandboxdError('USAGE', `--container-user must be uid or uid:gid, got "${flags.containerUser}"`, {
       remedy: 'Pass numeric ids, e.g. --container-user 1000:1000.',
     });
   }
@@ -76,7 +76,7 @@ function parseUser(flags: SessionFlags): ContainerUser | undefined {
 function parseSocket(spec: string): HostSocketRequest {
   const match = /^([^=]+)=(.+?)(?::([A-Za-z_][A-Za-z0-9_]*))?$/.exec(spec);
   if (match?.[1] === undefined || match[2] === undefined) {
-    throw new SandboxdError('BAD_REQUEST', `--socket ${spec}: expected NAME=PATH or NAME=PATH:ENV`, {
+    throw new SandboxdError('USAGE', `--socket ${spec}: expected NAME=PATH or NAME=PATH:ENV`, {
       remedy: 'For example --socket gpg=/run/user/1000/gnupg/S.gpg-agent:GPG_AGENT_SOCK.',
     });
   }
@@ -88,7 +88,7 @@ function passEnv(names: readonly string[]): Record<string, string> {
   for (const name of names) {
     const value = process.env[name];
     if (value === undefined) {
-      throw new SandboxdError('BAD_REQUEST', `--pass-env ${name}: ${name} is not set in this environment`, { remedy: `Set ${name} or drop --pass-env ${name}.` });
+      throw new SandboxdError('USAGE', `--pass-env ${name}: ${name} is not set in this environment`, { remedy: `Set ${name} or drop --pass-env ${name}.` });
     }
     env[name] = value;
   }

@@ -30,7 +30,7 @@ describe.skipIf(labMissing)('sessions own their containers (real podman)', () =>
 
   /** `sandboxd run` as the user starts it; resolves once the container printed `started`. */
   async function startRun(env: NodeJS.ProcessEnv, args: string[]): Promise<ChildProcess> {
-    const child = spawn(process.execPath, [CLI, 'run', '--engine', 'podman', '--ssh-agent', 'off', '--no-workdir', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, 'run', '--quiet', '--engine', 'podman', '--ssh-agent', 'off', '--no-workdir', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     cleanup.add(() => child.kill('SIGKILL'));
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -176,7 +176,7 @@ describe.skipIf(labMissing)('sessions own their containers (real podman)', () =>
       'touch ./made-inside && echo work=writable',
       'grep -E "^(CapEff|NoNewPrivs)" /proc/self/status',
     ].join('; ');
-    const result = await execa(process.execPath, [CLI, 'run', '--engine', 'podman', '--ssh-agent', 'on', '--harden', '--', '--rm', '--network', 'none', image, 'sh', '-c', script], {
+    const result = await execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'podman', '--ssh-agent', 'on', '--harden', '--', '--rm', '--network', 'none', image, 'sh', '-c', script], {
       env: { ...env, SSH_AUTH_SOCK: agent.socket },
       cwd: work,
       reject: false,
@@ -212,7 +212,7 @@ describe.skipIf(dockerMissing)('sessions own their containers (real Docker Engin
   }
 
   async function startRun(env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; id: string; session: string }> {
-    const args = ['run', '--engine', 'docker', '--ssh-agent', 'off', '--no-workdir', '--', '--network', 'none', dockerd.image, 'sh', '-c', 'echo started; sleep 60'];
+    const args = ['run', '--quiet', '--engine', 'docker', '--ssh-agent', 'off', '--no-workdir', '--', '--network', 'none', dockerd.image, 'sh', '-c', 'echo started; sleep 60'];
     const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     cleanup.add(() => child.kill('SIGKILL'));
     let out = '';
@@ -258,7 +258,7 @@ describe.skipIf(dockerMissing)('sessions own their containers (real Docker Engin
     const work = path.join(sandbox.dir, 'work');
     mkdirSync(work);
     const script = 'touch /planted 2>/dev/null && echo root=writable || echo root=readonly; touch /tmp/scratch && echo tmp=writable; touch ./made-inside && echo work=writable';
-    const result = await execa(process.execPath, [CLI, 'run', '--engine', 'docker', '--ssh-agent', 'off', '--harden', '--', '--rm', '--network', 'none', dockerd.image, 'sh', '-c', script], {
+    const result = await execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'docker', '--ssh-agent', 'off', '--harden', '--', '--rm', '--network', 'none', dockerd.image, 'sh', '-c', script], {
       env,
       cwd: work,
       reject: false,

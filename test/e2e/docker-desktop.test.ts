@@ -104,7 +104,7 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
   it('root gets the socket itself; --user 1000 gets it through the shared relay container, without gid 0', async () => {
     const { env, shellAgent } = await setup('agent');
     const run = (userArgs: string[]) =>
-      cli(['run', '--engine', 'docker', '--', '--rm', '--network', 'none', ...userArgs, dockerd.image, 'sh', '-c', 'id -G; ssh-add -l'], env, 90_000);
+      cli(['run', '--quiet', '--engine', 'docker', '--', '--rm', '--network', 'none', ...userArgs, dockerd.image, 'sh', '-c', 'id -G; ssh-add -l'], env, 90_000);
     const root = await run([]);
     expect(root.stderr).toBe('');
     expect(root.stdout).toContain(shellAgent.fingerprint);

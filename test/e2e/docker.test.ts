@@ -29,7 +29,7 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('sandboxd 
   ])('identifies Docker Engine, relays the agent: ssh-add -l lists the key as %s, and git works', async (_name, userArgs) => {
     const { env, agent } = await setup();
     const script = 'ssh-add -l && cd /tmp && git init -q r && git -C r -c user.name=t -c user.email=t@e commit -q --allow-empty -m x && git -C r log --format=%s';
-    const result = await cli(['run', '--engine', 'docker', '--', '--rm', '--network', 'none', ...userArgs, dockerd.image, 'sh', '-c', script], env, 90_000);
+    const result = await cli(['run', '--quiet', '--engine', 'docker', '--', '--rm', '--network', 'none', ...userArgs, dockerd.image, 'sh', '-c', script], env, 90_000);
     expect(result.stderr).toBe('');
     expect(result.stdout).toContain(agent.fingerprint);
     expect(result.stdout.split('\n').at(-1)).toBe('x');

@@ -84,7 +84,7 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
   });
 
   function run(cwd: string, script: string, extra: string[] = [], runArgs: string[] = ['--network', 'none']) {
-    return execa(process.execPath, [CLI, 'run', '--engine', 'podman', ...extra, '--', '--rm', ...runArgs, image, 'sh', '-c', script], {
+    return execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'podman', ...extra, '--', '--rm', ...runArgs, image, 'sh', '-c', script], {
       cwd,
       env,
       extendEnv: false,

@@ -19,6 +19,8 @@ describe.skipIf(labMissing)('git inside the sandbox (real repositories, real con
   let env: NodeJS.ProcessEnv;
   let image: string;
   let src: string;
+  /** Not the sandbox dir itself: it holds the test's HOME, which is refused as a workdir. */
+  let work: string;
 
   beforeAll(async () => {
     const lab = podmanLab();
@@ -38,6 +40,8 @@ describe.skipIf(labMissing)('git inside the sandbox (real repositories, real con
     writeFileSync(path.join(home, '.git-credentials'), 'https://user:token@example.com\n');
     writeFileSync(path.join(home, '.aws', 'credentials'), '[default]\naws_access_key_id = TEST\n');
 
+    work = path.join(sandbox.dir, 'work');
+    mkdirSync(work, { recursive: true });
     src = path.join(sandbox.dir, 'src');
     for (const repo of ['plain', 'main']) {
       const dir = path.join(src, repo);
@@ -55,7 +59,7 @@ describe.skipIf(labMissing)('git inside the sandbox (real repositories, real con
   });
 
   function run(cwd: string, script: string, extra: string[] = []) {
-    return execa(process.execPath, [CLI, 'run', '--engine', 'podman', '--ssh-agent', 'off', ...USER, ...extra, '--', '--rm', '--network', 'none', '--user', '1000:1000', image, 'sh', '-c', script], {
+    return execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'podman', '--ssh-agent', 'off', ...USER, ...extra, '--', '--rm', '--network', 'none', '--user', '1000:1000', image, 'sh', '-c', script], {
       cwd,
       env: { ...env, TERM: 'xterm-test', SECRET_TOKEN: 'do-not-leak' },
       extendEnv: false,
@@ -91,10 +95,10 @@ describe.skipIf(labMissing)('git inside the sandbox (real repositories, real con
     const identity = path.join(sandbox.home, 'inc', 'identity.inc');
     const original = readFileSync(identity, 'utf8');
     writeFileSync(path.join(sandbox.home, 'inc', 'extra.inc'), '[user]\n\tsigningkey = ABC123\n');
-    const before = await run(sandbox.dir, 'git config user.signingkey || echo none');
+    const before = await run(work, 'git config user.signingkey || echo none');
     expect(before.stdout).toBe('none');
     writeFileSync(identity, `${original}[include]\n\tpath = extra.inc\n`);
-    const after = await run(sandbox.dir, 'git config user.signingkey || echo none');
+    const after = await run(work, 'git config user.signingkey || echo none');
     writeFileSync(identity, original);
     expect(after.stdout).toBe('ABC123');
   });
@@ -128,7 +132,7 @@ describe.skipIf(labMissing)('git inside the sandbox (real repositories, real con
     const data = path.join(sandbox.dir, 'data');
     mkdirSync(data, { recursive: true });
     writeFileSync(path.join(data, 'in.txt'), 'data\n');
-    const ok = await run(sandbox.dir, 'cat /data/in.txt; touch /data/x 2>/dev/null && echo writable || echo read-only', ['--mount', `${data}:/data`]);
+    const ok = await run(work, 'cat /data/in.txt; touch /data/x 2>/dev/null && echo writable || echo read-only', ['--mount', `${data}:/data`]);
     expect(ok.stdout).toBe('data\nread-only');
     const bad = await execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--json', '--mount', `${data}/../data:/x`], { env, reject: false });
     expect(bad.exitCode).toBe(1);
@@ -139,9 +143,9 @@ describe.skipIf(labMissing)('git inside the sandbox (real repositories, real con
 
   it('cloud credentials only on request, read-only, in both homes', async () => {
     const script = 'cat ~/.aws/credentials 2>/dev/null | head -1 || true; echo x >> ~/.aws/credentials 2>/dev/null && echo writable || echo not-writable';
-    const without = await run(sandbox.dir, script);
+    const without = await run(work, script);
     expect(without.stdout).not.toContain('[default]');
-    const withCreds = await run(sandbox.dir, script, ['--cloud-credentials']);
+    const withCreds = await run(work, script, ['--cloud-credentials']);
     expect(withCreds.stdout).toBe('[default]\nnot-writable');
   });
 

@@ -1,11 +1,12 @@
-import { rmSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { vmRootFor } from '../../daemon/agent-bridges.js';
 import { acquireSession, applyPlan, listTunnels } from '../../dist/client/index.js';
 import { Cleanup, cliEnv, makeSandbox, startAgent } from '../helpers.js';
-import { startSshd, writeContainersConf } from '../lab/sshd.js';
+import { startRemotePodman } from '../lab/remote-podman.js';
+import { removeTunnelRoot, startSshd, writeContainersConf } from '../lab/sshd.js';
 import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -46,13 +47,17 @@ describe.skipIf(labMissing)('extra host sockets, carried the agent\'s way (real 
   it('Podman machine: the second socket gets its own tunnel over the same connection', async () => {
     const { sandbox, podmanEnv, image, agent, extra } = await setup();
     cleanup.add(() => {
-      rmSync(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR), { recursive: true, force: true });
+      removeTunnelRoot(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, 'root'));
     });
-    const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
+    // The "VM": a Podman API service reached over the lab's ssh connection, where the container runs.
+    mkdirSync(path.join(sandbox.home, '.ssh'), { recursive: true });
+    writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '');
+    const service = await startRemotePodman(podmanEnv, [], cleanup);
+    const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup, { mountNamespaceOf: service.pid });
     const conf = writeContainersConf(
       path.join(sandbox.dir, 'containers.conf'),
       podmanEnv.CONTAINERS_CONF ?? '',
-      [{ name: 'lab', uri: `ssh://root@127.0.0.1:${sshd.port}/run/podman/podman.sock`, identity: sshd.clientKey }],
+      [{ name: 'lab', uri: `ssh://root@127.0.0.1:${String(sshd.port)}${service.socketPath}`, identity: sshd.clientKey }],
       'lab',
     );
     const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket });
@@ -63,8 +68,7 @@ describe.skipIf(labMissing)('extra host sockets, carried the agent\'s way (real 
     expect(tunnels.map((tunnel) => [tunnel.kind, tunnel.connection, tunnel.hostAgentSocket]).sort()).toEqual(
       [['tunnel', 'lab', agent.socket], ['tunnel', 'lab', extra.socket]].sort(),
     );
-    // The "VM" is this machine: podman runs here and mounts the tunnels' VM-side directories.
-    const result = await runAsUser1000(cliEnv(sandbox, podmanEnv), image, session.plan);
+    const result = await runAsUser1000(env, image, session.plan);
     expect(result.stderr).toBe('');
     const [first, second] = result.stdout.split('\n');
     expect(first).toContain(agent.fingerprint);

@@ -20,7 +20,7 @@ describe.skipIf(labMissing)('sandboxd run with real podman containers (Linux dir
     ['--user 1000', ['--user', '1000:1000']],
   ])('ssh-add -l lists the key inside the container as %s', async (_name, userArgs) => {
     const { env, image, agent } = await setup();
-    const result = await cli(['run', '--engine', 'podman', '--', '--rm', '--network', 'none', ...userArgs, image, 'ssh-add', '-l'], env, 60_000);
+    const result = await cli(['run', '--quiet', '--engine', 'podman', '--', '--rm', '--network', 'none', ...userArgs, image, 'ssh-add', '-l'], env, 60_000);
     expect(result.stderr).toBe('');
     expect(result.stdout).toContain(agent.fingerprint);
     expect(result.stdout).toContain('sandboxd-test-agent');
@@ -29,7 +29,7 @@ describe.skipIf(labMissing)('sandboxd run with real podman containers (Linux dir
 
   it('exits with the container\'s exit code and releases the session', async () => {
     const { env, image } = await setup();
-    const result = await cli(['run', '--engine', 'podman', '--', '--rm', '--network', 'none', image, 'sh', '-c', 'exit 7'], env, 60_000);
+    const result = await cli(['run', '--quiet', '--engine', 'podman', '--', '--rm', '--network', 'none', image, 'sh', '-c', 'exit 7'], env, 60_000);
     expect(result.exitCode).toBe(7);
     const sessions = await cli(['sessions', 'ls', '--json'], env);
     expect(JSON.parse(sessions.stdout)).toEqual([]);
@@ -38,7 +38,7 @@ describe.skipIf(labMissing)('sandboxd run with real podman containers (Linux dir
   it('gives the container GIT_DISCOVERY_ACROSS_FILESYSTEM and no agent when ssh-agent is off', async () => {
     const { env, image } = await setup();
     const result = await cli(
-      ['run', '--engine', 'podman', '--ssh-agent', 'off', '--', '--rm', '--network', 'none', image, 'sh', '-c', 'echo "sock=${SSH_AUTH_SOCK:-none} gd=$GIT_DISCOVERY_ACROSS_FILESYSTEM"'],
+      ['run', '--quiet', '--engine', 'podman', '--ssh-agent', 'off', '--', '--rm', '--network', 'none', image, 'sh', '-c', 'echo "sock=${SSH_AUTH_SOCK:-none} gd=$GIT_DISCOVERY_ACROSS_FILESYSTEM"'],
       env,
       60_000,
     );
@@ -49,7 +49,7 @@ describe.skipIf(labMissing)('sandboxd run with real podman containers (Linux dir
     const { env, image } = await setup();
     const child = execa(
       process.execPath,
-      [CLI, 'run', '--engine', 'podman', '--ssh-agent', 'off', '--', '--rm', '--network', 'none', image, 'sh', '-c', 'trap "echo got-term; exit 42" TERM; echo started; sleep 30 & wait'],
+      [CLI, 'run', '--quiet', '--engine', 'podman', '--ssh-agent', 'off', '--', '--rm', '--network', 'none', image, 'sh', '-c', 'trap "echo got-term; exit 42" TERM; echo started; sleep 30 & wait'],
       { env, reject: false, timeout: 60_000, extendEnv: false },
     );
     let out = '';
@@ -64,7 +64,7 @@ describe.skipIf(labMissing)('sandboxd run with real podman containers (Linux dir
 
   it('reports ENGINE_NOT_FOUND with exit 127 when the engine is not on PATH', async () => {
     const { env, image } = await setup();
-    const result = await cli(['run', '--engine', 'docker', '--', '--rm', image, 'true'], { ...env, PATH: '/nonexistent' });
+    const result = await cli(['run', '--quiet', '--engine', 'docker', '--', '--rm', image, 'true'], { ...env, PATH: '/nonexistent' });
     expect(result.exitCode).toBe(127);
     expect(result.stderr).toContain('sandboxd: docker was not found on PATH (/nonexistent)');
     expect(result.stderr).toContain('Install docker or add its directory to PATH.');

@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -6,7 +6,7 @@ import { acquireSession } from '../../dist/client/index.js';
 import { vmRootFor } from '../../daemon/agent-bridges.js';
 import { CLI, Cleanup, cli, cliEnv, makeSandbox, startAgent } from '../helpers.js';
 import { startRemotePodman } from '../lab/remote-podman.js';
-import { startSshd, writeContainersConf } from '../lab/sshd.js';
+import { removeTunnelRoot, startSshd, writeContainersConf } from '../lab/sshd.js';
 import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -25,7 +25,7 @@ async function remoteLab() {
   const { env: podmanEnv, image } = podmanLab();
   const sandbox = makeSandbox(cleanup);
   cleanup.add(() => {
-    rmSync(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, 'root'), { recursive: true, force: true });
+    removeTunnelRoot(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, 'root'));
   });
   const hidden = path.join(sandbox.dir, 'hidden');
   const project = path.join(hidden, 'project');
@@ -57,7 +57,7 @@ describe.skipIf(labMissing)('remote Podman over an ssh connection (podman system
     const runEnv = { ...env, ...extraEnv };
     const plan = JSON.parse((await cli(['plan', '--engine', 'podman', ...flags, '--json'], runEnv)).stdout) as { plan: { globalArgs: string[] } };
     expect(plan.plan.globalArgs).toEqual(['--connection', 'vm']);
-    const remote = await cli(['run', '--engine', 'podman', ...flags, '--', ...LIST_HIDDEN(sandbox.dir, image)], runEnv, 90_000);
+    const remote = await cli(['run', '--quiet', '--engine', 'podman', ...flags, '--', ...LIST_HIDDEN(sandbox.dir, image)], runEnv, 90_000);
     expect(remote.stderr).not.toMatch(/error/i);
     expect(remote.exitCode).toBe(0);
     expect(remote.stdout).not.toContain('host-only-marker');
@@ -85,7 +85,7 @@ describe.skipIf(labMissing)('remote Podman over an ssh connection (podman system
       })
       .filter((line) => line.includes(path.basename(vmDir)));
     expect(leaks).toEqual([]);
-    const result = await cli(['run', '--engine', 'podman', '--connection', 'vm', '--', '--rm', '--network', 'none', '--user', '1000:1000', image, 'ssh-add', '-l'], env, 90_000);
+    const result = await cli(['run', '--quiet', '--engine', 'podman', '--connection', 'vm', '--', '--rm', '--network', 'none', '--user', '1000:1000', image, 'ssh-add', '-l'], env, 90_000);
     expect(result.stdout).toContain(agent.fingerprint);
     expect(result.exitCode).toBe(0);
   });
@@ -96,13 +96,13 @@ describe.skipIf(labMissing)('remote Podman over an ssh connection (podman system
     const gitconfig = path.join(sandbox.home, '.gitconfig');
     expect(plan.plan.warnings).toContain(`skipped the git config mount of ${gitconfig}: the remote host of connection vm, where the container runs, cannot see it`);
     expect(plan.plan.args.join(' ')).not.toContain(gitconfig);
-    const result = await cli(['run', '--engine', 'podman', '--connection', 'vm', '--', '--rm', '--network', 'none', image, 'true'], env, 90_000);
+    const result = await cli(['run', '--quiet', '--engine', 'podman', '--connection', 'vm', '--', '--rm', '--network', 'none', image, 'true'], env, 90_000);
     expect(result.exitCode).toBe(0);
   });
 
   it('a workdir the VM cannot see fails the acquire with MOUNT_NOT_SHARED, not the engine\'s exit 125', async () => {
     const { project, env, image } = await remoteLab();
-    const result = await execa(process.execPath, [CLI, 'run', '--engine', 'podman', '--connection', 'vm', '--json', '--', '--rm', image, 'true'], { env, cwd: project, reject: false, timeout: 60_000, extendEnv: false });
+    const result = await execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'podman', '--connection', 'vm', '--json', '--', '--rm', image, 'true'], { env, cwd: project, reject: false, timeout: 60_000, extendEnv: false });
     expect(result.exitCode).not.toBe(125);
     const { error } = JSON.parse(result.stdout) as ErrorJson;
     expect(error).toMatchObject({ code: 'MOUNT_NOT_SHARED', message: `the workdir ${project} is not visible to the remote host of connection vm, where the container runs` });

@@ -28,7 +28,7 @@ describe.skipIf(labMissing)('hostile paths, wide workdirs and secrets on the com
   });
 
   function run(cwd: string, runArgs: string[], extra: string[] = [], extraEnv: Record<string, string> = {}) {
-    return execa(process.execPath, [CLI, 'run', '--engine', 'podman', ...extra, '--', '--rm', '--network', 'none', ...runArgs], {
+    return execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'podman', ...extra, '--', '--rm', '--network', 'none', ...runArgs], {
       cwd,
       env: { ...env, ...extraEnv },
       extendEnv: false,
@@ -113,7 +113,7 @@ describe.skipIf(labMissing)('hostile paths, wide workdirs and secrets on the com
     expect(result.stdout).toContain(second.fingerprint);
     expect(result.stdout).not.toContain(agent.fingerprint);
     const bad = await run(work, [image, 'true'], ['--socket', 'no-equals-sign']);
-    expect(bad.exitCode).toBe(1);
+    expect(bad.exitCode).toBe(2);
     expect(bad.stderr).toContain('sandboxd: --socket no-equals-sign: expected NAME=PATH or NAME=PATH:ENV');
   });
 });

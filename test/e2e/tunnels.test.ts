@@ -1,15 +1,14 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { vmRootFor } from '../../daemon/agent-bridges.js';
 import { randomBytes } from 'node:crypto';
-import { chmodSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession, listTunnels } from '../../dist/client/index.js';
 import { Cleanup, cli, cliEnv, daemonPid, makeSandbox, pidAlive, startAgent, waitFor, type Sandbox } from '../helpers.js';
 import { startRemotePodman } from '../lab/remote-podman.js';
-import { startSshd, writeContainersConf, type Sshd } from '../lab/sshd.js';
+import { removeTunnelRoot, startSshd, writeContainersConf, type Sshd } from '../lab/sshd.js';
 import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -35,7 +34,7 @@ async function tunnelLab(service = false): Promise<Lab> {
   writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '');
   // The "VM" is this machine: its per-user tunnel root lives in /tmp and is removed after the test.
   cleanup.add(() => {
-    rmSync(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, 'root'), { recursive: true, force: true });
+    removeTunnelRoot(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, 'root'));
   });
   const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
   const socketPath = service ? (await startRemotePodman(podmanEnv, [], cleanup)).socketPath : '/run/podman/podman.sock';
@@ -86,7 +85,7 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     const plan = JSON.parse((await cli(['plan', '--engine', 'podman', '--ssh-bridge', 'tunnel', '--json'], env)).stdout) as { plan: { globalArgs: string[]; warnings: string[] } };
     expect(plan.plan.globalArgs).toEqual(['--connection', 'lab']);
     expect(plan.plan.warnings).toContain("--ssh-bridge tunnel with a local podman: the container runs through connection lab (podman --connection lab), where the tunnel's agent socket is");
-    const result = await cli(['run', '--engine', 'podman', '--ssh-bridge', 'tunnel', '--', '--rm', '--network', 'none', ...userArgs, image, 'ssh-add', '-l'], env, 60_000);
+    const result = await cli(['run', '--quiet', '--engine', 'podman', '--ssh-bridge', 'tunnel', '--', '--rm', '--network', 'none', ...userArgs, image, 'ssh-add', '-l'], env, 60_000);
     expect(result.stderr).toBe('');
     expect(result.stdout).toContain(agent.fingerprint);
     expect(result.exitCode).toBe(0);
@@ -137,7 +136,7 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     cleanup.add(() => holder.release());
     const [before] = await listTunnels(env);
     const container = cli(
-      ['run', '--engine', 'podman', '--', '--rm', '--network', 'none', '--user', '1000', image, 'sh', '-c', 'ssh-add -l >/dev/null && echo before-ok; sleep 8; ssh-add -l'],
+      ['run', '--quiet', '--engine', 'podman', '--', '--rm', '--network', 'none', '--user', '1000', image, 'sh', '-c', 'ssh-add -l >/dev/null && echo before-ok; sleep 8; ssh-add -l'],
       env,
       60_000,
     );
@@ -246,7 +245,7 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     cleanup.add(() => execa('userdel', ['--remove', '--force', user], { reject: false }));
     const uid = Number((await execa('id', ['-u', user])).stdout);
     cleanup.add(() => {
-      rmSync(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, user), { recursive: true, force: true });
+      removeTunnelRoot(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, user));
     });
     // sshd reads authorized_keys as the user logging in.
     for (const dir of [sandbox.dir, path.join(sandbox.dir, 'vm')]) chmodSync(dir, 0o711);

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { execa } from 'execa';
@@ -133,4 +133,16 @@ export function writeContainersConf(
   }
   writeFileSync(file, `${lines.join('\n')}\n`);
   return file;
+}
+
+/**
+ * Removes a tunnel root the lab's "VM" (this host) got, and the sockets sshd bound beside it that
+ * no script moved in (a generation killed before it published its socket).
+ */
+export function removeTunnelRoot(root: string): void {
+  rmSync(root, { recursive: true, force: true });
+  const prefix = `${path.basename(root)}.`;
+  for (const name of readdirSync(path.dirname(root))) {
+    if (name.startsWith(prefix) && name.endsWith('.sock')) rmSync(path.join(path.dirname(root), name), { force: true });
+  }
 }

@@ -17,5 +17,7 @@ describe('vmRootFor', () => {
     expect(vmRootFor(501, '/a')).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{10}$/);
     expect(vmRootFor(502, '/a')).not.toBe(vmRootFor(501, '/a'));
     expect(vmRootFor(501, '/b')).not.toBe(vmRootFor(501, '/a'));
+    // A machine's `core` and `root` connections share a port but never a VM directory.
+    expect(vmRootFor(501, '/a', 'core')).not.toBe(vmRootFor(501, '/a', 'root'));
   });
 });

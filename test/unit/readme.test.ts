@@ -13,7 +13,7 @@ describe('README stays true', () => {
     expect(row).toContain(spec.remedy.replaceAll('|', '\\|'));
   });
 
-  it.each(['daemon', 'start', 'stop', 'restart', 'status', 'sessions ls', 'sessions rm', 'tunnels ls', 'tunnels restart', 'tunnels rm', 'plan', 'run'])('documents `sandboxd %s`', (command) => {
+  it.each(['daemon', 'start', 'stop', 'restart', 'status', 'sessions ls', 'sessions rm', 'tunnels ls', 'tunnels restart', 'tunnels rm', 'plan', 'run', 'install', 'uninstall', 'doctor', 'logs', 'version'])('documents `sandboxd %s`', (command) => {
     expect(readme).toContain(`\`sandboxd ${command}`);
   });
 });

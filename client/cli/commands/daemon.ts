@@ -1,11 +1,15 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
+import { SandboxdError } from '../../../shared/errors.js';
 import { runDaemon } from '../../../daemon/main.js';
 import { runAction } from '../output.js';
 
+/** `name` is how the value was given: the flag, or the environment variable. */
 function seconds(value: string | undefined, name: string): number | undefined {
   if (value === undefined || value === '') return undefined;
   const parsed = Number(value);
-  if (!Number.isFinite(parsed) || parsed < 0) throw new Error(`${name} must be a number of seconds, got "${value}"`);
+  if (!Number.isFinite(parsed) || parsed < 0) {
+    throw new SandboxdError('USAGE', `${name} must be a number of seconds, got "${value}"`, { remedy: `Give ${name} a number of seconds, e.g. 60.` });
+  }
   return Math.round(parsed * 1000);
 }
 
@@ -13,16 +17,17 @@ export function registerDaemonCommand(program: Command): void {
   program
     .command('daemon')
     .description('run the daemon in the foreground (what auto-start, launchd and systemd run)')
-    .option('--log <target>', 'where logs go: file (the log dir) or stdout', 'file')
+    .addOption(new Option('--log <target>', 'where logs go: file (the log dir) or stdout').choices(['file', 'stdout']).default('file'))
     .option('--lease-ttl <seconds>', 'end a session whose heartbeats stop for this long', '30')
     .option('--tunnel-idle <seconds>', 'keep an unused tunnel or relay this long (env SANDBOXD_TUNNEL_IDLE)')
-    .action(async (options: { log: string; leaseTtl: string; tunnelIdle?: string }) => {
+    .action(async (options: { log: 'file' | 'stdout'; leaseTtl: string; tunnelIdle?: string }) => {
       await runAction(false, async () => {
         const leaseTtlMs = seconds(options.leaseTtl, '--lease-ttl');
-        const bridgeIdleMs = seconds(options.tunnelIdle ?? process.env.SANDBOXD_TUNNEL_IDLE, '--tunnel-idle');
+        const bridgeIdleMs =
+          options.tunnelIdle === undefined ? seconds(process.env.SANDBOXD_TUNNEL_IDLE, 'SANDBOXD_TUNNEL_IDLE') : seconds(options.tunnelIdle, '--tunnel-idle');
         return runDaemon({
           env: process.env,
-          log: options.log === 'stdout' ? 'stdout' : 'file',
+          log: options.log,
           settings: {
             ...(leaseTtlMs === undefined ? {} : { leaseTtlMs }),
             ...(bridgeIdleMs === undefined ? {} : { bridgeIdleMs }),

@@ -4,8 +4,8 @@ import type { StatusResponse } from '../../../shared/contracts/status.js';
 import { readPidRecord } from '../../../daemon/instance-lock.js';
 import { createProcessProbe } from '../../../daemon/process-identity.js';
 import { currentPlatform } from '../../../shared/paths.js';
-import { getStatus, requestShutdown } from '../../admin.js';
-import { ensureDaemon } from '../../autostart.js';
+import { requestShutdown } from '../../admin.js';
+import { ensureDaemon, statusOrColdStart } from '../../autostart.js';
 import { clientPaths } from '../../connection.js';
 import { managerInputs } from '../../service/control.js';
 import { installedService } from '../../service/manager.js';
@@ -18,13 +18,9 @@ const STOP_TIMEOUT_MS = 6_000;
 /** A service manager's stop is synchronous (systemd) or quick (launchd); past this the daemon is not its. */
 const MANAGED_STOP_MS = 2_000;
 
-async function statusOrNull(): Promise<StatusResponse | null> {
-  try {
-    return await getStatus();
-  } catch (error) {
-    if (error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING') return null;
-    throw error;
-  }
+/** Never starts a daemon itself; an installed service's socket may, and that start is waited out. */
+function statusOrNull(): Promise<StatusResponse | null> {
+  return statusOrColdStart(clientPaths(), process.env);
 }
 
 /** Polls until `pid` has exited (a zombie counts) and its pid record is gone. */

@@ -2,12 +2,13 @@ import { spawn } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
-import type { ContainerUser } from '../../../shared/contracts/sessions.js';
+import type { ContainerUser, SessionInfo } from '../../../shared/contracts/sessions.js';
 import type { Plan } from '../../../shared/contracts/plan.js';
 import { applyPlan } from '../../apply-plan.js';
 import { parseRunArgs } from '../../run-args.js';
 import { acquireSession } from '../../session.js';
 import { reportError, runAction } from '../output.js';
+import { withProgress } from '../progress.js';
 import { addSessionOptions, numericUser, toAcquireOptions, type SessionFlags } from '../session-options.js';
 
 const FORWARDED_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
@@ -78,6 +79,12 @@ function runEngine(engine: string, args: string[], env: Record<string, string>):
   });
 }
 
+/** What a person should know before the container starts: on stderr, so the container's output stays its own. */
+function planNotices(ssh: SessionInfo['ssh'], warnings: readonly string[]): string {
+  const lines = [...(ssh.status === 'skipped' ? [`sandboxd: ssh agent not forwarded: ${ssh.reason}`] : []), ...warnings.map((warning) => `sandboxd: warning: ${warning}`)];
+  return lines.map((line) => `${line}\n`).join('');
+}
+
 export function registerRunCommand(program: Command): void {
   addSessionOptions(
     program
@@ -85,14 +92,19 @@ export function registerRunCommand(program: Command): void {
       .description('acquire a session and run `<engine> run <plan args> <run args…>`; exits with the engine\'s code')
       .argument('<run-args...>', 'arguments for `<engine> run`, after `--` (image, command…)')
       .usage('--engine podman|docker [options] -- <run args…>')
-      .option('--no-workdir', 'do not mount the current directory or make it the working directory'),
-  ).action(async (runArgs: string[], flags: SessionFlags) => {
+      .option('--no-workdir', 'do not mount the current directory or make it the working directory')
+      .option('-q, --quiet', 'do not print the plan\'s warnings or why the agent was skipped'),
+  ).action(async (runArgs: string[], flags: SessionFlags & { quiet?: boolean }) => {
     const json = flags.json === true;
     await runAction(json, async () => {
       const options = toAcquireOptions(flags);
       const user = flags.containerUser === undefined ? userFromRunArgs(runArgs, flags.containerHome) : undefined;
       const image = imageFromRunArgs(runArgs);
-      const session = await acquireSession({ ...options, ...(user === undefined ? {} : { containerUser: user }), ...(image === undefined ? {} : { image }) });
+      const session = await withProgress(
+        'preparing the session (starting the daemon, a tunnel or an engine probe)',
+        acquireSession({ ...options, ...(user === undefined ? {} : { containerUser: user }), ...(image === undefined ? {} : { image }) }),
+      );
+      if (flags.quiet !== true) process.stderr.write(planNotices(session.info.ssh, session.plan.warnings));
       try {
         return await runEngine(flags.engine, engineCommand(session.plan, runArgs), session.plan.spawnEnv);
       } catch (error) {

@@ -1,0 +1,133 @@
+import os from 'node:os';
+import path from 'node:path';
+import type { Command } from 'commander';
+import { SandboxdError } from '../../../shared/errors.js';
+import { currentPlatform, resolvePaths, type Platform, type SandboxdPaths } from '../../../shared/paths.js';
+import { CLIENT_ENV_NAMES, type ClientEnv } from '../../../shared/contracts/sessions.js';
+import { inspectAgentSocket } from '../../../daemon/plan/agent-socket.js';
+import type { PodmanConnection } from '../../../daemon/podman/connections.js';
+import { discoverConnection, findExecutable } from '../../../daemon/podman/discover.js';
+import { runSubprocess } from '../../../daemon/subprocess.js';
+import { classifySshFailure, sshLoginArgs } from '../../../daemon/tunnels/ssh-command.js';
+import { getStatus } from '../../admin.js';
+import {
+  checkAgent,
+  checkConnection,
+  checkDaemon,
+  checkDirectories,
+  checkDockerEngines,
+  checkEngines,
+  checkMachineSsh,
+  checkNode,
+  checkService,
+  checkSocketPath,
+  type CheckResult,
+  type ConnectionProbe,
+  type DaemonProbe,
+} from '../../doctor/checks.js';
+import { envFlag } from '../../env-flags.js';
+import { managerInputs } from '../../service/control.js';
+import { installedService } from '../../service/manager.js';
+import { execRunner } from '../../service/service.js';
+import { printJson, runAction } from '../output.js';
+
+/** One login, bounded: a machine that is down must not hang `doctor`. */
+const SSH_CONNECT_TIMEOUT_S = 5;
+const SSH_TIMEOUT_MS = 10_000;
+const MARKS = { ok: '✓', fail: '✗', skip: '-' } as const;
+
+function clientEnv(env: NodeJS.ProcessEnv): ClientEnv {
+  const picked: ClientEnv = {};
+  for (const name of CLIENT_ENV_NAMES) {
+    const value = env[name];
+    if (value !== undefined && value !== '') picked[name] = value;
+  }
+  return picked;
+}
+
+/** DESIGN §6: Podman goes through a connection on macOS, or on Linux when made remote. */
+function connectionNeeded(env: NodeJS.ProcessEnv, platform: Platform): boolean {
+  if (platform === 'darwin') return true;
+  return [env.CONTAINER_CONNECTION, env.CONTAINER_HOST].some((value) => value !== undefined && value !== '') || env.SANDBOXD_SSH_BRIDGE === 'tunnel';
+}
+
+async function probeConnection(env: NodeJS.ProcessEnv, home: string, podman: string | null): Promise<ConnectionProbe> {
+  if (podman === null) return { podman: false };
+  try {
+    return { connection: await discoverConnection({ path: env.PATH ?? '', env: clientEnv(env) }, { home }) };
+  } catch (error) {
+    return { error };
+  }
+}
+
+async function sshTrue(connection: PodmanConnection, paths: SandboxdPaths): Promise<{ exitCode: number | null; error: SandboxdError | null }> {
+  const { target } = connection;
+  const args = [
+    ...sshLoginArgs({ connection, knownHostsPath: path.join(paths.stateDir, 'known_hosts'), aliveIntervalSeconds: 5, aliveCountMax: 1, connectTimeoutSeconds: SSH_CONNECT_TIMEOUT_S }),
+    '--',
+    target.user === null ? target.host : `${target.user}@${target.host}`,
+    'true',
+  ];
+  const result = await runSubprocess('ssh', args, { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? os.homedir() }, timeoutMs: SSH_TIMEOUT_MS });
+  return { exitCode: result.exitCode, error: result.exitCode === 0 ? null : classifySshFailure(connection.name, result.stderr, result.exitCode) };
+}
+
+async function serviceState(platform: Platform): Promise<{ kind: string; files: readonly string[]; loaded: boolean } | null> {
+  const manager = await installedService(managerInputs(process.env, platform));
+  if (manager === null) return null;
+  const [file = '', ...args] = manager.loadedArgv;
+  return { kind: manager.kind, files: manager.files, loaded: (await execRunner(file, args)).exitCode === 0 };
+}
+
+export async function runChecks(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
+  const platform = currentPlatform();
+  const home = env.HOME ?? os.homedir();
+  const uid = process.getuid?.() ?? 0;
+  const paths = resolvePaths({ platform, env, uid, home });
+  const searchPath = env.PATH ?? '';
+  const [podman, docker] = await Promise.all([findExecutable('podman', searchPath), findExecutable('docker', searchPath)]);
+  const daemon: DaemonProbe = await getStatus(env).then((status) => ({ status }), (error: unknown) => ({ error }));
+  const needed = connectionNeeded(env, platform);
+  const connection = await probeConnection(env, home, podman);
+  const ssh = 'connection' in connection ? await sshTrue(connection.connection, paths) : null;
+  let autoStart = true;
+  try {
+    autoStart = !envFlag(env, 'SANDBOXD_NO_AUTOSTART');
+  } catch {
+    // an unreadable value is reported by the command that reads it
+  }
+  return [
+    checkNode(process.versions.node),
+    checkSocketPath(paths, platform),
+    await checkDirectories(paths, uid),
+    checkDaemon(daemon, autoStart),
+    ...checkEngines({ podman, docker }),
+    checkConnection(connection, needed),
+    checkMachineSsh(ssh, 'connection' in connection ? connection.connection.name : '', needed),
+    checkAgent(await inspectAgentSocket(env.SSH_AUTH_SOCK)),
+    ...checkDockerEngines(daemon),
+    checkService(await serviceState(platform)),
+  ];
+}
+
+export function formatChecks(checks: readonly CheckResult[]): string {
+  return checks
+    .map((check) => `${MARKS[check.state]} ${check.name}: ${check.detail}${check.remedy === null ? '' : `\n    ${check.remedy}`}`)
+    .join('\n');
+}
+
+export function registerDoctorCommand(program: Command): void {
+  program
+    .command('doctor')
+    .description('check everything sandboxd depends on, one line each with ✓/✗ and a remedy; exit 1 when any fails')
+    .option('--json', 'print JSON')
+    .action(async (flags: { json?: boolean }) => {
+      await runAction(flags.json === true, async () => {
+        const checks = await runChecks(process.env);
+        const healthy = checks.every((check) => check.state !== 'fail');
+        if (flags.json === true) printJson({ ok: healthy, checks });
+        else process.stdout.write(`${formatChecks(checks)}\n`);
+        return healthy ? 0 : 1;
+      });
+    });
+}

@@ -1,0 +1,37 @@
+import type { Command } from 'commander';
+import { SandboxdError } from '../../../shared/errors.js';
+import { PROTOCOL_VERSION } from '../../../shared/protocol.js';
+import { VERSION } from '../../../daemon/version.js';
+import { getStatus } from '../../admin.js';
+import { printJson, runAction } from '../output.js';
+
+/** The running daemon's version, or null; a daemon of another protocol still says which it is. */
+async function daemonVersion(): Promise<{ version: string; protocol: number; pid: number } | null> {
+  try {
+    const status = await getStatus();
+    return { version: status.version, protocol: status.protocol, pid: status.pid };
+  } catch (error) {
+    if (error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING') return null;
+    throw error;
+  }
+}
+
+export function registerVersionCommand(program: Command): void {
+  program
+    .command('version')
+    .description('print the client\'s and the running daemon\'s versions and protocols (never starts a daemon)')
+    .option('--json', 'print JSON')
+    .action(async (flags: { json?: boolean }) => {
+      await runAction(flags.json === true, async () => {
+        const client = { version: VERSION, protocol: PROTOCOL_VERSION };
+        const daemon = await daemonVersion();
+        if (flags.json === true) {
+          printJson({ client, daemon });
+          return 0;
+        }
+        const daemonLine = daemon === null ? 'not running' : `${daemon.version} (protocol ${daemon.protocol}, pid ${daemon.pid})`;
+        process.stdout.write(`client: ${client.version} (protocol ${client.protocol})\ndaemon: ${daemonLine}\n`);
+        return 0;
+      });
+    });
+}

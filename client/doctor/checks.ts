@@ -1,0 +1,140 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { ERROR_SPECS, SandboxdError } from '../../shared/errors.js';
+import { MAX_SOCKET_PATH_BYTES, type Platform, type SandboxdPaths } from '../../shared/paths.js';
+import { PROTOCOL_VERSION } from '../../shared/protocol.js';
+import type { StatusResponse } from '../../shared/contracts/status.js';
+import type { PodmanConnection } from '../../daemon/podman/connections.js';
+import { VERSION } from '../../daemon/version.js';
+import type { AgentSocketCheck } from '../../daemon/plan/agent-socket.js';
+
+export type CheckState = 'ok' | 'fail' | 'skip';
+
+/** One line of `sandboxd doctor`: `skip` is a check that does not apply here, never a failure. */
+export interface CheckResult {
+  name: string;
+  state: CheckState;
+  detail: string;
+  remedy: string | null;
+}
+
+const ok = (name: string, detail: string): CheckResult => ({ name, state: 'ok', detail, remedy: null });
+const skip = (name: string, detail: string): CheckResult => ({ name, state: 'skip', detail, remedy: null });
+const fail = (name: string, detail: string, remedy: string): CheckResult => ({ name, state: 'fail', detail, remedy });
+
+function fromError(name: string, error: unknown): CheckResult {
+  const mapped = error instanceof SandboxdError ? error : new SandboxdError('INTERNAL', error instanceof Error ? error.message : String(error));
+  return fail(name, mapped.message, mapped.remedy);
+}
+
+/** package.json's engines: >=20.19. */
+export function checkNode(version: string): CheckResult {
+  const [major = 0, minor = 0] = version.replace(/^v/, '').split('.').map(Number);
+  return major > 20 || (major === 20 && minor >= 19)
+    ? ok('node', `v${version.replace(/^v/, '')}`)
+    : fail('node', `v${version.replace(/^v/, '')} is older than 20.19`, 'Install Node 20.19 or newer.');
+}
+
+export function checkSocketPath(paths: SandboxdPaths, platform: Platform): CheckResult {
+  const length = Buffer.byteLength(paths.socketPath);
+  const limit = MAX_SOCKET_PATH_BYTES[platform];
+  return length <= limit
+    ? ok('socket path', `${paths.socketPath} (${length} of ${limit} bytes)`)
+    : fail('socket path', `${paths.socketPath} is ${length} bytes; ${platform} allows ${limit}`, ERROR_SPECS.SOCKET_PATH_TOO_LONG.remedy);
+}
+
+/** Each of sandboxd's directories that exists must be the user's and closed to others (DESIGN §3). */
+export async function checkDirectories(paths: SandboxdPaths, uid: number): Promise<CheckResult> {
+  const problems: string[] = [];
+  const dirs = [...new Set([paths.runtimeDir, paths.stateDir, paths.logDir])];
+  for (const dir of dirs) {
+    const stat = await fs.lstat(dir).catch(() => null);
+    if (stat === null) continue;
+    if (!stat.isDirectory()) problems.push(`${dir} is not a directory`);
+    else if (stat.uid !== uid) problems.push(`${dir} is owned by uid ${stat.uid}`);
+    else if ((stat.mode & 0o077) !== 0) problems.push(`${dir} has mode 0${(stat.mode & 0o777).toString(8)}`);
+  }
+  return problems.length === 0
+    ? ok('directories', `${dirs.join(', ')}: yours, 0700 (or not created yet)`)
+    : fail('directories', problems.join('; '), ERROR_SPECS.INSECURE_DIRECTORY.remedy);
+}
+
+/** The daemon's status, or the error that stood in the way (not running is not a failure). */
+export type DaemonProbe = { status: StatusResponse } | { error: unknown };
+
+export function checkDaemon(probe: DaemonProbe, autoStart: boolean): CheckResult {
+  if ('error' in probe) {
+    if (probe.error instanceof SandboxdError && probe.error.code === 'DAEMON_NOT_RUNNING') {
+      return autoStart
+        ? ok('daemon', 'not running; it starts on first use')
+        : fail('daemon', 'not running, and SANDBOXD_NO_AUTOSTART keeps clients from starting it', 'Run `sandboxd start`, or `sandboxd install`.');
+    }
+    return fromError('daemon', probe.error);
+  }
+  const { status } = probe;
+  if (status.version !== VERSION || status.protocol !== PROTOCOL_VERSION) {
+    return fail('daemon', `pid ${status.pid} runs ${status.version} (protocol ${status.protocol}); this client is ${VERSION} (protocol ${PROTOCOL_VERSION})`, ERROR_SPECS.PROTOCOL_MISMATCH.remedy);
+  }
+  return ok('daemon', `${status.version} (protocol ${status.protocol}), pid ${status.pid}, ${status.counts.sessions} sessions`);
+}
+
+export function checkEngines(found: Readonly<Record<'podman' | 'docker', string | null>>): CheckResult[] {
+  const none = found.podman === null && found.docker === null;
+  return (['podman', 'docker'] as const).map((name) => {
+    const file = found[name];
+    if (file !== null) return ok(name, file);
+    return none ? fail(name, 'not on PATH', ERROR_SPECS.ENGINE_NOT_FOUND.remedy) : skip(name, 'not on PATH');
+  });
+}
+
+/** What Podman discovery answered for this shell: a connection, none (local Podman), or an error. */
+export type ConnectionProbe = { connection: PodmanConnection } | { error: unknown } | { podman: false };
+
+export function checkConnection(probe: ConnectionProbe, needed: boolean): CheckResult {
+  const name = 'podman connection';
+  if ('podman' in probe) return skip(name, 'podman is not on PATH');
+  if ('connection' in probe) {
+    const { connection } = probe;
+    return ok(name, `${connection.name}${connection.isDefault ? ' (default)' : ''}: ${connection.uri}`);
+  }
+  if (!needed && probe.error instanceof SandboxdError && probe.error.code === 'PODMAN_NO_CONNECTIONS') {
+    return skip(name, 'none; podman runs containers on this host');
+  }
+  return needed ? fromError(name, probe.error) : skip(name, `${probe.error instanceof Error ? probe.error.message : String(probe.error)} (not used: podman is local)`);
+}
+
+/** One bounded `ssh … true` over the connection's own login; a local Podman does not need it. */
+export function checkMachineSsh(result: { exitCode: number | null; error: SandboxdError | null } | null, connection: string, needed: boolean): CheckResult {
+  const name = 'machine over ssh';
+  if (result === null) return skip(name, 'no connection to check');
+  if (result.exitCode === 0) return ok(name, `${connection} answers`);
+  const error = result.error ?? new SandboxdError('TUNNEL_FAILED', `ssh to ${connection} failed`);
+  return needed ? fail(name, error.message, error.remedy) : skip(name, `${error.message} (not used: podman is local)`);
+}
+
+export const NO_KEYS_REMEDY =
+  'Add a key with `ssh-add`, or point SSH_AUTH_SOCK at the agent your ~/.ssh/config names in IdentityAgent (1Password, Secretive).';
+
+export function checkAgent(check: AgentSocketCheck): CheckResult {
+  if (!check.usable) return fail('ssh agent', check.reason, ERROR_SPECS.SSH_AGENT_UNAVAILABLE.remedy);
+  if (check.keys === 0) return fail('ssh agent', `${check.realpath} answers but holds no keys`, NO_KEYS_REMEDY);
+  return ok('ssh agent', `${check.realpath}: ${check.keys === null ? 'answers' : `${check.keys} key${check.keys === 1 ? '' : 's'}`}`);
+}
+
+export function checkDockerEngines(probe: DaemonProbe): CheckResult[] {
+  const name = 'docker engine';
+  if ('error' in probe) return [skip(name, 'the daemon is not running; engines are identified by it')];
+  if (probe.status.engines.length === 0) return [skip(name, 'none identified yet (the first docker session does it)')];
+  return probe.status.engines.map((engine) =>
+    engine.bridge.startsWith('skip')
+      ? fail(name, `${engine.name} (${engine.kind}) at ${engine.endpoint}: ${engine.bridge}`, 'See the remedy in `sandboxd plan --engine docker`; the README lists each engine\'s.')
+      : ok(name, `${engine.name} (${engine.kind}) at ${engine.endpoint}: bridge ${engine.bridge}`),
+  );
+}
+
+export function checkService(installed: { kind: string; files: readonly string[]; loaded: boolean } | null): CheckResult {
+  const name = 'login service';
+  if (installed === null) return skip(name, 'not installed; clients start the daemon (`sandboxd install` starts it at login)');
+  const where = `${installed.kind}: ${installed.files.map((file) => path.basename(file)).join(', ')}`;
+  return installed.loaded ? ok(name, `installed and loaded (${where})`) : fail(name, `installed but not loaded (${where})`, 'Run `sandboxd install` again.');
+}

@@ -1,0 +1,138 @@
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { execa } from 'execa';
+import { afterEach, describe, expect, it } from 'vitest';
+import { LAUNCHD_LABEL, launchdManager, renderPlist } from '../../client/service/launchd.js';
+import { executeSteps } from '../../client/service/manager.js';
+import type { CommandRunner, ServiceSpec } from '../../client/service/service.js';
+import { readTemplate } from '../../client/service/templates.js';
+import { resolvePaths } from '../../shared/paths.js';
+import { Cleanup } from '../helpers.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+type Plist = string | boolean | Plist[] | { [key: string]: Plist };
+
+/**
+ * Test-only property-list reader (plutil is macOS-only): dict, array, string and booleans, the
+ * elements the template uses; anything else fails the test.
+ */
+function parsePlist(xml: string): Plist {
+  const body = xml.replace(/<\?xml[^>]*\?>/, '').replace(/<!DOCTYPE[^>]*>/, '').replace(/<!--[\s\S]*?-->/g, '');
+  const tokens = body.match(/<[^>]+>|[^<]+/g)?.filter((token) => token.trim() !== '') ?? [];
+  let at = 0;
+  const unescape = (text: string): string => text.replaceAll('&lt;', '<').replaceAll('&gt;', '>').replaceAll('&quot;', '"').replaceAll('&amp;', '&');
+  const value = (): Plist => {
+    const tag = tokens[at++];
+    if (tag === '<true/>') return true;
+    if (tag === '<false/>') return false;
+    if (tag === '<string>') {
+      const text = tokens[at] === '</string>' ? '' : unescape(tokens[at++] ?? '');
+      expect(tokens[at++]).toBe('</string>');
+      return text;
+    }
+    if (tag === '<array>') {
+      const items: Plist[] = [];
+      while (tokens[at] !== '</array>') items.push(value());
+      at += 1;
+      return items;
+    }
+    if (tag === '<dict>') {
+      const dict: Record<string, Plist> = {};
+      while (tokens[at] !== '</dict>') {
+        expect(tokens[at++]).toBe('<key>');
+        const key = unescape(tokens[at++] ?? '');
+        expect(tokens[at++]).toBe('</key>');
+        dict[key] = value();
+      }
+      at += 1;
+      return dict;
+    }
+    throw new Error(`unexpected plist token ${String(tag)}`);
+  };
+  expect(tokens[at++]).toBe('<plist version="1.0">');
+  const root = value();
+  expect(tokens.slice(at)).toEqual(['</plist>']);
+  return root;
+}
+
+function spec(home: string): ServiceSpec {
+  return {
+    node: '/opt/homebrew/Cellar/node/22.1.0/bin/node',
+    entry: '/opt/homebrew/lib/node_modules/sandboxd/dist/client/cli/main.js',
+    env: { PATH: '/opt/podman/bin:/usr/bin:/bin', SANDBOXD_RUNTIME_DIR: '/tmp/a <&> b' },
+    paths: resolvePaths({ platform: 'darwin', env: {}, uid: 501, home }),
+  };
+}
+
+describe('launchd LaunchAgent', () => {
+  it('renders a property list with absolute paths, RunAtLoad, a KeepAlive that spares a clean exit, and the install-time PATH', () => {
+    const plist = parsePlist(renderPlist(readTemplate('launchd', 'sandboxd.plist'), spec('/Users/me')));
+    expect(plist).toEqual({
+      Label: LAUNCHD_LABEL,
+      ProgramArguments: ['/opt/homebrew/Cellar/node/22.1.0/bin/node', '/opt/homebrew/lib/node_modules/sandboxd/dist/client/cli/main.js', 'daemon'],
+      RunAtLoad: true,
+      KeepAlive: { SuccessfulExit: false },
+      ProcessType: 'Background',
+      WorkingDirectory: '/',
+      StandardOutPath: '/Users/me/Library/Logs/sandboxd/launchd.log',
+      StandardErrorPath: '/Users/me/Library/Logs/sandboxd/launchd.log',
+      EnvironmentVariables: { PATH: '/opt/podman/bin:/usr/bin:/bin', SANDBOXD_RUNTIME_DIR: '/tmp/a <&> b' },
+    });
+  });
+
+  it('install waits out an asynchronous bootout before bootstrap; uninstall unloads and removes (launchctl stand-in)', async () => {
+    const dir = mkdtempSync('/tmp/sbx-launchd-');
+    cleanup.add(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const calls = path.join(dir, 'calls');
+    // Stands in for macOS launchctl: records its argv; `print` succeeds twice (the old job still
+    // unloading after bootout), then fails as for a job that is gone.
+    const launchctl = path.join(dir, 'launchctl');
+    writeFileSync(
+      launchctl,
+      `#!/bin/sh\necho "$*" >> ${calls}\nif [ "$1" = print ]; then n=$(grep -c '^print' ${calls}); [ "$n" -le 2 ] && exit 0; exit 113; fi\nexit 0\n`,
+    );
+    chmodSync(launchctl, 0o755);
+    const run: CommandRunner = async (file, args) => {
+      const result = await execa(path.join(dir, file), [...args], { reject: false });
+      return { exitCode: result.exitCode ?? null, stdout: result.stdout, stderr: result.stderr };
+    };
+    const home = path.join(dir, 'home');
+    const manager = launchdManager({ home, uid: 501, template: () => readTemplate('launchd', 'sandboxd.plist') });
+    const deps = { run, sleep: () => Promise.resolve(), waitTimeoutMs: 5_000 };
+    await executeSteps(manager.installSteps(spec(home)), deps);
+
+    const plistPath = path.join(home, 'Library', 'LaunchAgents', `${LAUNCHD_LABEL}.plist`);
+    expect(parsePlist(readFileSync(plistPath, 'utf8'))).toMatchObject({ Label: LAUNCHD_LABEL });
+    expect(readFileSync(calls, 'utf8').trim().split('\n')).toEqual([
+      `bootout gui/501/${LAUNCHD_LABEL}`,
+      `print gui/501/${LAUNCHD_LABEL}`,
+      `print gui/501/${LAUNCHD_LABEL}`,
+      `print gui/501/${LAUNCHD_LABEL}`,
+      `bootstrap gui/501 ${plistPath}`,
+    ]);
+
+    rmSync(calls);
+    await executeSteps(manager.uninstallSteps(), deps);
+    expect(existsSync(plistPath)).toBe(false);
+    expect(readFileSync(calls, 'utf8').trim().split('\n')[0]).toBe(`bootout gui/501/${LAUNCHD_LABEL}`);
+  });
+
+  it('fails with SERVICE_FAILED naming launchctl when bootstrap fails, and when the old job never unloads', async () => {
+    const failing: CommandRunner = (file, args) => Promise.resolve(args[0] === 'bootstrap' ? { exitCode: 5, stdout: '', stderr: 'Bootstrap failed: 5: Input/output error' } : { exitCode: args[0] === 'print' ? 113 : 0, stdout: '', stderr: '' });
+    const manager = launchdManager({ home: '/nonexistent-home', uid: 501, template: () => readTemplate('launchd', 'sandboxd.plist') });
+    const steps = manager.installSteps(spec('/nonexistent-home')).filter((step) => step.kind !== 'write');
+    await expect(executeSteps(steps, { run: failing, sleep: () => Promise.resolve(), waitTimeoutMs: 1_000 })).rejects.toMatchObject({
+      code: 'SERVICE_FAILED',
+      message: expect.stringContaining('`launchctl bootstrap gui/501 /nonexistent-home/Library/LaunchAgents/dev.sandboxd.daemon.plist` failed (exit 5): Bootstrap failed: 5: Input/output error') as string,
+    });
+    const stuck: CommandRunner = () => Promise.resolve({ exitCode: 0, stdout: '', stderr: '' });
+    await expect(executeSteps(steps, { run: stuck, sleep: () => new Promise((resolve) => setTimeout(resolve, 20)), waitTimeoutMs: 100 })).rejects.toMatchObject({
+      code: 'SERVICE_FAILED',
+      message: `timed out after 100 ms waiting for gui/501/${LAUNCHD_LABEL} to unload`,
+    });
+  });
+});

@@ -1,0 +1,91 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { environmentLine, execWord, renderUnits, systemdManager, systemdUnitDir } from '../../client/service/systemd.js';
+import type { ServiceSpec } from '../../client/service/service.js';
+import { readTemplate } from '../../client/service/templates.js';
+import { inheritedListenFd, scrubActivationEnv } from '../../daemon/socket-activation.js';
+import { resolvePaths } from '../../shared/paths.js';
+import { Cleanup } from '../helpers.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+const templates = (): { service: string; socket: string } => ({ service: readTemplate('systemd', 'sandboxd.service'), socket: readTemplate('systemd', 'sandboxd.socket') });
+const hasAnalyze = spawnSync('systemd-analyze', ['--version']).status === 0;
+
+function spec(): ServiceSpec {
+  return {
+    node: '/home/me/.nvm/versions/node/v22.1.0/bin/node',
+    entry: '/home/me/my tools/sandboxd/dist/client/cli/main.js',
+    env: { PATH: '/usr/bin:/bin', SANDBOXD_LOG_DIR: '/home/me/100% logs' },
+    paths: resolvePaths({ platform: 'linux', env: { XDG_RUNTIME_DIR: '/run/user/1000' }, uid: 1000, home: '/home/me' }),
+  };
+}
+
+describe('systemd user units', () => {
+  it('render ExecStart with absolute, quoted paths, the install-time environment and the client\'s socket path', () => {
+    const units = renderUnits(templates(), spec());
+    expect(units.service).toContain('ExecStart=/home/me/.nvm/versions/node/v22.1.0/bin/node "/home/me/my tools/sandboxd/dist/client/cli/main.js" daemon\n');
+    expect(units.service).toContain('Environment="PATH=/usr/bin:/bin"\nEnvironment="SANDBOXD_LOG_DIR=/home/me/100%% logs"\n');
+    expect(units.service).toContain('Restart=on-failure');
+    expect(units.socket).toContain('ListenStream=/run/user/1000/sandboxd/sandboxd.sock\n');
+    expect(units.socket).toContain('SocketMode=0600\nDirectoryMode=0700\n');
+    expect(units.service).not.toMatch(/\{\{|\}\}/);
+  });
+
+  it('quotes what systemd would otherwise expand or split', () => {
+    expect(execWord('/a b/$HOME%h')).toBe('"/a b/$$HOME%%h"');
+    expect(execWord('/plain')).toBe('/plain');
+    expect(environmentLine('X', 'a "b" $c %d')).toBe('Environment="X=a \\"b\\" $c %%d"');
+  });
+
+  it.skipIf(!hasAnalyze && process.env.CI === undefined)('pass `systemd-analyze verify`', () => {
+    const dir = mkdtempSync('/tmp/sbx-units-');
+    cleanup.add(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    // verify needs an ExecStart binary that exists and a runtime dir for the user manager.
+    const runtime = path.join(dir, 'run');
+    mkdirSync(runtime, { mode: 0o700 });
+    const units = renderUnits(templates(), { ...spec(), node: process.execPath, entry: path.join(dir, 'main.js') });
+    const unitDir = path.join(dir, 'user');
+    mkdirSync(unitDir);
+    writeFileSync(path.join(unitDir, 'sandboxd.service'), units.service);
+    writeFileSync(path.join(unitDir, 'sandboxd.socket'), units.socket);
+    const result = spawnSync('systemd-analyze', ['verify', '--user', path.join(unitDir, 'sandboxd.socket'), path.join(unitDir, 'sandboxd.service')], {
+      env: { ...process.env, XDG_RUNTIME_DIR: runtime },
+      encoding: 'utf8',
+    });
+    expect({ status: result.status, stderr: result.stderr }).toEqual({ status: 0, stderr: '' });
+  });
+
+  it('installs under $XDG_CONFIG_HOME/systemd/user (else ~/.config), reloads and enables the socket', () => {
+    expect(systemdUnitDir({ XDG_CONFIG_HOME: '/x/cfg' }, '/home/me')).toBe('/x/cfg/systemd/user');
+    expect(systemdUnitDir({}, '/home/me')).toBe('/home/me/.config/systemd/user');
+    const manager = systemdManager({ unitDir: '/x/cfg/systemd/user', templates });
+    expect(manager.installSteps(spec()).map((step) => (step.kind === 'write' ? `write ${step.path}` : step.kind === 'run' ? step.argv.join(' ') : step.kind))).toEqual([
+      'write /x/cfg/systemd/user/sandboxd.service',
+      'write /x/cfg/systemd/user/sandboxd.socket',
+      'systemctl --user daemon-reload',
+      'systemctl --user enable --now sandboxd.socket',
+    ]);
+  });
+});
+
+describe('socket activation', () => {
+  it('takes fd 3 only when LISTEN_PID names this process and LISTEN_FDS is at least 1', () => {
+    expect(inheritedListenFd({ LISTEN_PID: '42', LISTEN_FDS: '1' }, 42)).toBe(3);
+    expect(inheritedListenFd({ LISTEN_PID: '41', LISTEN_FDS: '1' }, 42)).toBeNull();
+    expect(inheritedListenFd({ LISTEN_PID: '42', LISTEN_FDS: '0' }, 42)).toBeNull();
+    expect(inheritedListenFd({ LISTEN_PID: '42', LISTEN_FDS: 'x' }, 42)).toBeNull();
+    expect(inheritedListenFd({}, 42)).toBeNull();
+  });
+
+  it('scrubs the variables so children (ssh tunnels) never see them', () => {
+    const env: Record<string, string | undefined> = { LISTEN_PID: '42', LISTEN_FDS: '1', LISTEN_FDNAMES: 'sandboxd.socket', PATH: '/usr/bin' };
+    scrubActivationEnv(env);
+    expect(env).toEqual({ PATH: '/usr/bin' });
+  });
+});
