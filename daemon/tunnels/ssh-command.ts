@@ -59,17 +59,22 @@ export function tunnelLayout(vmRoot: string, dirName: string, generation: number
  * directory itself stays unless the daemon said `halt`: running containers bind-mount that very
  * inode, and a re-created directory would be invisible to them.
  *
+ * `leftovers` are the bind paths of this tunnel's earlier generations that closed before they moved
+ * their socket in (ssh or sshd killed in that window); they are removed first.
+ *
  * After `cd`, every command names paths relative to the tunnel dir, so no argv shows it; only the
  * `mkdir`/`rmdir` that create and remove it name it, inside a root no other user can enter. One
  * line: the stub reads exactly one.
  */
-export function remoteScript(layout: TunnelLayout): string {
+export function remoteScript(layout: TunnelLayout, leftovers: readonly string[] = []): string {
   const { root, dir, generationName, bindPath } = layout;
   const fail = (code: number, message: string): string => `{ echo "sandboxd-error ${message}" >&2; exit ${code}; }`;
   return [
     `r=${shQuote(root)}; n=${shQuote(path.posix.basename(dir))}; g=${shQuote(generationName)}; b=${shQuote(bindPath)}`,
     `e=none; [ -r /sys/fs/selinux/enforce ] && read -r e < /sys/fs/selinux/enforce; echo "${SELINUX_MARKER} $e"`,
     'umask 077',
+    // Bind sockets of earlier generations that died before moving them in: daemon-made names only.
+    ...(leftovers.length === 0 ? [] : [`rm -f ${leftovers.map(shQuote).join(' ')}`]),
     `[ -L "$r" ] && ${fail(3, '$r is a symlink')}`,
     `[ -d "$r" ] || mkdir -m 700 "$r" || ${fail(3, 'cannot create $r')}`,
     `[ -O "$r" ] || ${fail(3, '$r belongs to another user')}`,

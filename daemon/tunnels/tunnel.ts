@@ -92,6 +92,9 @@ export class Tunnel implements Bridge, IndexedTunnel {
   private queries: VmQueries | null = null;
   private backoffTimer: NodeJS.Timeout | null = null;
   private waiters: Waiter[] = [];
+  /** Bind paths of generations that closed before publishing: the next generation removes them. */
+  private leftovers: string[] = [];
+  private readonly published = new WeakSet<ChildProcess>();
   private readonly createdAt = new Date().toISOString();
   private readonly logger: Logger;
   private readonly dir: string;
@@ -250,7 +253,8 @@ export class Tunnel implements Bridge, IndexedTunnel {
     this.child = child;
     this.watch(child, layout);
     // The script, with every VM path in it, goes on stdin: never on an argv in the VM.
-    child.stdin?.write(`${remoteScript(layout)}\n`);
+    child.stdin?.write(`${remoteScript(layout, this.leftovers)}\n`);
+    this.leftovers = [];
   }
 
   private watch(child: ChildProcess, layout: TunnelLayout): void {
@@ -272,6 +276,7 @@ export class Tunnel implements Bridge, IndexedTunnel {
       stderr += error.code === 'ENOENT' ? 'ssh: command not found (install OpenSSH)' : error.message;
     });
     child.once('close', (code) => {
+      if (!this.published.has(child)) this.leftovers.push(layout.bindPath);
       if (child !== this.child || this.state === 'stopped') return;
       this.child = null;
       this.queries?.close(this.failure('the ssh connection closed'));
@@ -307,6 +312,7 @@ export class Tunnel implements Bridge, IndexedTunnel {
     } else if (marker === READY_MARKER) {
       const stdin = child.stdin;
       this.queries = stdin === null ? null : new VmQueries((text) => stdin.write(text));
+      this.published.add(child);
       this.state = 'ready';
       this.attempt = 0;
       this.lastError = null;

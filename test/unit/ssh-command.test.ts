@@ -140,6 +140,22 @@ describe('the remote script in a real shell (this host stands in for the VM)', (
     expect(existsSync(at.dir)).toBe(false);
   });
 
+  it('removes the bind sockets earlier generations left (ssh or sshd killed before they were moved in)', async () => {
+    const at = tempLayout();
+    const leftovers = ['1'.repeat(32), '2'.repeat(32)].map((nonce) => tunnelLayout(at.root, 'f'.repeat(32), 0, nonce).bindPath);
+    // Stand in for sshd's bind sockets: the first two orphaned, the last this generation's own.
+    const servers = [...leftovers, at.bindPath].map((socket) => net.createServer().listen(socket));
+    cleanup.add(() => {
+      for (const server of servers) server.close();
+    });
+    await expect.poll(() => [...leftovers, at.bindPath].every((socket) => existsSync(socket)), { timeout: 5_000 }).toBe(true);
+    const remote = runRemote(remoteScript(at, leftovers));
+    await expect.poll(() => existsSync(path.join(at.dir, 'agent.sock')), { timeout: 10_000 }).toBe(true);
+    expect(leftovers.filter((socket) => existsSync(socket))).toEqual([]);
+    remote.end('halt\n');
+    expect((await remote.output).code).toBe(0);
+  });
+
   it.skipIf(process.getuid?.() !== 0)('refuses a root that another user created first', async () => {
     const at = tempLayout();
     mkdirSync(at.root, { mode: 0o777 });

@@ -106,6 +106,21 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     expect(children).toHaveLength(1);
   });
 
+  it('has the next generation remove the bind socket of one that died before publishing it', async () => {
+    const { tunnel, children, ready } = setup();
+    await ready();
+    const bindOf = (child: FakeSsh | undefined) => (child?.args[child.args.indexOf('-R') + 1] ?? '').split(':')[0] ?? '';
+    children[0]?.exit(255);
+    await vi.advanceTimersByTimeAsync(500);
+    // Generation 2 dies between sshd's bind and the script's move (ssh or sshd killed).
+    children[1]?.fail('Connection reset by peer\n');
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(children).toHaveLength(3);
+    expect(children[2]?.stdinText).toContain(`rm -f '${bindOf(children[1])}'`);
+    expect(children[2]?.stdinText).not.toContain(bindOf(children[0]));
+    expect(tunnel.describe(1).state).toBe('restarting');
+  });
+
   it('re-creates a dead ssh with capped exponential backoff, a fresh socket name each time', async () => {
     const { tunnel, children, ready } = setup();
     await ready();

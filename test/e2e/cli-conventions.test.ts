@@ -1,0 +1,85 @@
+import { spawn } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { listSessions } from '../../dist/client/index.js';
+import { CLI, Cleanup, cli, cliEnv, exitOf, makeSandbox, startDaemon, waitFor } from '../helpers.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+describe('the CLI behaves like the CLIs people know (built CLI)', () => {
+  it('usage errors: one line plus a hint, exit 2; JSON with --json; the option given is named', async () => {
+    const env = cliEnv(makeSandbox(cleanup));
+    const missing = await cli(['plan'], env);
+    expect({ code: missing.exitCode, stderr: missing.stderr, stdout: missing.stdout }).toEqual({
+      code: 2,
+      stderr: "sandboxd: required option '--engine <engine>' not specified\n  see 'sandboxd plan --help'",
+      stdout: '',
+    });
+    const choice = await cli(['plan', '--engine', 'lxc', '--json'], env);
+    expect(choice.exitCode).toBe(2);
+    expect(JSON.parse(choice.stdout)).toEqual({
+      error: { code: 'USAGE', message: "option '--engine <engine>' argument 'lxc' is invalid. Allowed choices are docker, podman.", remedy: 'See `sandboxd plan --help`.' },
+    });
+    const unknown = await cli(['tunnels', 'lss'], env);
+    expect({ code: unknown.exitCode, stderr: unknown.stderr }).toEqual({ code: 2, stderr: "sandboxd: unknown command 'lss' (Did you mean ls?)\n  see 'sandboxd tunnels --help'" });
+    const log = await cli(['daemon', '--log', 'syslog'], env);
+    expect(log.exitCode).toBe(2);
+    expect(log.stderr).toContain("argument 'syslog' is invalid. Allowed choices are file, stdout.");
+    const idle = await cli(['daemon'], { ...env, SANDBOXD_TUNNEL_IDLE: 'soon' });
+    expect({ code: idle.exitCode, stderr: idle.stderr }).toEqual({ code: 2, stderr: 'sandboxd: SANDBOXD_TUNNEL_IDLE must be a number of seconds, got "soon"\n  Give SANDBOXD_TUNNEL_IDLE a number of seconds, e.g. 60.' });
+    const since = await cli(['logs', '--since', 'yesterday'], env);
+    expect(since.exitCode).toBe(2);
+    expect(since.stderr).toContain('--since must be a duration like 90s, 10m, 2h or 1d, got "yesterday"');
+  });
+
+  it('a plan whose reader is gone exits quietly and still releases its session', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    await startDaemon(env, cleanup);
+    const child = spawn(process.execPath, [CLI, 'plan', '--engine', 'podman', '--ssh-agent', 'off'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // `| head -0`: the reader closes before the plan is written.
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const { code } = await exitOf(child, 30_000);
+    expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
+    expect(await listSessions(env)).toEqual([]);
+  });
+
+  it('version, logs and status agree on one daemon; start --json has the shape of status --json', async () => {
+    const env = cliEnv(makeSandbox(cleanup));
+    const started = JSON.parse((await cli(['start', '--json'], env)).stdout) as Record<string, unknown>;
+    const status = JSON.parse((await cli(['status', '--json'], env)).stdout) as Record<string, unknown>;
+    expect(Object.keys(started).sort()).toEqual(Object.keys(status).sort());
+    expect(started).toMatchObject({ running: true, pid: status.pid });
+    const version = JSON.parse((await cli(['version', '--json'], env)).stdout) as { client: { version: string; protocol: number }; daemon: { pid: number; protocol: number } };
+    expect(version.daemon).toMatchObject({ pid: status.pid, protocol: version.client.protocol });
+    const logs = await waitFor(async () => {
+      const result = await cli(['logs'], env);
+      return result.stdout.includes('listening') ? result : null;
+    }, 'the daemon to log');
+    expect(logs.stdout).toMatch(/^\S+Z INFO {2}- +listening {2}socket=\S+ version=\S+ socketActivated=false$/m);
+    const stopped = await cli(['stop'], env);
+    expect(stopped.stdout).toBe('sandboxd stopped');
+    expect((await cli(['version'], env)).stdout).toMatch(/^client: \S+ \(protocol \d+\)\ndaemon: not running$/);
+  });
+
+  it('stop with open sessions says how many and what they lose', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    await startDaemon(env, cleanup);
+    const holder = spawn(process.execPath, ['--input-type=module', '-e', `
+      const { acquireSession } = await import(${JSON.stringify(new URL('../../dist/client/index.js', import.meta.url).pathname)});
+      await acquireSession({ engine: 'podman', sshAgent: 'off' });
+      console.log('held');
+      setInterval(() => {}, 1000);
+    `], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+    cleanup.add(() => holder.kill('SIGKILL'));
+    let out = '';
+    holder.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    await waitFor(() => out.includes('held'), 'a session to be held', 30_000);
+    const stopped = await cli(['stop'], env);
+    expect(stopped.exitCode).toBe(0);
+    expect(stopped.stderr).toBe('sandboxd: stopping with 1 open session: their containers lose the SSH agent and extra sockets until a daemon runs again (live clients then renew their lease; containers are not removed)');
+  });
+});
