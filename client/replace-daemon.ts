@@ -1,13 +1,12 @@
 import { z } from 'zod';
-import { SHUTDOWN_ROUTE, STATUS_ROUTE } from '../shared/contracts/status.js';
+import { SHUTDOWN_ROUTE } from '../shared/contracts/status.js';
 import { SandboxdError } from '../shared/errors.js';
 import { currentPlatform } from '../shared/paths.js';
 import { PROTOCOL_VERSION } from '../shared/protocol.js';
 import { createProcessProbe } from '../daemon/process-identity.js';
+import { readAnyStatus } from './any-status.js';
 import { request } from './transport.js';
 
-/** What every protocol's status has said; read loosely, since the daemon may be of any release. */
-const AnyStatus = z.object({ protocol: z.number().int(), pid: z.number().int(), counts: z.object({ sessions: z.number().int() }) });
 const STOP_TIMEOUT_MS = 6_000;
 
 /**
@@ -16,7 +15,7 @@ const STOP_TIMEOUT_MS = 6_000;
  * sessions, or a newer one, is left alone. Resolves true when the older daemon is gone.
  */
 export async function stopOlderIdleDaemon(socketPath: string): Promise<boolean> {
-  const status = await request({ socketPath, method: 'GET', route: STATUS_ROUTE, anyProtocol: true, timeoutMs: 2_000 }, AnyStatus);
+  const status = await readAnyStatus(socketPath);
   if (status.protocol >= PROTOCOL_VERSION || status.counts.sessions > 0) return false;
   await request({ socketPath, method: 'POST', route: SHUTDOWN_ROUTE, anyProtocol: true }, z.unknown());
   const probe = createProcessProbe(currentPlatform());

@@ -192,6 +192,10 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     void reply.header(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
   });
   installErrorHandlers(app, logger);
+  // SANDBOXD_LOG_LEVEL=debug: every request with its status and duration.
+  app.addHook('onResponse', async (request, reply) => {
+    logger.debug({ module: 'http', method: request.method, url: request.url.slice(0, 200), status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+  });
   registerStatusRoutes(app, {
     platform: deps.platform,
     socketPath: deps.paths.socketPath,

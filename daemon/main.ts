@@ -5,6 +5,8 @@ import { SandboxdError } from '../shared/errors.js';
 import { assertSocketPathFits, currentPlatform, resolvePaths, type SandboxdPaths } from '../shared/paths.js';
 import { createDaemon, DEFAULT_SETTINGS, type DaemonSettings } from './daemon.js';
 import { acquireInstanceLock } from './instance-lock.js';
+import { clip } from './clip.js';
+import { observeSubprocesses } from './subprocess.js';
 import { createLogger, rotateLog, type LogTarget } from './logger.js';
 import { commandLine, createProcessProbe } from './process-identity.js';
 import { ensureOwnDir, ensureSecureDir, withUmask } from './secure-dir.js';
@@ -74,6 +76,9 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
     logTarget = { kind: 'file', path: paths.logPath };
   }
   const logger = createLogger(logTarget);
+  observeSubprocesses((event) => {
+    logger.debug({ module: 'subprocess', file: event.file, args: event.args.slice(0, 16).map((arg) => clip(arg)), exitCode: event.exitCode, ms: event.ms }, 'subprocess');
+  });
   const probe = createProcessProbe(platform);
 
   let stop: (reason: string) => void = () => undefined;

@@ -60,12 +60,28 @@ async function spawnFailure(error: ExecFileException, file: string, options: Sub
  * `limiter.limit` at a time. Never rejects for a non-zero exit; rejects with a SandboxdError when
  * the command cannot start for a reason the caller should hear about (no fds left, bad input).
  */
+export interface SubprocessEvent {
+  file: string;
+  args: readonly string[];
+  exitCode: number | null;
+  ms: number;
+}
+
+let observer: ((event: SubprocessEvent) => void) | null = null;
+
+/** The daemon's debug log hears of every subprocess it runs, with its duration. */
+export function observeSubprocesses(fn: (event: SubprocessEvent) => void): void {
+  observer = fn;
+}
+
 export function createSubprocessRunner(limiter: Limiter, exec: ExecFile = execFile): RunSubprocess {
   return (file, args, options) =>
     limiter.run(
       () =>
         new Promise<SubprocessResult>((resolve, reject) => {
+          const started = performance.now();
           const settle = (error: ExecFileException | null, rawStdout: string, rawStderr: string): void => {
+            observer?.({ file, args, exitCode: error === null ? 0 : typeof error.code === 'number' ? error.code : null, ms: Math.round(performance.now() - started) });
             const [stdout, stderr] = [stripFinalNewline(rawStdout), stripFinalNewline(rawStderr)];
             if (error === null) {
               resolve({ exitCode: 0, stdout, stderr });

@@ -71,7 +71,6 @@ export const ERROR_SPECS = {
   CONTAINER_REMOVE_FAILED: { status: 502, remedy: 'Remove it by hand (`podman rm -f ID` or `docker rm -f ID`); the daemon log has the engine\'s error.' },
   USAGE: { status: 400, remedy: 'See `sandboxd --help`.' },
   SERVICE_FAILED: { status: 500, remedy: 'Run the command it names by hand to see why; `sandboxd install --dry-run` prints every step.' },
-  SERVICE_UNSUPPORTED: { status: 422, remedy: 'Start sandboxd from your login scripts instead (`sandboxd start`), or rely on auto-start.' },
   LOG_NOT_FOUND: { status: 404, remedy: 'The daemon has not logged yet, or logs to stdout (`sandboxd daemon --log stdout`): read it where that goes.' },
 } as const satisfies Record<string, ErrorSpec>;
 

@@ -79,10 +79,15 @@ export async function waitFor<T>(probe: () => T | Promise<T>, what: string, time
   }
 }
 
+/**
+ * Running, and not a zombie: an exited process whose parent does not reap it (pid 1 in some
+ * containers does not) still passes `kill(pid, 0)`.
+ */
 export function pidAlive(pid: number): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
+    const stat = readFileSync(`/proc/${String(pid)}/stat`, 'utf8');
+    const state = stat.charAt(stat.lastIndexOf(')') + 2);
+    return state !== 'Z' && state !== 'X';
   } catch {
     return false;
   }

@@ -57,5 +57,8 @@ describe('a newer client meets an older daemon (protocol policy, step 4)', () =>
     expect(plan.exitCode).toBe(1);
     expect((JSON.parse(plan.stdout) as { error: { code: string } }).error.code).toBe('PROTOCOL_MISMATCH');
     expect(pidAlive(older.pid ?? 0)).toBe(true);
+    // `version` still says which daemon runs, whatever protocol it speaks.
+    const version = JSON.parse((await cli(['version', '--json'], cliEnv(sandbox))).stdout) as { daemon: { version: string; protocol: number; pid: number } };
+    expect(version.daemon).toEqual({ version: '0.1.0', protocol: 1, pid: older.pid });
   });
 });

@@ -2,13 +2,14 @@ import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
 import { PROTOCOL_VERSION } from '../../../shared/protocol.js';
 import { VERSION } from '../../../daemon/version.js';
-import { getStatus } from '../../admin.js';
+import { readAnyStatus } from '../../any-status.js';
+import { clientPaths } from '../../connection.js';
 import { printJson, runAction } from '../output.js';
 
 /** The running daemon's version, or null; a daemon of another protocol still says which it is. */
 async function daemonVersion(): Promise<{ version: string; protocol: number; pid: number } | null> {
   try {
-    const status = await getStatus();
+    const status = await readAnyStatus(clientPaths().socketPath);
     return { version: status.version, protocol: status.protocol, pid: status.pid };
   } catch (error) {
     if (error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING') return null;
