@@ -19,6 +19,9 @@ const WARM_RUNS = 300;
 const CONCURRENT = 20;
 const POLL_MS = 200;
 const RESTART_RUNS = 5;
+const CLI_RUNS = 10;
+/** The built CLI beside this compiled bench, as `sandboxd` on PATH runs it. */
+const CLI = fileURLToPath(new URL('../client/cli/main.js', import.meta.url));
 /** The compiled client library next to this compiled bench, loaded by the unreaping parent. */
 const CLIENT_MODULE = fileURLToPath(new URL('../client/index.js', import.meta.url));
 
@@ -161,6 +164,16 @@ async function main(): Promise<void> {
     await Promise.all(sessions.map((s) => s.release()));
     await removeAllTunnels(env);
 
+    // (7) issue 13: what a person waits for on every CLI call, against Node's own start.
+    const cliStart = async (args: string[]) => {
+      const runs: number[] = [];
+      for (let run = 0; run < CLI_RUNS; run += 1) runs.push(await timed(() => execa(process.execPath, args, { env, timeout: 30_000 })));
+      return median(runs);
+    };
+    const nodeMs = await cliStart(['-e', '0']);
+    const versionMs = await cliStart([CLI, '--version']);
+    const statusMs = await cliStart([CLI, 'status']);
+
     await stopDaemon(env);
     const restart: number[] = [];
     const fresh: number[] = [];
@@ -181,6 +194,9 @@ async function main(): Promise<void> {
       ['    empty round trip (GET /v1/status) p50 / p99', `${median(roundTrip).toFixed(2)} ms`, `p99 ${percentile(roundTrip, 99).toFixed(2)} ms: this machine's floor for any request`],
       [`(3) ${CONCURRENT} sessions at once, cold: wall time`, `${concurrentMs.toFixed(0)} ms`, `${(concurrentMs / (2 * baselineMs)).toFixed(2)}x two baseline sessions (target < 1)`],
       [`(3) ${CONCURRENT} sessions at once: ssh processes`, String(sshCount), 'target 1'],
+      ['(7) node -e 0 (floor)', `${nodeMs.toFixed(0)} ms`, ''],
+      ['(7) sandboxd --version', `${versionMs.toFixed(0)} ms`, `${(versionMs / nodeMs).toFixed(2)}x node -e 0 (target <= 2)`],
+      ['(7) sandboxd status (daemon running)', `${statusMs.toFixed(0)} ms`, `${(statusMs / nodeMs).toFixed(2)}x node -e 0 (target <= 2)`],
       ['(6) kill -9 daemon (left a zombie) -> next acquire', `${median(restart).toFixed(0)} ms`, `max ${Math.max(...restart).toFixed(0)} ms of ${RESTART_RUNS}; target < 1000 ms (was 20 s)`],
       ['    no daemon at all -> first acquire (auto-start floor)', `${median(fresh).toFixed(0)} ms`, 'the kill -9 figure minus this is what the dead daemon costs'],
     ];

@@ -1,7 +1,6 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync, promises as fs } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import lockfile from 'proper-lockfile';
 import { SandboxdError } from '../shared/errors.js';
 import { STATUS_ROUTE, StatusResponse } from '../shared/contracts/status.js';
 import { PROTOCOL_VERSION } from '../shared/protocol.js';
@@ -75,6 +74,8 @@ export async function ensureDaemon(options: EnsureDaemonOptions): Promise<Status
     throw new SandboxdError('DAEMON_NOT_RUNNING', `sandboxd is not running (no daemon on ${paths.socketPath}) and auto-start is off`);
   }
   await ensureSecureDir(paths.runtimeDir);
+  // Loaded only to spawn: a connect to a running daemon (every `status`) never pays for it.
+  const { default: lockfile } = await import('proper-lockfile');
   const release = await lockfile
     .lock(paths.runtimeDir, {
       lockfilePath: paths.spawnLockPath,

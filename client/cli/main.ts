@@ -1,15 +1,6 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
 import { VERSION } from '../../daemon/version.js';
-import { registerDaemonCommand } from './commands/daemon.js';
-import { registerDoctorCommand } from './commands/doctor.js';
-import { registerInstallCommands } from './commands/install.js';
-import { registerLifecycleCommands } from './commands/lifecycle.js';
-import { registerListCommands } from './commands/lists.js';
-import { registerLogsCommand } from './commands/logs.js';
-import { registerPlanCommand } from './commands/plan.js';
-import { registerRunCommand } from './commands/run.js';
-import { registerVersionCommand } from './commands/version.js';
 import { guardClosedPipes, reportUsage, setCommandName } from './output.js';
 
 /** `tunnels ls`, not `ls`: what the hint tells people to ask `--help` about. */
@@ -49,15 +40,48 @@ program.hook('preAction', (_program, action) => {
   setCommandName(fullName(action));
 });
 
-registerDaemonCommand(program);
-registerLifecycleCommands(program);
-registerListCommands(program);
-registerPlanCommand(program);
-registerRunCommand(program);
-registerInstallCommands(program);
-registerDoctorCommand(program);
-registerLogsCommand(program);
-registerVersionCommand(program);
+/**
+ * Each command's module, loaded only when that command runs: `sandboxd status` must not pay for
+ * the daemon's fastify or the engines' execa (issue 13). Help and unknown names load them all.
+ */
+const COMMANDS: Record<string, () => Promise<(program: Command) => void>> = {
+  daemon: async () => (await import('./commands/daemon.js')).registerDaemonCommand,
+  lifecycle: async () => (await import('./commands/lifecycle.js')).registerLifecycleCommands,
+  lists: async () => (await import('./commands/lists.js')).registerListCommands,
+  plan: async () => (await import('./commands/plan.js')).registerPlanCommand,
+  run: async () => (await import('./commands/run.js')).registerRunCommand,
+  install: async () => (await import('./commands/install.js')).registerInstallCommands,
+  doctor: async () => (await import('./commands/doctor.js')).registerDoctorCommand,
+  logs: async () => (await import('./commands/logs.js')).registerLogsCommand,
+  version: async () => (await import('./commands/version.js')).registerVersionCommand,
+};
+const MODULE_OF: Readonly<Record<string, string>> = {
+  daemon: 'daemon',
+  start: 'lifecycle',
+  stop: 'lifecycle',
+  restart: 'lifecycle',
+  status: 'lifecycle',
+  sessions: 'lists',
+  tunnels: 'lists',
+  plan: 'plan',
+  run: 'run',
+  install: 'install',
+  uninstall: 'install',
+  doctor: 'doctor',
+  logs: 'logs',
+  version: 'version',
+};
+/** `--version` needs no command; help, options first and unknown names need them all. */
+function modulesFor(first: string | undefined): string[] {
+  if (first === '-V' || first === '--version') return [];
+  const module = first === undefined ? undefined : MODULE_OF[first];
+  return module === undefined ? Object.keys(COMMANDS) : [module];
+}
+
+for (const name of modulesFor(process.argv[2])) {
+  const load = COMMANDS[name];
+  if (load !== undefined) (await load())(program);
+}
 
 try {
   await program.parseAsync(process.argv);
