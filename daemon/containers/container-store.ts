@@ -1,7 +1,7 @@
-import { promises as fs } from 'node:fs';
 import { z } from 'zod';
 import { Engine, Id } from '../../shared/contracts/common.js';
 import { writeFileAtomic } from '../atomic-file.js';
+import { readRecordFile } from '../record-file.js';
 import type { Logger } from '../logger.js';
 import { ENGINE_ENV_NAMES } from './engine-cli.js';
 
@@ -21,11 +21,6 @@ export const ContainerRecord = z.strictObject({
 });
 export type ContainerRecord = z.infer<typeof ContainerRecord>;
 
-const StoreFile = z.strictObject({
-  version: z.literal(1),
-  containers: z.array(z.unknown()).max(4096),
-});
-
 /**
  * `containers.json` next to the state file: the containers of sessions that have not been released,
  * so a daemon started after a `kill -9` knows which engines to ask and what to remove. Written
@@ -42,26 +37,8 @@ export class ContainerStore {
     private readonly logger: Logger,
   ) {}
 
-  async load(): Promise<ContainerRecord[]> {
-    let json: unknown;
-    try {
-      json = JSON.parse(await fs.readFile(this.file, 'utf8'));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.logger.warn({ file: this.file }, 'container records unreadable; ignoring them');
-      return [];
-    }
-    const parsed = StoreFile.safeParse(json);
-    if (!parsed.success) {
-      this.logger.warn({ file: this.file }, 'container records unreadable; ignoring them');
-      return [];
-    }
-    const records: ContainerRecord[] = [];
-    for (const [index, candidate] of parsed.data.containers.entries()) {
-      const record = ContainerRecord.safeParse(candidate);
-      if (record.success) records.push(record.data);
-      else this.logger.warn({ file: this.file, index, issue: record.error.issues[0]?.message }, 'container record invalid; ignoring it');
-    }
-    return records;
+  load(): Promise<ContainerRecord[]> {
+    return readRecordFile(this.file, 'containers', 4096, ContainerRecord, this.logger);
   }
 
   /** Resolves once this version (or a later one) is on disk; a failed write is logged, not thrown. */

@@ -1,6 +1,6 @@
-import { promises as fs } from 'node:fs';
 import { z } from 'zod';
 import { writeFileAtomic } from '../atomic-file.js';
+import { readRecordFile } from '../record-file.js';
 import type { Logger } from '../logger.js';
 import type { TunnelRecord } from './tunnel.js';
 
@@ -32,11 +32,6 @@ const TunnelRecordSchema = z
   })
   .refine((record) => belongsTo(record.argv, record.vmDir), 'argv does not belong to its vmDir');
 
-const StateFile = z.strictObject({
-  version: z.literal(1),
-  tunnels: z.array(z.unknown()).max(1024),
-});
-
 /**
  * The state file (DESIGN §6 crash safety): which ssh processes this daemon runs. Written
  * atomically on every change, one write at a time, so a crash leaves a whole previous version.
@@ -50,31 +45,8 @@ export class TunnelStore {
     private readonly logger: Logger,
   ) {}
 
-  async load(): Promise<TunnelRecord[]> {
-    let text: string;
-    try {
-      text = await fs.readFile(this.statePath, 'utf8');
-    } catch {
-      return [];
-    }
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      json = undefined;
-    }
-    const parsed = StateFile.safeParse(json);
-    if (!parsed.success) {
-      this.logger.warn({ statePath: this.statePath }, 'state file unreadable; ignoring it');
-      return [];
-    }
-    const records: TunnelRecord[] = [];
-    for (const [index, candidate] of parsed.data.tunnels.entries()) {
-      const record = TunnelRecordSchema.safeParse(candidate);
-      if (record.success) records.push(record.data);
-      else this.logger.warn({ statePath: this.statePath, index, issue: record.error.issues[0]?.message }, 'state file record invalid; ignoring it');
-    }
-    return records;
+  load(): Promise<TunnelRecord[]> {
+    return readRecordFile(this.statePath, 'tunnels', 1024, TunnelRecordSchema, this.logger);
   }
 
   /** Starts this daemon's file empty, once what a previous one recorded has been reaped. */
