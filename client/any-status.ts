@@ -2,12 +2,15 @@ import { z } from 'zod';
 import { STATUS_ROUTE } from '../shared/contracts/status.js';
 import { request } from './transport.js';
 
-/** What every protocol's status has said; read loosely, since the daemon may be of any release. */
+/**
+ * What every protocol's status has said, read loosely since the daemon may be of any release, past
+ * or future: only the protocol is sure to be there.
+ */
 const AnyStatus = z.object({
-  version: z.string(),
   protocol: z.number().int(),
-  pid: z.number().int(),
-  counts: z.object({ sessions: z.number().int() }),
+  version: z.string().optional(),
+  pid: z.number().int().optional(),
+  counts: z.object({ sessions: z.number().int() }).optional(),
 });
 export type AnyStatus = z.infer<typeof AnyStatus>;
 

@@ -16,14 +16,15 @@ const STOP_TIMEOUT_MS = 6_000;
  */
 export async function stopOlderIdleDaemon(socketPath: string): Promise<boolean> {
   const status = await readAnyStatus(socketPath);
-  if (status.protocol >= PROTOCOL_VERSION || status.counts.sessions > 0) return false;
+  const { pid } = status;
+  if (status.protocol >= PROTOCOL_VERSION || status.counts?.sessions !== 0 || pid === undefined) return false;
   await request({ socketPath, method: 'POST', route: SHUTDOWN_ROUTE, anyProtocol: true }, z.unknown());
   const probe = createProcessProbe(currentPlatform());
   const deadline = Date.now() + STOP_TIMEOUT_MS;
-  while (await probe.isSame(status.pid, null)) {
+  while (await probe.isSame(pid, null)) {
     if (Date.now() > deadline) {
-      throw new SandboxdError('DAEMON_TIMEOUT', `the older daemon (pid ${String(status.pid)}, protocol ${String(status.protocol)}) did not stop within ${String(STOP_TIMEOUT_MS)} ms`, {
-        remedy: `Stop it yourself: \`kill ${String(status.pid)}\`.`,
+      throw new SandboxdError('DAEMON_TIMEOUT', `the older daemon (pid ${String(pid)}, protocol ${String(status.protocol)}) did not stop within ${String(STOP_TIMEOUT_MS)} ms`, {
+        remedy: `Stop it yourself: \`kill ${String(pid)}\`.`,
       });
     }
     await new Promise((resolve) => setTimeout(resolve, 50));

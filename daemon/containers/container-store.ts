@@ -48,7 +48,9 @@ export class ContainerStore {
       this.queued = this.writing
         .then(() => {
           this.queued = null;
-          return writeFileAtomic(this.file, this.latest, 0o600);
+          // Rewritten on every acquire and release: survive a daemon kill -9 (what the records are
+          // for) without an fsync on the warm path; a power loss also ends the containers.
+          return writeFileAtomic(this.file, this.latest, 0o600, { durable: false });
         })
         .catch((error: unknown) => {
           this.logger.error({ err: error, file: this.file }, 'cannot write the container records');

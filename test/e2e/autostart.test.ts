@@ -6,8 +6,8 @@ import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { clientPaths, ensureDaemon } from '../../client/index.js';
 import { createProcessProbe } from '../../daemon/process-identity.js';
-import { CLI, Cleanup, cli, cliEnv, daemonsFor, makeSandbox, pidAlive, ROOT, waitFor, type Sandbox } from '../helpers.js';
-import { daemonOfUnreapingParent, killToZombie } from '../lab/unreaping-parent.js';
+import { CLI, Cleanup, cli, cliEnv, daemonsFor, makeSandbox, ROOT, waitFor, type Sandbox } from '../helpers.js';
+import { daemonOfUnreapingParent, killToZombie, procState } from '../lab/unreaping-parent.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -201,7 +201,9 @@ describe('auto-start (real processes)', () => {
     // Auto-started by a long-lived library client that never reaps it: kill -9 leaves a zombie.
     const first = await daemonOfUnreapingParent(path.join(ROOT, 'dist/client/index.js'), env, cleanup);
     await killToZombie(first);
-    expect(pidAlive(first)).toBe(true);
+    // Still in the process table, and `kill(pid, 0)` still succeeds on it: what fooled the old check.
+    expect(procState(first)).toBe('Z');
+    expect(() => process.kill(first, 0)).not.toThrow();
 
     // Before the fix the next daemon saw the zombie as `already running` and the client waited 20 s.
     const plan = await cli(['plan', '--engine', 'podman', '--ssh-agent', 'off', '--json'], env, 10_000);

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { acquireSession } from '../../session.js';
+import { withProgress } from '../progress.js';
 import { printJson, runAction } from '../output.js';
 import { addSessionOptions, toAcquireOptions, type SessionFlags } from '../session-options.js';
 
@@ -18,7 +19,10 @@ export function registerPlanCommand(program: Command): void {
   ).action(async (flags: SessionFlags & { image?: string }) => {
     const json = flags.json === true;
     await runAction(json, async () => {
-      const session = await acquireSession({ ...toAcquireOptions(flags), heartbeat: false, ...(flags.image === undefined ? {} : { image: flags.image }) });
+      const session = await withProgress(
+        'preparing the session (starting the daemon, a tunnel or an engine probe)',
+        acquireSession({ ...toAcquireOptions(flags), heartbeat: false, ...(flags.image === undefined ? {} : { image: flags.image }) }),
+      );
       try {
         if (json) {
           printJson({ session: session.info, plan: session.plan, sockets: session.sockets });

@@ -7,10 +7,10 @@ import { clientPaths } from '../../connection.js';
 import { printJson, runAction } from '../output.js';
 
 /** The running daemon's version, or null; a daemon of another protocol still says which it is. */
-async function daemonVersion(): Promise<{ version: string; protocol: number; pid: number } | null> {
+async function daemonVersion(): Promise<{ version: string | null; protocol: number; pid: number | null } | null> {
   try {
     const status = await readAnyStatus(clientPaths().socketPath);
-    return { version: status.version, protocol: status.protocol, pid: status.pid };
+    return { version: status.version ?? null, protocol: status.protocol, pid: status.pid ?? null };
   } catch (error) {
     if (error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING') return null;
     throw error;
@@ -30,7 +30,7 @@ export function registerVersionCommand(program: Command): void {
           printJson({ client, daemon });
           return 0;
         }
-        const daemonLine = daemon === null ? 'not running' : `${daemon.version} (protocol ${daemon.protocol}, pid ${daemon.pid})`;
+        const daemonLine = daemon === null ? 'not running' : `${daemon.version ?? 'unknown version'} (protocol ${daemon.protocol}, pid ${daemon.pid ?? 'unknown'})`;
         process.stdout.write(`client: ${client.version} (protocol ${client.protocol})\ndaemon: ${daemonLine}\n`);
         return 0;
       });
