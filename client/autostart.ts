@@ -5,7 +5,7 @@ import { SandboxdError } from '../shared/errors.js';
 import { STATUS_ROUTE, StatusResponse } from '../shared/contracts/status.js';
 import { PROTOCOL_VERSION } from '../shared/protocol.js';
 import { currentPlatform, type SandboxdPaths } from '../shared/paths.js';
-import { readPidRecord } from '../daemon/instance-lock.js';
+import { readPidRecord } from '../daemon/pid-record.js';
 import { createProcessProbe, type ProcessProbe } from '../daemon/process-identity.js';
 import { ensureSecureDir } from '../daemon/secure-dir.js';
 import { DAEMON_CWD, daemonEnvironment, resolveDaemonCommand, type DaemonCommand } from './daemon-launch.js';

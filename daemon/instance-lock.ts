@@ -3,6 +3,7 @@ import lockfile from 'proper-lockfile';
 import { SandboxdError } from '../shared/errors.js';
 import type { ProcessProbe } from './process-identity.js';
 import { writeFileAtomic } from './atomic-file.js';
+import { readPidRecord } from './pid-record.js';
 
 /** proper-lockfile's staleness window: how long a holder that left no pid record keeps the lock. */
 export const LOCK_STALE_MS = 4000;
@@ -15,20 +16,6 @@ const LOCK_RETRY_MS = 200;
  */
 const GUARD_STALE_MS = 5000;
 const GUARD_RETRY_MS = 25;
-
-interface PidRecord {
-  pid: number;
-  startTime: string | null;
-}
-
-export async function readPidRecord(pidPath: string): Promise<PidRecord | null> {
-  try {
-    const parsed = JSON.parse(await fs.readFile(pidPath, 'utf8')) as Partial<PidRecord>;
-    return typeof parsed.pid === 'number' ? { pid: parsed.pid, startTime: parsed.startTime ?? null } : null;
-  } catch {
-    return null;
-  }
-}
 
 export interface InstanceLockOptions {
   lockPath: string;

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
 import type { StatusResponse } from '../../../shared/contracts/status.js';
-import { readPidRecord } from '../../../daemon/instance-lock.js';
+import { readPidRecord } from '../../../daemon/pid-record.js';
 import { createProcessProbe } from '../../../daemon/process-identity.js';
 import { currentPlatform } from '../../../shared/paths.js';
 import { requestShutdown } from '../../admin.js';
