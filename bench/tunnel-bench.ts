@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { vmRootFor } from '../daemon/agent-bridges.js';
 import path from 'node:path';
@@ -20,6 +20,20 @@ const CONCURRENT = 20;
 const POLL_MS = 200;
 const RESTART_RUNS = 5;
 const CLI_RUNS = 10;
+/** Issue 13's scale: sessions held (each heartbeating) while the warm acquire is measured again. */
+const HELD = 1000;
+const IDLE_WINDOW_MS = 10_000;
+
+/** utime + stime of a process, from /proc (clock ticks are 10 ms on Linux). */
+function processCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${String(pid)}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+function processRssMb(pid: number): number {
+  return (Number(readFileSync(`/proc/${String(pid)}/statm`, 'utf8').split(' ')[1]) * 4096) / 1024 / 1024;
+}
 /** The built CLI beside this compiled bench, as `sandboxd` on PATH runs it. */
 const CLI = fileURLToPath(new URL('../client/cli/main.js', import.meta.url));
 /** The compiled client library next to this compiled bench, loaded by the unreaping parent. */
@@ -154,7 +168,40 @@ async function main(): Promise<void> {
       warm.push(await timed(async () => (session = await acquire())));
       await (session as Awaited<ReturnType<typeof acquire>> | null)?.release();
     }
+
+    // (8) issue 13: the same warm acquire with HELD sessions held and heartbeating, and what the
+    // daemon costs meanwhile (RSS, CPU while nothing but heartbeats happens).
+    const daemonPid = (await getStatus(env)).pid;
+    const held: Awaited<ReturnType<typeof acquire>>[] = [];
+    for (let run = 0; run < HELD; run += 1) held.push(await acquireSession({ engine: 'podman', env }));
+    const cpuBefore = processCpuMs(daemonPid);
+    await new Promise((resolve) => setTimeout(resolve, IDLE_WINDOW_MS));
+    const idleCpuPercent = ((processCpuMs(daemonPid) - cpuBefore) / IDLE_WINDOW_MS) * 100;
+    const heldRssMb = processRssMb(daemonPid);
+    const warmHeld: number[] = [];
+    for (let run = 0; run < WARM_RUNS; run += 1) {
+      let session: Awaited<ReturnType<typeof acquire>> | null = null;
+      warmHeld.push(await timed(async () => (session = await acquire())));
+      await (session as Awaited<ReturnType<typeof acquire>> | null)?.release();
+    }
+    await Promise.all(held.map((session) => session.release()));
     await holder.release();
+    await removeAllTunnels(env);
+
+    // (9) what `sandboxd run` adds to the engine command: a `podman run` that does nothing stands
+    // in for the engine, so the difference is sandboxd's own start, acquire, merge and release.
+    const stubDir = path.join(sandbox.dir, 'stub-engine');
+    mkdirSync(stubDir);
+    // Only `run` is stubbed; discovery (`system connection list`) still reaches the real podman.
+    const realPodman = (await execa('sh', ['-c', 'command -v podman'], { env })).stdout;
+    writeFileSync(path.join(stubDir, 'podman'), `#!/bin/sh\nfor a; do [ "$a" = run ] && exit 0; done\nexec ${realPodman} "$@"\n`, { mode: 0o755 });
+    const stubEnv = { ...env, PATH: `${stubDir}:${env.PATH ?? ''}` };
+    const bareRun: number[] = [];
+    const sandboxdRun: number[] = [];
+    for (let run = 0; run < CLI_RUNS; run += 1) {
+      bareRun.push(await timed(() => execa(path.join(stubDir, 'podman'), ['run', '--rm', 'image', 'true'], { env: stubEnv })));
+      sandboxdRun.push(await timed(() => execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'podman', '--', '--rm', 'image', 'true'], { env: stubEnv, timeout: 30_000 })));
+    }
     await removeAllTunnels(env);
 
     let sessions: Awaited<ReturnType<typeof acquire>>[] = [];
@@ -194,6 +241,10 @@ async function main(): Promise<void> {
       ['    empty round trip (GET /v1/status) p50 / p99', `${median(roundTrip).toFixed(2)} ms`, `p99 ${percentile(roundTrip, 99).toFixed(2)} ms: this machine's floor for any request`],
       [`(3) ${CONCURRENT} sessions at once, cold: wall time`, `${concurrentMs.toFixed(0)} ms`, `${(concurrentMs / (2 * baselineMs)).toFixed(2)}x two baseline sessions (target < 1)`],
       [`(3) ${CONCURRENT} sessions at once: ssh processes`, String(sshCount), 'target 1'],
+      [`(8) warm acquire p99 with ${String(HELD)} sessions held`, `${percentile(warmHeld, 99).toFixed(2)} ms`, `${(percentile(warmHeld, 99) / percentile(warm, 99)).toFixed(2)}x the daemon without them (target <= 1.5)`],
+      [`(8) daemon RSS with ${String(HELD)} sessions`, `${heldRssMb.toFixed(0)} MB`, 'target <= 150 MB'],
+      [`(8) daemon CPU while ${String(HELD)} sessions only heartbeat`, `${idleCpuPercent.toFixed(2)} %`, `of one core over ${String(IDLE_WINDOW_MS / 1000)} s (target < 2 %)`],
+      ['(9) sandboxd run over a do-nothing engine', `${median(sandboxdRun).toFixed(0)} ms`, `bare engine ${median(bareRun).toFixed(0)} ms: overhead ${(median(sandboxdRun) - median(bareRun)).toFixed(0)} ms (target <= 100 ms + a warm acquire)`],
       ['(7) node -e 0 (floor)', `${nodeMs.toFixed(0)} ms`, ''],
       ['(7) sandboxd --version', `${versionMs.toFixed(0)} ms`, `${(versionMs / nodeMs).toFixed(2)}x node -e 0 (target <= 2)`],
       ['(7) sandboxd status (daemon running)', `${statusMs.toFixed(0)} ms`, `${(statusMs / nodeMs).toFixed(2)}x node -e 0 (target <= 2)`],

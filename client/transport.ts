@@ -17,6 +17,13 @@ export interface RequestOptions {
   anyProtocol?: boolean;
 }
 
+/**
+ * One kept-alive connection pool for the process: heartbeats and repeated acquires skip a connect
+ * each. Idle sockets are unref'd by node, so they never hold a process open; the trust check runs
+ * before every request all the same.
+ */
+const KEEP_ALIVE = new http.Agent({ keepAlive: true, maxSockets: 8, maxFreeSockets: 2 });
+
 const UNREACHABLE = new Set(['ENOENT', 'ECONNREFUSED', 'ENOTSOCK', 'ECONNRESET']);
 
 function parseJson(text: string): unknown {
@@ -42,7 +49,7 @@ export async function request<T extends z.ZodType>(options: RequestOptions, sche
         socketPath,
         method,
         path: route,
-        agent: false,
+        agent: KEEP_ALIVE,
         headers: {
           [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
           ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),

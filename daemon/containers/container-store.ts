@@ -30,7 +30,7 @@ export class ContainerStore {
   private writing: Promise<void> = Promise.resolve();
   /** A write that has not started yet: later saves join it instead of queueing one fsync each. */
   private queued: Promise<void> | null = null;
-  private latest = '';
+  private latest: () => readonly ContainerRecord[] = () => [];
 
   constructor(
     private readonly file: string,
@@ -41,16 +41,21 @@ export class ContainerStore {
     return readRecordFile(this.file, 'containers', 4096, ContainerRecord, this.logger);
   }
 
-  /** Resolves once this version (or a later one) is on disk; a failed write is logged, not thrown. */
-  save(records: readonly ContainerRecord[]): Promise<void> {
-    this.latest = JSON.stringify({ version: 1, containers: records }, null, 2);
+  /**
+   * Resolves once this version (or a later one) is on disk; a failed write is logged, not thrown.
+   * `snapshot` is read when the write starts, so saves that arrive meanwhile cost one write and one
+   * serialisation between them, however many sessions there are.
+   */
+  save(snapshot: () => readonly ContainerRecord[]): Promise<void> {
+    this.latest = snapshot;
     if (this.queued === null) {
       this.queued = this.writing
         .then(() => {
           this.queued = null;
+          const body = JSON.stringify({ version: 1, containers: this.latest() });
           // Rewritten on every acquire and release: survive a daemon kill -9 (what the records are
           // for) without an fsync on the warm path; a power loss also ends the containers.
-          return writeFileAtomic(this.file, this.latest, 0o600, { durable: false });
+          return writeFileAtomic(this.file, body, 0o600, { durable: false });
         })
         .catch((error: unknown) => {
           this.logger.error({ err: error, file: this.file }, 'cannot write the container records');

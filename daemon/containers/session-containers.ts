@@ -32,7 +32,8 @@ export interface SessionContainersDeps {
   claimWindowMs: number;
   /** What a previous daemon recorded; read once, before anything is written. */
   load(): Promise<ContainerRecord[]>;
-  save(records: readonly ContainerRecord[]): Promise<void>;
+  /** Persists the records; `snapshot` is read when the write starts. */
+  save(snapshot: () => readonly ContainerRecord[]): Promise<void>;
   /** `rm -f` of the containers labelled with `key` and the owner; the ids removed. */
   remove(record: ContainerRecord, labels: { session: string; owner: string }): Promise<string[]>;
   ensureDir(dir: string): Promise<void>;
@@ -50,6 +51,10 @@ const CONTAINER_ID = /^[0-9a-f]{12,64}$/;
  */
 export class SessionContainers {
   private readonly records = new Map<string, ContainerRecord>();
+  /** Keys of records now answering to a renewed session (`sessionId !== key`). */
+  private readonly renewed = new Set<string>();
+  /** Container ids read from cidfiles, by record key. */
+  private readonly ids = new Map<string, string>();
   /** Keys of records a previous daemon left: only these can lack a live session that ends them. */
   private readonly inherited = new Set<string>();
   /** Removal failed (engine unreachable): kept on disk for the next daemon, not retried each sweep. */
@@ -63,7 +68,7 @@ export class SessionContainers {
     this.startedAt = deps.clock.now();
     this.ready = (async () => {
       for (const record of await deps.load()) {
-        this.records.set(record.key, record);
+        this.setRecord(record);
         this.inherited.add(record.key);
       }
     })();
@@ -89,7 +94,7 @@ export class SessionContainers {
     await this.dirReady;
     const { sessionId, renews, engine, path: searchPath, env, globalArgs, clientPid, clientStartTime } = request;
     if (renews !== undefined) this.claim(renews, request);
-    this.records.set(sessionId, { key: sessionId, sessionId, engine, path: searchPath, env, globalArgs, clientPid, clientStartTime });
+    this.setRecord({ key: sessionId, sessionId, engine, path: searchPath, env, globalArgs, clientPid, clientStartTime });
     await this.persist();
     const cidfile = this.cidfile(sessionId);
     return {
@@ -108,7 +113,7 @@ export class SessionContainers {
     await this.ready;
     const records = this.ofSession(sessionId);
     if (records.length === 0) return [];
-    for (const record of records) this.records.delete(record.key);
+    for (const record of records) this.deleteRecord(record.key);
     const removed: string[] = [];
     const errors: unknown[] = [];
     for (const record of reason === 'released' ? [] : records) {
@@ -118,7 +123,7 @@ export class SessionContainers {
         removed.push(...ids);
       } catch (error) {
         errors.push(error);
-        this.records.set(record.key, record);
+        this.setRecord(record);
         this.inherited.add(record.key);
         this.failed.add(record.key);
       }
@@ -136,8 +141,13 @@ export class SessionContainers {
     const record = records[0];
     if (record === undefined) return null;
     const cidfile = this.cidfile(record.key);
-    const text = await fs.readFile(cidfile, 'utf8').catch(() => '');
-    return { id: CONTAINER_ID.test(text.trim()) ? text.trim() : null, cidfile };
+    // The engine writes the id once: after that every heartbeat answers from memory.
+    const known = this.ids.get(record.key);
+    if (known !== undefined) return { id: known, cidfile };
+    const text = (await fs.readFile(cidfile, 'utf8').catch(() => '')).trim();
+    if (!CONTAINER_ID.test(text)) return { id: null, cidfile };
+    if (this.records.has(record.key)) this.ids.set(record.key, text);
+    return { id: text, cidfile };
   }
 
   /**
@@ -167,15 +177,34 @@ export class SessionContainers {
   private claim(renews: string, request: ContainerRequest): void {
     for (const record of this.ofSession(renews)) {
       const sameClient = record.clientPid === request.clientPid && (record.clientStartTime === null || request.clientStartTime === null || record.clientStartTime === request.clientStartTime);
-      if (sameClient && !this.deps.isLive(renews)) this.records.set(record.key, { ...record, sessionId: request.sessionId });
+      if (sameClient && !this.deps.isLive(renews)) this.setRecord({ ...record, sessionId: request.sessionId });
     }
   }
 
   private ofSession(sessionId: string): ContainerRecord[] {
-    return [...this.records.values()].filter((record) => record.sessionId === sessionId);
+    // A record is keyed by its first session; only a renewed one (few) answers to another id.
+    const own = this.records.get(sessionId);
+    const found = own?.sessionId === sessionId ? [own] : [];
+    for (const key of this.renewed) {
+      const record = this.records.get(key);
+      if (record?.sessionId === sessionId && key !== sessionId) found.push(record);
+    }
+    return found;
+  }
+
+  private setRecord(record: ContainerRecord): void {
+    this.records.set(record.key, record);
+    if (record.sessionId === record.key) this.renewed.delete(record.key);
+    else this.renewed.add(record.key);
+  }
+
+  private deleteRecord(key: string): void {
+    this.records.delete(key);
+    this.renewed.delete(key);
+    this.ids.delete(key);
   }
 
   private persist(): Promise<void> {
-    return this.deps.save([...this.records.values()]);
+    return this.deps.save(() => [...this.records.values()]);
   }
 }

@@ -57,8 +57,8 @@ function setup(inherited: ContainerRecord[] = [], failing = new Set<string>()) {
     isLive: (id) => live.has(id),
     claimWindowMs: 60_000,
     load: () => Promise.resolve(inherited),
-    save: (records) => {
-      saved.push([...records]);
+    save: (snapshot) => {
+      saved.push([...snapshot()]);
       return Promise.resolve();
     },
     remove: (entry, labels) => {
@@ -251,7 +251,7 @@ describe('ContainerStore', () => {
   it('round-trips records and ignores one that is not in its shape', async () => {
     const file = path.join(tempDir(), 'containers.json');
     const store = new ContainerStore(file, logger);
-    await store.save([record('ses_aaaaaaaa', 100)]);
+    await store.save(() => [record('ses_aaaaaaaa', 100)]);
     expect(await new ContainerStore(file, logger).load()).toEqual([record('ses_aaaaaaaa', 100)]);
     writeFileSync(file, JSON.stringify({ version: 1, containers: [record('ses_bbbbbbbb', 1), { ...record('ses_cccccccc', 2), env: { LD_PRELOAD: '/x' } }] }));
     expect((await store.load()).map((entry) => entry.key)).toEqual(['ses_bbbbbbbb']);
@@ -290,7 +290,17 @@ describe('ContainerStore writes', () => {
     const file = path.join(tempDir(), 'containers.json');
     const store = new ContainerStore(file, logger);
     const keys = ['ses_aaaaaaaa', 'ses_bbbbbbbb', 'ses_cccccccc'];
-    await Promise.all(keys.map((_, index) => store.save(keys.slice(0, index + 1).map((key) => record(key, 100)))));
+    let snapshots = 0;
+    await Promise.all(
+      keys.map((_, index) =>
+        store.save(() => {
+          snapshots += 1;
+          return keys.slice(0, index + 1).map((key) => record(key, 100));
+        }),
+      ),
+    );
     expect((await store.load()).map((entry) => entry.key)).toEqual(keys);
+    // Saves that arrive while one is pending share one serialisation: the latest.
+    expect(snapshots).toBe(1);
   });
 });
