@@ -9,8 +9,8 @@ import { SessionContainers, type ContainerRequest } from '../../daemon/container
 import { ownerLabel } from '../../daemon/containers/wiring.js';
 import { createLogger } from '../../daemon/logger.js';
 import { hardenFlags } from '../../daemon/plan/harden.js';
-import type { ProcessProbe } from '../../daemon/process-identity.js';
 import type { SubprocessOptions, SubprocessResult } from '../../daemon/subprocess.js';
+import { fakeProbe } from './fake-probe.js';
 
 const logger = createLogger({ kind: 'silent' });
 const dirs: string[] = [];
@@ -24,15 +24,6 @@ function tempDir(): string {
   return dir;
 }
 
-function fakeProbe(): ProcessProbe & { processes: Map<number, string> } {
-  const processes = new Map<number, string>();
-  return {
-    processes,
-    startTime: (pid) => Promise.resolve(processes.get(pid) ?? null),
-    isSame: (pid, startTime) => Promise.resolve(processes.has(pid) && (startTime === null || processes.get(pid) === startTime)),
-    startTimes: (pids) => Promise.resolve(new Map(pids.filter((pid) => processes.has(pid)).map((pid) => [pid, processes.get(pid) ?? null]))),
-  };
-}
 
 function record(key: string, pid: number, startTime: string | null = 'boot-1'): ContainerRecord {
   return { key, sessionId: key, engine: 'podman', clientPid: pid, clientStartTime: startTime, path: '/usr/bin', env: {}, globalArgs: [] };

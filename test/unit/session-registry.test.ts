@@ -2,19 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { SandboxdError } from '../../shared/errors.js';
 import type { SessionInfo } from '../../shared/contracts/sessions.js';
 import { createLogger } from '../../daemon/logger.js';
-import type { ProcessProbe } from '../../daemon/process-identity.js';
 import { SessionRegistry } from '../../daemon/session-registry.js';
+import { fakeProbe } from './fake-probe.js';
 
-/** Stands in for /proc: which pids live, and with which start time. */
-function fakeProbe(): ProcessProbe & { processes: Map<number, string> } {
-  const processes = new Map<number, string>();
-  return {
-    processes,
-    startTime: (pid) => Promise.resolve(processes.get(pid) ?? null),
-    isSame: (pid, startTime) => Promise.resolve(processes.has(pid) && (startTime === null || processes.get(pid) === startTime)),
-    startTimes: (pids) => Promise.resolve(new Map(pids.filter((pid) => processes.has(pid)).map((pid) => [pid, processes.get(pid) ?? null]))),
-  };
-}
 
 function info(id: string, pid: number): SessionInfo {
   const now = new Date(0).toISOString();
