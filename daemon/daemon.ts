@@ -84,6 +84,20 @@ export interface Daemon {
   close(): Promise<void>;
 }
 
+/** A periodic job that skips a tick while its previous run is still going; failures are logged. */
+function exclusive(job: () => Promise<void>, onError: (error: unknown) => void): () => void {
+  let running = false;
+  return () => {
+    if (running) return;
+    running = true;
+    job()
+      .catch(onError)
+      .finally(() => {
+        running = false;
+      });
+  };
+}
+
 /** Wires the daemon from injected edges (STYLE 4); `runDaemon` supplies the real ones. */
 export function createDaemon(deps: DaemonDeps): Daemon {
   const { logger, settings } = deps;
@@ -213,21 +227,13 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   registerTunnelRoutes(app, bridges);
 
   let sweeper: NodeJS.Timeout | null = null;
-  let sweeping = false;
   // Separate from the lease sweep: a slow engine must not hold up noticing dead clients.
-  let sweepingContainers = false;
-  const sweepContainers = (): void => {
-    if (sweepingContainers) return;
-    sweepingContainers = true;
-    containers
-      .sweep()
-      .catch((error: unknown) => {
-        logger.error({ err: error }, 'container sweep failed');
-      })
-      .finally(() => {
-        sweepingContainers = false;
-      });
-  };
+  const sweepContainers = exclusive(() => containers.sweep(), (error) => {
+    logger.error({ err: error }, 'container sweep failed');
+  });
+  const sweepSessions = exclusive(() => registry.sweep(), (error) => {
+    logger.error({ err: error }, 'session sweep failed');
+  });
   return {
     app,
     registry,
@@ -237,16 +243,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       sweepContainers();
       sweeper = setInterval(() => {
         sweepContainers();
-        if (sweeping) return;
-        sweeping = true;
-        registry
-          .sweep()
-          .catch((error: unknown) => {
-            logger.error({ err: error }, 'session sweep failed');
-          })
-          .finally(() => {
-            sweeping = false;
-          });
+        sweepSessions();
       }, settings.sweepIntervalMs);
       sweeper.unref();
     },

@@ -14,6 +14,18 @@ afterEach(() => cleanup.run());
 /** The issue's bound for a killed client's container to be gone. */
 const REAP_BOUND_MS = 10_000;
 
+/** `sandboxd run` as the user starts it; resolves once the container printed `started`. */
+async function spawnRun(env: NodeJS.ProcessEnv, engine: 'podman' | 'docker', args: string[]): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [CLI, 'run', '--quiet', '--engine', engine, '--ssh-agent', 'off', '--no-workdir', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  cleanup.add(() => child.kill('SIGKILL'));
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  await waitFor(() => out.includes('started') || child.exitCode !== null, 'the container to start', 45_000);
+  if (!out.includes('started')) throw new Error(`sandboxd run exited ${String(child.exitCode)}: ${out}`);
+  return child;
+}
+
 describe.skipIf(labMissing)('sessions own their containers (real podman)', () => {
   function setup() {
     const { env: podmanEnv, image } = podmanLab();
@@ -28,17 +40,7 @@ describe.skipIf(labMissing)('sessions own their containers (real podman)', () =>
     return { env, image, sandbox, podman, track, running, gone };
   }
 
-  /** `sandboxd run` as the user starts it; resolves once the container printed `started`. */
-  async function startRun(env: NodeJS.ProcessEnv, args: string[]): Promise<ChildProcess> {
-    const child = spawn(process.execPath, [CLI, 'run', '--quiet', '--engine', 'podman', '--ssh-agent', 'off', '--no-workdir', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    cleanup.add(() => child.kill('SIGKILL'));
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    await waitFor(() => out.includes('started') || child.exitCode !== null, 'the container to start', 45_000);
-    if (!out.includes('started')) throw new Error(`sandboxd run exited ${String(child.exitCode)}: ${out}`);
-    return child;
-  }
+  const startRun = (env: NodeJS.ProcessEnv, args: string[]) => spawnRun(env, 'podman', args);
 
   async function sessions(env: NodeJS.ProcessEnv): Promise<SessionInfo[]> {
     return JSON.parse((await cli(['sessions', 'ls', '--json'], env)).stdout) as SessionInfo[];
@@ -212,14 +214,7 @@ describe.skipIf(dockerMissing)('sessions own their containers (real Docker Engin
   }
 
   async function startRun(env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; id: string; session: string }> {
-    const args = ['run', '--quiet', '--engine', 'docker', '--ssh-agent', 'off', '--no-workdir', '--', '--network', 'none', dockerd.image, 'sh', '-c', 'echo started; sleep 60'];
-    const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    cleanup.add(() => child.kill('SIGKILL'));
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    await waitFor(() => out.includes('started') || child.exitCode !== null, 'the container to start', 45_000);
-    if (!out.includes('started')) throw new Error(`sandboxd run exited ${String(child.exitCode)}: ${out}`);
+    const child = await spawnRun(env, 'docker', ['--', '--network', 'none', dockerd.image, 'sh', '-c', 'echo started; sleep 60']);
     const found = await waitFor(async () => {
       const listed = JSON.parse((await cli(['sessions', 'ls', '--json'], env)).stdout) as SessionInfo[];
       const mine = listed.find((session) => session.clientPid === child.pid);
