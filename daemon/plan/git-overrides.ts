@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { shQuote } from '../shell-quote.js';
 import { PATH_KEYS, type ConfigEntry } from './git-config.js';
 
 /** One `key = value` the generated global config sets after the user's own files. */
@@ -59,10 +60,6 @@ function expandHome(value: string, home: string): string {
   return value.startsWith('~/') ? path.join(home, value.slice(2)) : value;
 }
 
-/** Single-quoted for the shell git runs `core.sshCommand` through. */
-function shellQuote(value: string): string {
-  return `'${value.replaceAll("'", "'\\''")}'`;
-}
 
 /** `credential.helper` and `credential.<url>.helper`, grouped by URL (null: the plain section). */
 function credentialHelpers(entries: readonly ConfigEntry[]): Map<string | null, string[]> {
@@ -163,7 +160,7 @@ function sshOverrides(input: OverrideInput, out: Overrides): void {
   const hostOnly = sshCommand !== undefined && sshCommand !== null && HOST_ONLY_PROGRAM.test(sshCommand);
   if (sshCommand !== undefined && !hostOnly) return;
   if (hostOnly) out.warnings.push(`git: core.sshCommand "${sshCommand}" is a host program; the sandbox uses ssh`);
-  const knownHosts = input.knownHosts.length === 0 ? '' : ` -o UserKnownHostsFile=${shellQuote(input.knownHosts.join(' '))}`;
+  const knownHosts = input.knownHosts.length === 0 ? '' : ` -o UserKnownHostsFile=${shQuote(input.knownHosts.join(' '))}`;
   if (hostOnly || knownHosts !== '') out.settings.push({ section: 'core', key: 'sshCommand', value: `ssh${knownHosts}` });
 }
 

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import { isLoopback, type PodmanConnection } from '../podman/connections.js';
+import { shQuote } from '../shell-quote.js';
 
 export const READY_MARKER = 'sandboxd-ready';
 /** Printed first, before anything can fail, so a refused bind can be explained (DESIGN §6 SELinux). */
@@ -20,10 +21,6 @@ const BIND_WAIT_POLLS = 250;
  */
 export const REMOTE_STUB = `exec /bin/sh -c 'IFS= read -r s && eval "$s"'`;
 
-/** Single-quotes for a POSIX shell; every value is daemon-generated, this is defence in depth. */
-export function shQuote(value: string): string {
-  return `'${value.replaceAll("'", `'\\''`)}'`;
-}
 
 export interface TunnelLayout {
   /** The remote user's tunnel root in the VM: 0700, so nothing in it is reachable by others. */

@@ -9,7 +9,6 @@ import {
   parseSelinux,
   REMOTE_STUB,
   remoteScript,
-  shQuote,
   sshArgs,
   sshProbeArgs,
   tunnelLayout,
@@ -17,6 +16,7 @@ import {
 } from '../../daemon/tunnels/ssh-command.js';
 import { parseSshUri } from '../../daemon/podman/connections.js';
 import { Cleanup } from '../helpers.js';
+import { shQuote } from '../../daemon/shell-quote.js';
 
 const connection = (uri: string, identity: string | null = '/k/id') => ({ name: 'm', uri, identity, isDefault: true, target: parseSshUri(uri, 'm') });
 const layout = tunnelLayout('/tmp/sandboxd-u', 'abc', 3, 'n0nce');
