@@ -2,6 +2,7 @@ import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../shared/errors.js';
 import type { Platform } from '../shared/paths.js';
+import { findExecutable, isExecutableFile } from '../daemon/executables.js';
 
 /** What auto-start runs: `file ...args` (args already end in `daemon`). */
 export interface DaemonCommand {
@@ -24,25 +25,6 @@ export interface LaunchInputs {
 
 const NOT_FOUND_REMEDY = 'Set SANDBOXD_BIN to the path of the `sandboxd` executable, or put `sandboxd` on PATH.';
 
-async function isExecutableFile(file: string): Promise<boolean> {
-  try {
-    await fs.access(file, constants.X_OK);
-    return (await fs.stat(file)).isFile();
-  } catch {
-    return false;
-  }
-}
-
-/** Absolute directories only: a relative PATH entry would resolve against the daemon's `/`. */
-async function onPath(name: string, searchPath: string | undefined): Promise<string | null> {
-  for (const dir of (searchPath ?? '').split(path.delimiter)) {
-    if (!path.isAbsolute(dir)) continue;
-    const candidate = path.join(dir, name);
-    if (await isExecutableFile(candidate)) return candidate;
-  }
-  return null;
-}
-
 /**
  * DESIGN §10: a client bundled into another program cannot find the daemon next to itself, so
  * the order is the caller's option, SANDBOXD_BIN, `sandboxd` on PATH, then this package's CLI.
@@ -50,7 +32,7 @@ async function onPath(name: string, searchPath: string | undefined): Promise<str
 export async function resolveDaemonCommand(inputs: LaunchInputs): Promise<DaemonCommand> {
   if (inputs.option !== undefined) {
     const [first = '', ...rest] = inputs.option;
-    const file = first.includes('/') ? path.resolve(first) : await onPath(first, inputs.env.PATH);
+    const file = first.includes('/') ? path.resolve(first) : await findExecutable(first, inputs.env.PATH);
     if (file === null || !(await isExecutableFile(file))) {
       throw new SandboxdError('DAEMON_START_FAILED', `the daemonCommand option names "${first}", which is not an executable file`, {
         remedy: 'Pass the path of the `sandboxd` executable in daemonCommand, or drop the option and set SANDBOXD_BIN to it.',
@@ -68,7 +50,7 @@ export async function resolveDaemonCommand(inputs: LaunchInputs): Promise<Daemon
     }
     return { file, args: ['daemon'], source: 'SANDBOXD_BIN' };
   }
-  const found = await onPath('sandboxd', inputs.env.PATH);
+  const found = await findExecutable('sandboxd', inputs.env.PATH);
   if (found !== null) return { file: found, args: ['daemon'], source: 'PATH' };
   try {
     await fs.access(inputs.packageEntry, constants.R_OK);

@@ -1,7 +1,8 @@
 import { execFile } from 'node:child_process';
-import { constants, promises as fs } from 'node:fs';
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Platform, SandboxdPaths } from '../../shared/paths.js';
+import { isExecutableFile } from '../../daemon/executables.js';
 
 export interface CommandResult {
   exitCode: number | null;
@@ -54,14 +55,6 @@ const SYSTEM_PATH: Record<Platform, readonly string[]> = {
 };
 const KEPT_VARIABLES = ['SANDBOXD_RUNTIME_DIR', 'SANDBOXD_STATE_DIR', 'SANDBOXD_LOG_DIR', 'SANDBOXD_LOG_LEVEL', 'SANDBOXD_TUNNEL_IDLE', 'XDG_STATE_HOME'];
 
-async function isExecutable(file: string): Promise<boolean> {
-  try {
-    await fs.access(file, constants.X_OK);
-    return (await fs.stat(file)).isFile();
-  } catch {
-    return false;
-  }
-}
 
 /** The directories where podman, docker and ssh are found on `searchPath`, in PATH order. */
 export async function toolDirs(searchPath: string): Promise<string[]> {
@@ -69,7 +62,7 @@ export async function toolDirs(searchPath: string): Promise<string[]> {
   for (const tool of TOOLS) {
     for (const dir of searchPath.split(path.delimiter)) {
       if (!path.isAbsolute(dir)) continue;
-      if (await isExecutable(path.join(dir, tool))) {
+      if (await isExecutableFile(path.join(dir, tool))) {
         found.push(dir);
         break;
       }

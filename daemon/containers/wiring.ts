@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { SandboxdPaths } from '../../shared/paths.js';
 import { stableHash } from '../ids.js';
 import type { Logger } from '../logger.js';
-import { findExecutable } from '../podman/discover.js';
+import { findExecutable } from '../executables.js';
 import type { ProcessProbe } from '../process-identity.js';
 import { ensureSecureDir } from '../secure-dir.js';
 import type { Clock } from '../session-registry.js';

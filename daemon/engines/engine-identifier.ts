@@ -4,7 +4,7 @@ import { SandboxdError } from '../../shared/errors.js';
 import type { Platform } from '../../shared/paths.js';
 import { clip } from '../clip.js';
 import { FingerprintCache } from '../fingerprint-cache.js';
-import { findExecutable } from '../podman/discover.js';
+import { findExecutable } from '../executables.js';
 import type { RunSubprocess } from '../subprocess.js';
 import { resolveEndpoint, unixSocketOf, type DockerView } from './docker-endpoint.js';
 import { parseDockerInfo } from './docker-info.js';

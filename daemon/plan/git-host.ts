@@ -2,7 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { FingerprintCache } from '../fingerprint-cache.js';
 import { runSubprocess } from '../subprocess.js';
-import { findExecutable } from '../podman/discover.js';
+import { findExecutable } from '../executables.js';
 import { globalConfigFiles, parseConfigList, type ConfigEntry } from './git-config.js';
 import { sandboxOverrides, type Overrides } from './git-overrides.js';
 import { canonicalIfExists } from './mount-spec.js';

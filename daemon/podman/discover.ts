@@ -1,27 +1,12 @@
-import { constants, promises as fs } from 'node:fs';
-import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import type { ClientEnv } from '../../shared/contracts/sessions.js';
 import { clip } from '../clip.js';
 import { runSubprocess, type RunSubprocess } from '../subprocess.js';
 import { connectionFromHost, parseConnectionList, selectConnection, type PodmanConnection } from './connections.js';
+import { findExecutable } from '../executables.js';
 
 const LIST_TIMEOUT_MS = 10_000;
 
-/** `which`, against the session's PATH rather than the daemon's (DESIGN §4). */
-export async function findExecutable(name: string, searchPath: string): Promise<string | null> {
-  for (const dir of searchPath.split(path.delimiter)) {
-    if (dir === '' || !path.isAbsolute(dir)) continue;
-    const candidate = path.join(dir, name);
-    try {
-      await fs.access(candidate, constants.X_OK);
-      if ((await fs.stat(candidate)).isFile()) return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return null;
-}
 
 export interface DiscoverInput {
   path: string;

@@ -6,7 +6,8 @@ import { currentPlatform, resolvePaths, type Platform, type SandboxdPaths } from
 import { CLIENT_ENV_NAMES, type ClientEnv } from '../../../shared/contracts/sessions.js';
 import { inspectAgentSocket } from '../../../daemon/plan/agent-socket.js';
 import type { PodmanConnection } from '../../../daemon/podman/connections.js';
-import { discoverConnection, findExecutable } from '../../../daemon/podman/discover.js';
+import { findExecutable } from '../../../daemon/executables.js';
+import { discoverConnection } from '../../../daemon/podman/discover.js';
 import { runSubprocess } from '../../../daemon/subprocess.js';
 import { classifySshFailure, sshLoginArgs } from '../../../daemon/tunnels/ssh-command.js';
 import { getStatus } from '../../admin.js';
