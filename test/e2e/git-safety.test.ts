@@ -2,7 +2,7 @@ import { appendFileSync, chmodSync, mkdirSync, readFileSync, writeFileSync } fro
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLI, Cleanup, cliEnv, makeSandbox, startAgent, startDaemon, type Agent, type Sandbox } from '../helpers.js';
+import { CLI, Cleanup, cliEnv, makeSandbox, startAgent, type Agent, type Sandbox } from '../helpers.js';
 import { startSshd, type Sshd } from '../lab/sshd.js';
 import { labMissing, podmanLab } from './lab.js';
 
@@ -80,7 +80,7 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
     src = path.join(sandbox.dir, 'src');
     mkdirSync(src, { recursive: true });
     env = cliEnv(sandbox, { ...lab.env, SSH_AUTH_SOCK: agent.socket });
-    await startDaemon(env, cleanup);
+    // No daemon is started here: the first `sandboxd run` auto-starts it, as for users.
   });
 
   function run(cwd: string, script: string, extra: string[] = [], runArgs: string[] = ['--network', 'none']) {

@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLI, Cleanup, cliEnv, makeSandbox, startAgent, startDaemon, type Agent, type Sandbox } from '../helpers.js';
+import { CLI, Cleanup, cliEnv, makeSandbox, startAgent, type Agent, type Sandbox } from '../helpers.js';
 import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -24,7 +24,7 @@ describe.skipIf(labMissing)('hostile paths, wide workdirs and secrets on the com
     // Not the sandbox dir itself: it holds the test's HOME, so it is a "wide" workdir.
     work = path.join(sandbox.dir, 'work');
     mkdirSync(work, { recursive: true });
-    await startDaemon(env, cleanup);
+    // No daemon is started here: the first `sandboxd run` auto-starts it, as for users.
   });
 
   function run(cwd: string, runArgs: string[], extra: string[] = [], extraEnv: Record<string, string> = {}) {
