@@ -95,6 +95,8 @@ export class Tunnel implements Bridge, IndexedTunnel {
   /** Bind paths of generations that closed before publishing: the next generation removes them. */
   private leftovers: string[] = [];
   private readonly published = new WeakSet<ChildProcess>();
+  /** The leftovers each generation's script was given to remove. */
+  private readonly cleaning = new WeakMap<ChildProcess, readonly string[]>();
   private readonly createdAt = new Date().toISOString();
   private readonly logger: Logger;
   private readonly dir: string;
@@ -253,8 +255,9 @@ export class Tunnel implements Bridge, IndexedTunnel {
     this.child = child;
     this.watch(child, layout);
     // The script, with every VM path in it, goes on stdin: never on an argv in the VM.
-    child.stdin?.write(`${remoteScript(layout, this.leftovers)}\n`);
-    this.leftovers = [];
+    const leftovers = [...this.leftovers];
+    this.cleaning.set(child, leftovers);
+    child.stdin?.write(`${remoteScript(layout, leftovers)}\n`);
   }
 
   private watch(child: ChildProcess, layout: TunnelLayout): void {
@@ -313,6 +316,9 @@ export class Tunnel implements Bridge, IndexedTunnel {
       const stdin = child.stdin;
       this.queries = stdin === null ? null : new VmQueries((text) => stdin.write(text));
       this.published.add(child);
+      // Its script removed them first thing; a generation that never reached the VM did not.
+      const removed = this.cleaning.get(child) ?? [];
+      this.leftovers = this.leftovers.filter((bindPath) => !removed.includes(bindPath));
       this.state = 'ready';
       this.attempt = 0;
       this.lastError = null;

@@ -119,6 +119,19 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     expect(children[2]?.stdinText).toContain(`rm -f '${bindOf(children[1])}'`);
     expect(children[2]?.stdinText).not.toContain(bindOf(children[0]));
     expect(tunnel.describe(1).state).toBe('restarting');
+    // Generation 3 never reaches the VM (sshd still down): its script never ran, so generation 4
+    // must still remove generation 2's socket, and generation 3's own; once 4 publishes, none.
+    children[2]?.fail('ssh: connect to host 127.0.0.1 port 2222: Connection refused\n');
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(children).toHaveLength(4);
+    expect(children[3]?.stdinText).toContain(`rm -f '${bindOf(children[1])}' '${bindOf(children[2])}'`);
+    const back = tunnel.whenReady();
+    children[3]?.ready();
+    await back;
+    children[3]?.exit(255);
+    await vi.advanceTimersByTimeAsync(500);
+    expect(children[4]?.stdinText).not.toContain(bindOf(children[1]));
+    expect(children[4]?.stdinText).not.toContain(bindOf(children[2]));
   });
 
   it('re-creates a dead ssh with capped exponential backoff, a fresh socket name each time', async () => {
