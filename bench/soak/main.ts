@@ -1,8 +1,8 @@
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { acquireSession, clientPaths, ensureDaemon, getStatus, listSessions, listTunnels, requestShutdown } from '../../client/index.js';
 import { Cleanup, makeSandbox, startAgent, waitFor } from '../../test/helpers.js';
-import { startSshd, type Sshd } from '../../test/lab/sshd.js';
+import { removeTunnelRoot, startSshd, type Sshd } from '../../test/lab/sshd.js';
 import { DAEMON_FAULTS, emptyChaos, runChaos, TUNNEL_FAULTS, type Action, type ChaosStats } from './chaos.js';
 import { ClientPool, emptyStats } from './clients.js';
 import { fuzz, holdConnections } from './fuzz.js';
@@ -148,7 +148,8 @@ async function main(): Promise<void> {
     const { env } = lab;
     const checker = new Checker(lab);
     cleanup.add(() => {
-      for (const root of checker.vmRoots) rmSync(root, { recursive: true, force: true });
+      // The roots and any bind socket beside them (where a violation was reported).
+      for (const root of checker.vmRoots) removeTunnelRoot(root);
     });
     await ensureDaemon({ paths: clientPaths(env), env, autoStart: true });
     await (await acquireSession({ engine: 'podman', env, heartbeat: false })).release();
