@@ -1,11 +1,9 @@
 import {
   AcquireResponse,
-  HeartbeatResponse,
   ReleaseResponse,
   CLIENT_ENV_NAMES,
   SESSIONS_ROUTE,
   SshBridgeSetting,
-  heartbeatRoute,
   sessionRoute,
   type AcquireRequest,
   type ClientEnv,
@@ -20,6 +18,7 @@ import type { Plan } from '../shared/contracts/plan.js';
 import { SandboxdError } from '../shared/errors.js';
 import { ensureDaemon } from './autostart.js';
 import { envFlag } from './env-flags.js';
+import { startHeartbeats } from './heartbeats.js';
 import { stopOlderIdleDaemon } from './replace-daemon.js';
 import { clientPaths, type ConnectionOptions } from './connection.js';
 import { request } from './transport.js';
@@ -154,7 +153,7 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     acquired = await post();
   }
   let current = acquired.session;
-  let timer: NodeJS.Timeout | null = null;
+  let stopHeartbeats: (() => void) | null = null;
   let renewing: Promise<void> | null = null;
   // The daemon lost the lease (it was restarted, or reaped it while stalled) although this process
   // still holds the container: take a new lease for the same request, so its bridges stay held and
@@ -171,19 +170,19 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     return renewing;
   };
   if (options.heartbeat ?? true) {
-    timer = setInterval(() => {
-      if (renewing !== null) return;
-      request({ socketPath: paths.socketPath, method: 'POST', route: heartbeatRoute(current.id) }, HeartbeatResponse).catch((error: unknown) => {
-        if (error instanceof SandboxdError && error.code === 'SESSION_NOT_FOUND') void renew();
-      });
-    }, acquired.heartbeatIntervalMs);
-    timer.unref();
+    // One timer and one request per interval for all of this process's sessions (client/heartbeats.ts).
+    stopHeartbeats = startHeartbeats(paths.socketPath, acquired.heartbeatIntervalMs, {
+      id: () => (renewing === null ? current.id : null),
+      lost: (id) => {
+        if (id === current.id) void renew();
+      },
+    });
   }
 
   let released: Promise<void> | null = null;
   const release = (): Promise<void> => {
     released ??= (async () => {
-      if (timer !== null) clearInterval(timer);
+      stopHeartbeats?.();
       // A renewal under way ends with the lease this release must drop.
       await renewing;
       try {

@@ -9,6 +9,7 @@ export interface Clock {
 }
 
 interface SessionRecord {
+  /** As acquired; `lastHeartbeatAt` comes from `lastHeartbeat` (infoOf). */
   info: SessionInfo;
   clientStartTime: string | null;
   lastHeartbeat: number;
@@ -65,8 +66,19 @@ export class SessionRegistry {
     const record = this.sessions.get(id);
     if (record === undefined) throw notFound(id);
     record.lastHeartbeat = this.options.clock.now();
-    record.info = { ...record.info, lastHeartbeatAt: new Date(record.lastHeartbeat).toISOString() };
-    return record.info;
+    return infoOf(record);
+  }
+
+  /** One heartbeat for many sessions (a client's batch); answers the ids it does not know. */
+  heartbeatAll(ids: readonly string[]): string[] {
+    const now = this.options.clock.now();
+    const unknown: string[] = [];
+    for (const id of ids) {
+      const record = this.sessions.get(id);
+      if (record === undefined) unknown.push(id);
+      else record.lastHeartbeat = now;
+    }
+    return unknown;
   }
 
   end(id: string, reason: EndReason): boolean {
@@ -75,7 +87,7 @@ export class SessionRegistry {
     this.sessions.delete(id);
     for (const lease of record.leases) lease.release();
     this.log(id).info({ reason }, 'session ended');
-    this.options.onEnd?.(record.info, reason);
+    this.options.onEnd?.(infoOf(record), reason);
     return true;
   }
 
@@ -84,7 +96,7 @@ export class SessionRegistry {
   }
 
   list(): SessionInfo[] {
-    return [...this.sessions.values()].map((record) => record.info);
+    return [...this.sessions.values()].map(infoOf);
   }
 
   /**
@@ -117,6 +129,11 @@ export class SessionRegistry {
   private log(sessionId: string): Logger {
     return this.options.logger.child({ module: 'session', sessionId });
   }
+}
+
+/** `lastHeartbeatAt` is formatted when asked, not on every heartbeat. */
+function infoOf(record: SessionRecord): SessionInfo {
+  return { ...record.info, lastHeartbeatAt: new Date(record.lastHeartbeat).toISOString() };
 }
 
 function notFound(id: string): SandboxdError {

@@ -1,8 +1,11 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
 import { z } from 'zod';
 import { Engine, Id } from '../../shared/contracts/common.js';
 import { writeFileAtomic } from '../atomic-file.js';
 import { readRecordFile } from '../record-file.js';
 import type { Logger } from '../logger.js';
+import { ensureSecureDir } from '../secure-dir.js';
 import { ENGINE_ENV_NAMES } from './engine-cli.js';
 
 /** A session's container as the daemon remembers it, across its own restarts. */
@@ -21,47 +24,101 @@ export const ContainerRecord = z.strictObject({
 });
 export type ContainerRecord = z.infer<typeof ContainerRecord>;
 
+/** One record to write (`record`) or to forget (`null`). */
+export interface ContainerChange {
+  key: string;
+  record: ContainerRecord | null;
+}
+
+const RECORD_FILE = /^([a-z]+_[A-Za-z0-9]{6,40})\.json$/;
+/** What writeFileAtomic leaves behind when the daemon is killed in the middle of a write. */
+const TEMP_FILE = /^\..*\.tmp$/;
+
 /**
- * `containers.json` next to the state file: the containers of sessions that have not been released,
- * so a daemon started after a `kill -9` knows which engines to ask and what to remove. Written
- * atomically, one write at a time (the pattern of the tunnel store).
+ * `containers/<key>.json` in the state dir, one file per session that has not been released, so a
+ * daemon started after a `kill -9` knows which engines to ask and what to remove. An acquire writes
+ * its own record and nothing else (issue 13: the same cost with 1000 sessions held as with none);
+ * each file is written atomically, the writes of one key in order.
  */
 export class ContainerStore {
-  private writing: Promise<void> = Promise.resolve();
-  /** A write that has not started yet: later saves join it instead of queueing one fsync each. */
-  private queued: Promise<void> | null = null;
-  private latest: () => readonly ContainerRecord[] = () => [];
+  /** The last write or removal queued for each key. */
+  private readonly pending = new Map<string, Promise<void>>();
+  private dirReady: Promise<void> | null = null;
 
+  /** `legacyFile`: the single `containers.json` earlier releases wrote, read once and folded in. */
   constructor(
-    private readonly file: string,
+    private readonly dir: string,
+    private readonly legacyFile: string,
     private readonly logger: Logger,
   ) {}
 
-  load(): Promise<ContainerRecord[]> {
-    return readRecordFile(this.file, 'containers', 4096, ContainerRecord, this.logger);
+  async load(): Promise<ContainerRecord[]> {
+    const names = await fs.readdir(this.dir).catch((error: unknown) => {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.logger.warn({ dir: this.dir }, 'container records unreadable; ignoring them');
+      return [];
+    });
+    const loaded = await Promise.all(names.map((name) => this.loadEntry(name)));
+    const records = loaded.filter((record) => record !== null);
+    const legacy = await readRecordFile(this.legacyFile, 'containers', 4096, ContainerRecord, this.logger);
+    if (legacy.length === 0) return records;
+    const known = new Set(records.map((record) => record.key));
+    const adopted = legacy.filter((record) => !known.has(record.key));
+    await this.save(adopted.map((record) => ({ key: record.key, record })));
+    await fs.rm(this.legacyFile, { force: true });
+    return [...records, ...adopted];
   }
 
-  /**
-   * Resolves once this version (or a later one) is on disk; a failed write is logged, not thrown.
-   * `snapshot` is read when the write starts, so saves that arrive meanwhile cost one write and one
-   * serialisation between them, however many sessions there are.
-   */
-  save(snapshot: () => readonly ContainerRecord[]): Promise<void> {
-    this.latest = snapshot;
-    if (this.queued === null) {
-      this.queued = this.writing
-        .then(() => {
-          this.queued = null;
-          const body = JSON.stringify({ version: 1, containers: this.latest() });
-          // Rewritten on every acquire and release: survive a daemon kill -9 (what the records are
-          // for) without an fsync on the warm path; a power loss also ends the containers.
-          return writeFileAtomic(this.file, body, 0o600, { durable: false });
-        })
-        .catch((error: unknown) => {
-          this.logger.error({ err: error, file: this.file }, 'cannot write the container records');
+  /** Resolves once these changes (or later ones) are on disk; a failed write is logged, not thrown. */
+  save(changes: readonly ContainerChange[]): Promise<void> {
+    return Promise.all(changes.map((change) => this.apply(change))).then(() => undefined);
+  }
+
+  private apply({ key, record }: ContainerChange): Promise<void> {
+    const file = path.join(this.dir, `${key}.json`);
+    const previous = this.pending.get(key) ?? Promise.resolve();
+    const next = previous
+      .then(async () => {
+        if (record === null) return fs.rm(file, { force: true });
+        this.dirReady ??= ensureSecureDir(this.dir).catch((error: unknown) => {
+          this.dirReady = null;
+          throw error;
         });
-      this.writing = this.queued;
+        await this.dirReady;
+        // No fsync on the warm path: the file survives a daemon kill -9 (what the records are
+        // for); a power loss also ends the containers.
+        return writeFileAtomic(file, JSON.stringify(record), 0o600, { durable: false });
+      })
+      .catch((error: unknown) => {
+        this.logger.error({ err: error, file }, 'cannot write the container record');
+      })
+      .finally(() => {
+        if (this.pending.get(key) === next) this.pending.delete(key);
+      });
+    this.pending.set(key, next);
+    return next;
+  }
+
+  /** A record file, validated and never trusted: what it names may be removed. */
+  private async loadEntry(name: string): Promise<ContainerRecord | null> {
+    const file = path.join(this.dir, name);
+    if (TEMP_FILE.test(name)) {
+      await fs.rm(file, { force: true });
+      return null;
     }
-    return this.queued;
+    const key = RECORD_FILE.exec(name)?.[1];
+    if (key === undefined) return null;
+    let json: unknown;
+    try {
+      json = JSON.parse(await fs.readFile(file, 'utf8'));
+    } catch {
+      this.logger.warn({ file }, 'container record unreadable; ignoring it');
+      return null;
+    }
+    const parsed = ContainerRecord.safeParse(json);
+    if (!parsed.success || parsed.data.key !== key) {
+      this.logger.warn({ file, issue: parsed.error?.issues[0]?.message ?? 'its key is not its file name' }, 'container record invalid; ignoring it');
+      return null;
+    }
+    return parsed.data;
   }
 }

@@ -4,7 +4,7 @@ import type { SessionContainer } from '../../shared/contracts/sessions.js';
 import type { Logger } from '../logger.js';
 import { sameProcess, type ProcessProbe } from '../process-identity.js';
 import type { Clock, EndReason } from '../session-registry.js';
-import type { ContainerRecord } from './container-store.js';
+import type { ContainerChange, ContainerRecord } from './container-store.js';
 import { OWNER_LABEL, SESSION_LABEL, type EngineTarget } from './engine-cli.js';
 
 /** What `prepare` needs to know about the session whose plan is being built. */
@@ -32,8 +32,8 @@ export interface SessionContainersDeps {
   claimWindowMs: number;
   /** What a previous daemon recorded; read once, before anything is written. */
   load(): Promise<ContainerRecord[]>;
-  /** Persists the records; `snapshot` is read when the write starts. */
-  save(snapshot: () => readonly ContainerRecord[]): Promise<void>;
+  /** Persists the records that changed (null: forgotten) since the last save. */
+  save(changes: readonly ContainerChange[]): Promise<void>;
   /** `rm -f` of the containers labelled with `key` and the owner; the ids removed. */
   remove(record: ContainerRecord, labels: { session: string; owner: string }): Promise<string[]>;
   ensureDir(dir: string): Promise<void>;
@@ -57,6 +57,8 @@ export class SessionContainers {
   private readonly ids = new Map<string, string>();
   /** Keys of records a previous daemon left: only these can lack a live session that ends them. */
   private readonly inherited = new Set<string>();
+  /** Keys written or forgotten since the last save: an acquire writes its own record only. */
+  private readonly dirty = new Set<string>();
   /** Removal failed (engine unreachable): kept on disk for the next daemon, not retried each sweep. */
   private readonly failed = new Set<string>();
   private readonly startedAt: number;
@@ -71,6 +73,8 @@ export class SessionContainers {
         this.setRecord(record);
         this.inherited.add(record.key);
       }
+      // What was loaded is on disk already.
+      this.dirty.clear();
     })();
     // Whoever waits on it next hears of a failure; this only keeps it from being unhandled.
     this.ready.catch(() => undefined);
@@ -157,9 +161,10 @@ export class SessionContainers {
    */
   async sweep(): Promise<void> {
     await this.ready;
-    const orphans = [...this.records.values()].filter(
-      (record) => this.inherited.has(record.key) && !this.failed.has(record.key) && !this.deps.isLive(record.sessionId),
-    );
+    // Only inherited records can be orphans: the sweep does not walk every live session's.
+    const orphans = [...this.inherited]
+      .map((key) => this.records.get(key))
+      .filter((record): record is ContainerRecord => record !== undefined && !this.failed.has(record.key) && !this.deps.isLive(record.sessionId));
     if (orphans.length === 0) return;
     const alive = await this.deps.probe.startTimes([...new Set(orphans.map((record) => record.clientPid))]);
     const expired = this.deps.clock.now() - this.startedAt > this.deps.claimWindowMs;
@@ -194,17 +199,22 @@ export class SessionContainers {
 
   private setRecord(record: ContainerRecord): void {
     this.records.set(record.key, record);
+    this.dirty.add(record.key);
     if (record.sessionId === record.key) this.renewed.delete(record.key);
     else this.renewed.add(record.key);
   }
 
   private deleteRecord(key: string): void {
     this.records.delete(key);
+    this.inherited.delete(key);
+    this.dirty.add(key);
     this.renewed.delete(key);
     this.ids.delete(key);
   }
 
   private persist(): Promise<void> {
-    return this.deps.save(() => [...this.records.values()]);
+    const changes = [...this.dirty].map((key) => ({ key, record: this.records.get(key) ?? null }));
+    this.dirty.clear();
+    return this.deps.save(changes);
   }
 }

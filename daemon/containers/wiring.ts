@@ -33,7 +33,7 @@ export function ownerLabel(uid: number, stateDir: string): string {
 /** The real edges of SessionContainers: the records file, the session's engine CLI, the cidfile dir. */
 export function createSessionContainers(wiring: ContainerWiring): SessionContainers {
   const logger = wiring.logger.child({ module: 'containers' });
-  const store = new ContainerStore(path.join(wiring.paths.stateDir, 'containers.json'), logger);
+  const store = new ContainerStore(path.join(wiring.paths.stateDir, 'containers'), path.join(wiring.paths.stateDir, 'containers.json'), logger);
   return new SessionContainers({
     dir: path.join(wiring.paths.runtimeDir, 'containers'),
     owner: ownerLabel(wiring.uid, wiring.paths.stateDir),

@@ -1,10 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import {
   AcquireRequest,
+  HEARTBEATS_ROUTE,
+  HeartbeatBatchRequest,
   SESSIONS_ROUTE,
   SessionDeleteQuery,
   SessionParams,
   type AcquireResponse,
+  type HeartbeatBatchResponse,
   type HeartbeatResponse,
   type ReleaseResponse,
   type SessionInfo,
@@ -33,6 +36,12 @@ export function registerSessionRoutes(app: FastifyInstance, service: SessionServ
   app.post(`${SESSIONS_ROUTE}/:id/heartbeat`, async (request): Promise<HeartbeatResponse> => {
     const { id } = parseInput(SessionParams, request.params, 'session id');
     return { session: await withContainer(registry.heartbeat(id)) };
+  });
+
+  // A client's batch: no container look-up, nothing but the leases (issue 13: 1000 sessions idle cheaply).
+  app.post(HEARTBEATS_ROUTE, (request): HeartbeatBatchResponse => {
+    const { sessions } = parseInput(HeartbeatBatchRequest, request.body, 'heartbeat batch');
+    return { unknown: registry.heartbeatAll(sessions) };
   });
 
   app.delete(`${SESSIONS_ROUTE}/:id`, async (request): Promise<ReleaseResponse | SessionRemoveResponse> => {

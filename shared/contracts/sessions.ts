@@ -5,6 +5,8 @@ import { Plan, SshStatus } from './plan.js';
 export const SESSIONS_ROUTE = '/v1/sessions';
 export const sessionRoute = (id: string): string => `${SESSIONS_ROUTE}/${encodeURIComponent(id)}`;
 export const heartbeatRoute = (id: string): string => `${sessionRoute(id)}/heartbeat`;
+/** One heartbeat for every session a client process holds (`heartbeatRoute` stays for one). */
+export const HEARTBEATS_ROUTE = '/v1/heartbeats';
 
 export const SshAgentSetting = z.enum(['auto', 'on', 'off']);
 export type SshAgentSetting = z.infer<typeof SshAgentSetting>;
@@ -186,6 +188,16 @@ export type AcquireResponse = z.infer<typeof AcquireResponse>;
 
 export const HeartbeatResponse = z.strictObject({ session: SessionInfo });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
+
+/** Ids per batch: a thousand session ids (about 23 KB) stay well under the 64 KiB body limit; a client sends more in several. */
+export const MAX_HEARTBEAT_BATCH = 1000;
+
+export const HeartbeatBatchRequest = z.strictObject({ sessions: z.array(Id).min(1).max(MAX_HEARTBEAT_BATCH) });
+export type HeartbeatBatchRequest = z.infer<typeof HeartbeatBatchRequest>;
+
+/** The ids the daemon no longer knows (restarted, or reaped them): their clients renew those leases. */
+export const HeartbeatBatchResponse = z.strictObject({ unknown: z.array(Id) });
+export type HeartbeatBatchResponse = z.infer<typeof HeartbeatBatchResponse>;
 
 export const ReleaseResponse = z.strictObject({ released: z.boolean() });
 export type ReleaseResponse = z.infer<typeof ReleaseResponse>;

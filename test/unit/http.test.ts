@@ -2,10 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createDaemon, DEFAULT_SETTINGS, type Daemon, type DaemonSettings } from '../../daemon/daemon.js';
-import { createLogger } from '../../daemon/logger.js';
-import { resolvePaths } from '../../shared/paths.js';
+import type { Daemon, DaemonSettings } from '../../daemon/daemon.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
+import { memoryDaemon } from './memory-daemon.js';
 
 const opened: { daemon: Daemon; dir: string }[] = [];
 afterEach(async () => {
@@ -18,19 +17,7 @@ afterEach(async () => {
 /** The whole daemon in memory (STYLE 4): fastify's inject stands in for the Unix socket. */
 function daemon(settings: Partial<DaemonSettings> = {}): Daemon {
   const dir = mkdtempSync('/tmp/sbx-http-');
-  const created = createDaemon({
-    platform: 'linux',
-    paths: resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_STATE_DIR: dir, SANDBOXD_LOG_DIR: dir }, uid: 0, home: dir }),
-    hostHome: dir,
-    clock: { now: () => Date.now() },
-    probe: { startTime: () => Promise.resolve('1'), isSame: () => Promise.resolve(true), startTimes: (pids) => Promise.resolve(new Map(pids.map((pid) => [pid, '1']))) },
-    logger: createLogger({ kind: 'silent' }),
-    logPath: null,
-    settings: { ...DEFAULT_SETTINGS, ...settings },
-    uid: 0,
-    requestShutdown: () => undefined,
-    onTunnelChild: () => undefined,
-  });
+  const created = memoryDaemon(dir, settings);
   opened.push({ daemon: created, dir });
   return created;
 }
@@ -101,6 +88,33 @@ describe('HTTP adapter', () => {
     expect(acquired.json()).toMatchObject({ session: { ssh: { status: 'skipped', reason: 'SSH_AUTH_SOCK is not set in the client environment' } }, leaseTtlMs: 30_000, heartbeatIntervalMs: 10_000 });
     const list = await app.inject({ method: 'GET', url: '/v1/sessions', headers: VERSION });
     expect(list.json<{ sessions: unknown[] }>().sessions).toHaveLength(1);
+  });
+
+  it('takes one heartbeat for many sessions, answering the ids it does not know', async () => {
+    const { app, registry } = daemon();
+    const acquire = async () =>
+      (await app.inject({ method: 'POST', url: '/v1/sessions', headers: VERSION, payload: { engine: 'docker', client: { pid: process.pid, cwd: '/' }, sshAgent: 'off' } })).json<{
+        session: { id: string };
+      }>().session.id;
+    const [a, b] = [await acquire(), await acquire()];
+    const beat = await app.inject({ method: 'POST', url: '/v1/heartbeats', headers: VERSION, payload: { sessions: [a, 'ses_gone0001', b] } });
+    expect(beat.statusCode).toBe(200);
+    expect(beat.json()).toEqual({ unknown: ['ses_gone0001'] });
+    expect(registry.size).toBe(2);
+
+    const refused = async (payload: unknown) => {
+      const reply = await app.inject({ method: 'POST', url: '/v1/heartbeats', headers: VERSION, ...(payload === undefined ? {} : { payload: payload as object }) });
+      expect(reply.statusCode).toBe(400);
+      return reply.json<{ error: { code: string; message: string } }>().error;
+    };
+    expect(await refused({ sessions: [] })).toEqual({ code: 'BAD_REQUEST', message: 'invalid heartbeat batch: sessions: Too small: expected array to have >=1 items', remedy: expect.any(String) as string });
+    expect(await refused({ sessions: Array.from({ length: 1001 }, () => a) })).toMatchObject({
+      code: 'BAD_REQUEST',
+      message: 'invalid heartbeat batch: sessions: Too big: expected array to have <=1000 items',
+    });
+    expect(await refused({ sessions: ['../etc'] })).toMatchObject({ code: 'BAD_REQUEST', message: expect.stringMatching(/^invalid heartbeat batch: sessions\.0: Invalid string/) as string });
+    expect(await refused({ sessions: [a], extra: true })).toMatchObject({ code: 'BAD_REQUEST', message: 'invalid heartbeat batch: heartbeat batch: Unrecognized key: "extra"' });
+    expect(await refused(undefined)).toMatchObject({ code: 'BAD_REQUEST', message: 'invalid heartbeat batch: heartbeat batch: Invalid input: expected object, received undefined' });
   });
 
   it('answers SHUTTING_DOWN in the error shape while it closes', async () => {

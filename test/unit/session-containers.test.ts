@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SandboxdError } from '../../shared/errors.js';
@@ -39,7 +39,10 @@ function setup(inherited: ContainerRecord[] = [], failing = new Set<string>()) {
   const probe = fakeProbe();
   const live = new Set<string>();
   const removed: { key: string; owner: string }[] = [];
+  /** What is on disk after each save, and what each save changed. */
   const saved: ContainerRecord[][] = [];
+  const changed: string[][] = [];
+  const onDisk = new Map<string, ContainerRecord>();
   const containers = new SessionContainers({
     dir,
     owner: 'owner0123456789ab',
@@ -48,8 +51,13 @@ function setup(inherited: ContainerRecord[] = [], failing = new Set<string>()) {
     isLive: (id) => live.has(id),
     claimWindowMs: 60_000,
     load: () => Promise.resolve(inherited),
-    save: (snapshot) => {
-      saved.push([...snapshot()]);
+    save: (changes) => {
+      for (const { key, record: entry } of changes) {
+        if (entry === null) onDisk.delete(key);
+        else onDisk.set(key, entry);
+      }
+      changed.push(changes.map((change) => change.key));
+      saved.push([...onDisk.values()]);
       return Promise.resolve();
     },
     remove: (entry, labels) => {
@@ -63,7 +71,7 @@ function setup(inherited: ContainerRecord[] = [], failing = new Set<string>()) {
     },
     logger,
   });
-  return { containers, probe, live, removed, saved, dir, advance: (ms: number) => (now += ms) };
+  return { containers, probe, live, removed, saved, changed, dir, advance: (ms: number) => (now += ms) };
 }
 
 describe('SessionContainers', () => {
@@ -75,6 +83,15 @@ describe('SessionContainers', () => {
     expect(prepared.container).toEqual({ id: null, cidfile });
     expect(saved.at(-1)?.map((entry) => entry.key)).toEqual(['ses_aaaaaaaa']);
     expect(saved.at(-1)?.[0]?.env).toEqual({ CONTAINERS_CONF: '/c.conf' });
+  });
+
+  it('writes only the record that changed, however many are held', async () => {
+    const { containers, saved, changed } = setup([record('ses_inherited', 100)]);
+    for (const key of ['ses_aaaaaaaa', 'ses_bbbbbbbb', 'ses_cccccccc']) await containers.prepare(request(key, 100));
+    expect(changed).toEqual([['ses_aaaaaaaa'], ['ses_bbbbbbbb'], ['ses_cccccccc']]);
+    await containers.ended('ses_bbbbbbbb', 'released');
+    expect(changed.at(-1)).toEqual(['ses_bbbbbbbb']);
+    expect(saved.at(-1)?.map((entry) => entry.key)).toEqual(['ses_aaaaaaaa', 'ses_cccccccc']);
   });
 
   it('shows the id the engine wrote to the cidfile', async () => {
@@ -239,15 +256,46 @@ describe('removeLabelled', () => {
 });
 
 describe('ContainerStore', () => {
-  it('round-trips records and ignores one that is not in its shape', async () => {
-    const file = path.join(tempDir(), 'containers.json');
-    const store = new ContainerStore(file, logger);
-    await store.save(() => [record('ses_aaaaaaaa', 100)]);
-    expect(await new ContainerStore(file, logger).load()).toEqual([record('ses_aaaaaaaa', 100)]);
-    writeFileSync(file, JSON.stringify({ version: 1, containers: [record('ses_bbbbbbbb', 1), { ...record('ses_cccccccc', 2), env: { LD_PRELOAD: '/x' } }] }));
-    expect((await store.load()).map((entry) => entry.key)).toEqual(['ses_bbbbbbbb']);
-    writeFileSync(file, 'not json');
-    expect(await store.load()).toEqual([]);
+  function store() {
+    const state = tempDir();
+    const dir = path.join(state, 'containers');
+    const legacy = path.join(state, 'containers.json');
+    return { dir, legacy, open: () => new ContainerStore(dir, legacy, logger) };
+  }
+
+  it('round-trips records, one file each, and ignores one that is not in its shape', async () => {
+    const { dir, open } = store();
+    await open().save([{ key: 'ses_aaaaaaaa', record: record('ses_aaaaaaaa', 100) }, { key: 'ses_bbbbbbbb', record: record('ses_bbbbbbbb', 1) }]);
+    expect(readdirSync(dir).sort()).toEqual(['ses_aaaaaaaa.json', 'ses_bbbbbbbb.json']);
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect(statSync(path.join(dir, 'ses_aaaaaaaa.json')).mode & 0o777).toBe(0o600);
+    expect((await open().load()).map((entry) => entry.key).sort()).toEqual(['ses_aaaaaaaa', 'ses_bbbbbbbb']);
+    writeFileSync(path.join(dir, 'ses_cccccccc.json'), JSON.stringify({ ...record('ses_cccccccc', 2), env: { LD_PRELOAD: '/x' } }));
+    writeFileSync(path.join(dir, 'ses_dddddddd.json'), 'not json');
+    // A record must be named by its own key: a file cannot speak for another session's container.
+    writeFileSync(path.join(dir, 'ses_eeeeeeee.json'), JSON.stringify(record('ses_ffffffff', 3)));
+    // A write a kill -9 interrupted is cleared away.
+    writeFileSync(path.join(dir, '.ses_gggggggg.json.1.abc.tmp'), '{');
+    expect((await open().load()).map((entry) => entry.key).sort()).toEqual(['ses_aaaaaaaa', 'ses_bbbbbbbb']);
+    expect(readdirSync(dir).some((name) => name.endsWith('.tmp'))).toBe(false);
+  });
+
+  it('forgets a record by removing its file, after a write of the same key queued before', async () => {
+    const { dir, open } = store();
+    const subject = open();
+    await Promise.all([subject.save([{ key: 'ses_aaaaaaaa', record: record('ses_aaaaaaaa', 100) }]), subject.save([{ key: 'ses_aaaaaaaa', record: null }])]);
+    expect(readdirSync(dir)).toEqual([]);
+    expect(await open().load()).toEqual([]);
+  });
+
+  it('folds in the single containers.json of an earlier release, then removes it', async () => {
+    const { dir, legacy, open } = store();
+    await open().save([{ key: 'ses_aaaaaaaa', record: record('ses_aaaaaaaa', 100) }]);
+    writeFileSync(legacy, JSON.stringify({ version: 1, containers: [record('ses_aaaaaaaa', 999), record('ses_bbbbbbbb', 1)] }));
+    const loaded = await open().load();
+    expect(loaded.map((entry) => [entry.key, entry.clientPid])).toEqual([['ses_aaaaaaaa', 100], ['ses_bbbbbbbb', 1]]);
+    expect(existsSync(legacy)).toBe(false);
+    expect(readdirSync(dir).sort()).toEqual(['ses_aaaaaaaa.json', 'ses_bbbbbbbb.json']);
   });
 });
 
@@ -273,25 +321,5 @@ describe('hardened profile', () => {
     const { args, skipped } = applyPlan(caller, plan(hardenFlags()));
     expect(args).toEqual(['run', '--pids-limit', '100', '--tmpfs', '/tmp:size=1m', '--read-only', '--security-opt', 'no-new-privileges', '--cap-drop=ALL', 'img']);
     expect(skipped.map((entry) => entry.key).sort()).toEqual(['/tmp', 'pids-limit', 'read-only', 'security-opt']);
-  });
-});
-
-describe('ContainerStore writes', () => {
-  it('leaves the last version on disk when saves come faster than writes', async () => {
-    const file = path.join(tempDir(), 'containers.json');
-    const store = new ContainerStore(file, logger);
-    const keys = ['ses_aaaaaaaa', 'ses_bbbbbbbb', 'ses_cccccccc'];
-    let snapshots = 0;
-    await Promise.all(
-      keys.map((_, index) =>
-        store.save(() => {
-          snapshots += 1;
-          return keys.slice(0, index + 1).map((key) => record(key, 100));
-        }),
-      ),
-    );
-    expect((await store.load()).map((entry) => entry.key)).toEqual(keys);
-    // Saves that arrive while one is pending share one serialisation: the latest.
-    expect(snapshots).toBe(1);
   });
 });

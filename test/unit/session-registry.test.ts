@@ -56,6 +56,29 @@ describe('SessionRegistry', () => {
     expect(registry.list()[0]?.lastHeartbeatAt).toBe(new Date(20_000).toISOString());
   });
 
+  it('extends every lease of a batch at once, reports the ids it does not know, and lets the others expire', async () => {
+    const { registry, probe, advance } = setup();
+    probe.processes.set(1, 's');
+    for (const id of ['ses_aaaaaaaa', 'ses_bbbbbbbb', 'ses_cccccccc']) registry.add(info(id, 1), 's', []);
+    const sweepFor = async (ms: number) => {
+      for (let elapsed = 0; elapsed < ms; elapsed += 2_000) {
+        advance(2_000);
+        await registry.sweep();
+      }
+    };
+    await sweepFor(20_000);
+    expect(registry.heartbeatAll(['ses_aaaaaaaa', 'ses_gone0001', 'ses_bbbbbbbb', 'ses_gone0002'])).toEqual(['ses_gone0001', 'ses_gone0002']);
+    await sweepFor(20_000);
+    // ses_cccccccc was in no batch: its lease ran out; the batch's two run from its heartbeat.
+    expect(registry.list().map((s) => [s.id, s.lastHeartbeatAt])).toEqual([
+      ['ses_aaaaaaaa', new Date(20_000).toISOString()],
+      ['ses_bbbbbbbb', new Date(20_000).toISOString()],
+    ]);
+    expect(registry.has('ses_gone0001')).toBe(false);
+    await sweepFor(12_000);
+    expect(registry.size).toBe(0);
+  });
+
   it('refuses sessions past the limit and unknown heartbeats, with codes', () => {
     const { registry } = setup(1);
     registry.add(info('ses_aaaaaaaa', 1), null, []);
