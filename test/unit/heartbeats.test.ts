@@ -97,8 +97,12 @@ describe('client heartbeats', () => {
   });
 
   it('keeps quiet when no daemon answers: the next round tries again', async () => {
+    const dir = mkdtempSync('/tmp/sbx-hb-none-');
+    cleanup.add(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
     const lost: string[] = [];
-    await heartbeatOnce(path.join(mkdtempSync('/tmp/sbx-hb-none-'), 's.sock'), [subject('ses_aaaaaaaa', lost)]);
+    await heartbeatOnce(path.join(dir, 's.sock'), [subject('ses_aaaaaaaa', lost)]);
     expect(lost).toEqual([]);
   });
 
