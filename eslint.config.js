@@ -14,5 +14,5 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
     },
   },
-  { files: ['eslint.config.js'], extends: [tseslint.configs.disableTypeChecked] },
+  { files: ['eslint.config.js', 'scripts/*.js'], extends: [tseslint.configs.disableTypeChecked] },
 );

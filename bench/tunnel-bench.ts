@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { vmRootFor } from '../daemon/agent-bridges.js';
 import path from 'node:path';
@@ -11,18 +12,21 @@ import { tunnelSshPids } from './soak/invariants.js';
 import { daemonOfUnreapingParent, killToZombie } from '../test/lab/unreaping-parent.js';
 
 /**
- * `npm run bench`: the tunnel figures of issue 3, measured in one run on a real loopback sshd
- * (standing in for the Podman machine), a real ssh-agent and the real podman CLI.
+ * `npm run bench`: the tunnel figures of issue 3 and the speed figures of issue 13, measured in one
+ * run on a real loopback sshd (standing in for the Podman machine), a real ssh-agent and the real
+ * podman CLI. It prints figures and ratios; nothing here fails on a slow machine.
  */
-const COLD_RUNS = 7;
-const WARM_RUNS = 300;
+/** `npm run bench -- --short` (CI): every row once, on few runs, to prove the bench still works. */
+const SHORT = process.argv.includes('--short');
+const COLD_RUNS = SHORT ? 2 : 7;
+const WARM_RUNS = SHORT ? 50 : 300;
 const CONCURRENT = 20;
 const POLL_MS = 200;
-const RESTART_RUNS = 5;
-const CLI_RUNS = 10;
+const RESTART_RUNS = SHORT ? 1 : 5;
+const CLI_RUNS = SHORT ? 3 : 10;
 /** Issue 13's scale: sessions held (each heartbeating) while the warm acquire is measured again. */
-const HELD = 1000;
-const IDLE_WINDOW_MS = 10_000;
+const HELD = SHORT ? 100 : 1000;
+const IDLE_WINDOW_MS = SHORT ? 2_000 : 10_000;
 
 /** utime + stime of a process, from /proc (clock ticks are 10 ms on Linux). */
 function processCpuMs(pid: number): number {
@@ -34,8 +38,8 @@ function processCpuMs(pid: number): number {
 function processRssMb(pid: number): number {
   return (Number(readFileSync(`/proc/${String(pid)}/statm`, 'utf8').split(' ')[1]) * 4096) / 1024 / 1024;
 }
-/** The built CLI beside this compiled bench, as `sandboxd` on PATH runs it. */
-const CLI = fileURLToPath(new URL('../client/cli/main.js', import.meta.url));
+/** The bundled CLI (`npm run build`), the file `sandboxd` on PATH runs. */
+const CLI = fileURLToPath(new URL('../../dist/bin/sandboxd.js', import.meta.url));
 /** The compiled client library next to this compiled bench, loaded by the unreaping parent. */
 const CLIENT_MODULE = fileURLToPath(new URL('../client/index.js', import.meta.url));
 
@@ -57,6 +61,33 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   const start = performance.now();
   await fn();
   return performance.now() - start;
+}
+
+/**
+ * The floor under every daemon request: `node:http` over a Unix socket on a kept-alive connection,
+ * to a server process that answers at once. The daemon's empty round trip is compared with it.
+ */
+async function httpFloor(dir: string, runs: number): Promise<number[]> {
+  const socketPath = path.join(dir, 'floor.sock');
+  const server = spawn(process.execPath, ['-e', `require('node:http').createServer((q, s) => s.end('{}')).listen(${JSON.stringify(socketPath)}, () => console.log('ready'))`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => { reject(new Error('the floor server did not start within 10 s')); }, 10_000);
+      server.stdout.once('data', () => { clearTimeout(timer); resolve(); });
+    });
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const get = () =>
+      new Promise<void>((resolve, reject) => {
+        http.get({ socketPath, path: '/', agent }, (res) => res.resume().on('end', resolve)).on('error', reject);
+      });
+    await get();
+    const times: number[] = [];
+    for (let run = 0; run < runs; run += 1) times.push(await timed(get));
+    agent.destroy();
+    return times;
+  } finally {
+    server.kill();
+  }
 }
 
 /** (5) the floor: one full SSH login that does nothing. */
@@ -157,7 +188,8 @@ async function main(): Promise<void> {
       await removeAllTunnels(env);
     }
 
-    // The floor for any request on this machine: one empty round trip to the daemon.
+    // The floors for any request on this machine: node:http itself, then one empty round trip to the daemon.
+    const floor = await httpFloor(sandbox.dir, WARM_RUNS);
     const roundTrip: number[] = [];
     for (let run = 0; run < WARM_RUNS; run += 1) roundTrip.push(await timed(() => getStatus(env)));
 
@@ -236,9 +268,10 @@ async function main(): Promise<void> {
       ['(5) bare ssh handshake (floor)', `${bareMs.toFixed(0)} ms`, ''],
       ['(4) per-session baseline (rm, ssh -R, poll test -S, teardown)', `${baselineMs.toFixed(0)} ms`, ''],
       ['(1) cold acquire via client library', `${coldMs.toFixed(0)} ms`, `${(coldMs / bareMs).toFixed(2)}x bare (target <= 1.3), ${(coldMs / baselineMs).toFixed(2)}x baseline (target <= 0.7)`],
+      ['    node:http over a Unix socket, kept alive: p50', `${median(floor).toFixed(2)} ms`, `p99 ${percentile(floor, 99).toFixed(2)} ms: the socket's floor`],
+      ['    empty round trip (GET /v1/status) p50', `${median(roundTrip).toFixed(2)} ms`, `p99 ${percentile(roundTrip, 99).toFixed(2)} ms (${(percentile(roundTrip, 99) / percentile(floor, 99)).toFixed(2)}x the floor's p99)`],
       ['(2) warm acquire p50', `${median(warm).toFixed(2)} ms`, ''],
-      ['(2) warm acquire p99', `${percentile(warm, 99).toFixed(2)} ms`, 'target <= 5 ms'],
-      ['    empty round trip (GET /v1/status) p50 / p99', `${median(roundTrip).toFixed(2)} ms`, `p99 ${percentile(roundTrip, 99).toFixed(2)} ms: this machine's floor for any request`],
+      ['(2) warm acquire p99', `${percentile(warm, 99).toFixed(2)} ms`, `target <= 3 ms and <= 3x the empty round trip's p99 + 0.5 ms = ${(3 * percentile(roundTrip, 99) + 0.5).toFixed(2)} ms`],
       [`(3) ${CONCURRENT} sessions at once, cold: wall time`, `${concurrentMs.toFixed(0)} ms`, `${(concurrentMs / (2 * baselineMs)).toFixed(2)}x two baseline sessions (target < 1)`],
       [`(3) ${CONCURRENT} sessions at once: ssh processes`, String(sshCount), 'target 1'],
       [`(8) warm acquire p99 with ${String(HELD)} sessions held`, `${percentile(warmHeld, 99).toFixed(2)} ms`, `${(percentile(warmHeld, 99) / percentile(warm, 99)).toFixed(2)}x the daemon without them (target <= 1.5)`],
@@ -249,10 +282,10 @@ async function main(): Promise<void> {
       ['(7) sandboxd --version', `${versionMs.toFixed(0)} ms`, `${(versionMs / nodeMs).toFixed(2)}x node -e 0 (target <= 2)`],
       ['(7) sandboxd status (daemon running)', `${statusMs.toFixed(0)} ms`, `${(statusMs / nodeMs).toFixed(2)}x node -e 0 (target <= 2)`],
       ['(6) kill -9 daemon (left a zombie) -> next acquire', `${median(restart).toFixed(0)} ms`, `max ${Math.max(...restart).toFixed(0)} ms of ${RESTART_RUNS}; target < 1000 ms (was 20 s)`],
-      ['    no daemon at all -> first acquire (auto-start floor)', `${median(fresh).toFixed(0)} ms`, 'the kill -9 figure minus this is what the dead daemon costs'],
+      ['(6) no daemon at all -> auto-start and first plan', `${median(fresh).toFixed(0)} ms`, 'target <= 500 ms; the kill -9 figure minus this is what the dead daemon costs'],
     ];
     const width = Math.max(...rows.map(([name]) => name.length));
-    process.stdout.write(`sandboxd tunnel benchmark (node ${process.version}; ${COLD_RUNS} cold runs, ${WARM_RUNS} warm runs; medians)\n`);
+    process.stdout.write(`sandboxd benchmark (node ${process.version}${SHORT ? ', short' : ''}; ${COLD_RUNS} cold runs, ${WARM_RUNS} warm runs; medians)\n`);
     for (const [name, value, note] of rows) process.stdout.write(`${name.padEnd(width)}  ${value.padStart(9)}  ${note}\n`);
   } finally {
     await cleanup.run();

@@ -8,15 +8,10 @@ import {
   type BridgeInfo,
 } from '../shared/contracts/bridges.js';
 import { SESSIONS_ROUTE, SessionListResponse, SessionRemoveResponse, sessionRemoveRoute, type SessionInfo } from '../shared/contracts/sessions.js';
-import { SHUTDOWN_ROUTE, ShutdownResponse, type StatusResponse } from '../shared/contracts/status.js';
-import { fetchStatus } from './autostart.js';
 import { clientPaths } from './connection.js';
 import { request } from './transport.js';
 
-/** Read-only and admin calls; none of them starts a daemon. */
-export function getStatus(env: NodeJS.ProcessEnv = process.env): Promise<StatusResponse> {
-  return fetchStatus(clientPaths(env).socketPath);
-}
+/** Read-only and admin calls on sessions and tunnels; none of them starts a daemon. */
 
 export async function listSessions(env: NodeJS.ProcessEnv = process.env): Promise<SessionInfo[]> {
   const { socketPath } = clientPaths(env);
@@ -45,9 +40,4 @@ export async function restartTunnel(id: string, env: NodeJS.ProcessEnv = process
 export async function removeTunnel(id: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const { socketPath } = clientPaths(env);
   await request({ socketPath, method: 'DELETE', route: tunnelRoute(id) }, BridgeRemoveResponse);
-}
-
-export async function requestShutdown(env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const { socketPath } = clientPaths(env);
-  await request({ socketPath, method: 'POST', route: SHUTDOWN_ROUTE }, ShutdownResponse);
 }

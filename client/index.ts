@@ -1,7 +1,8 @@
 export { acquireSession, type AcquireOptions, type Session } from './session.js';
 export { applyPlan, type AppliedPlan, type SkippedPlanArgs } from './apply-plan.js';
 export { ensureDaemon, fetchStatus, type EnsureDaemonOptions } from './autostart.js';
-export { getStatus, listSessions, listTunnels, removeSession, removeTunnel, requestShutdown, restartTunnel } from './admin.js';
+export { listSessions, listTunnels, removeSession, removeTunnel, restartTunnel } from './admin.js';
+export { getStatus, requestShutdown } from './daemon-calls.js';
 export { clientPaths, type ConnectionOptions } from './connection.js';
 export { SandboxdError, ERROR_SPECS, type ErrorCode, type ErrorObject } from '../shared/errors.js';
 export type { Plan, Mount, SshStatus } from '../shared/contracts/plan.js';

@@ -1,8 +1,15 @@
-import http from 'node:http';
+import type { RequestOptions as HttpRequestOptions } from 'node:http';
 import type { z } from 'zod';
-import { ErrorBody, SandboxdError } from '../shared/errors.js';
+import { SandboxdError } from '../shared/errors.js';
+import { ErrorBody } from '../shared/contracts/errors.js';
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 import { assertTrustedSocket } from './trust.js';
+
+/*
+ * Not `import http from 'node:http'`: on Node 24 that ESM facade reads every export of the module,
+ * and one of them loads undici, about 20 ms of every CLI start for a fetch nothing here uses.
+ */
+const http = process.getBuiltinModule('node:http');
 
 /** Default bound for one request; acquire may wait on a tunnel, so it passes a longer one. */
 export const REQUEST_TIMEOUT_MS = 10_000;
@@ -43,19 +50,23 @@ export async function request<T extends z.ZodType>(options: RequestOptions, sche
   const { socketPath, method, route } = options;
   await assertTrustedSocket(socketPath);
   const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
+  const requestOptions: HttpRequestOptions & { servername: string } = {
+    socketPath,
+    method,
+    path: route,
+    agent: KEEP_ALIVE,
+    // Without it the agent asks net.isIP() of the host name for TLS, compiling node's IPv6
+    // pattern on every start: 5 ms of a `sandboxd status` for a Unix socket that has no TLS.
+    servername: '',
+    headers: {
+      [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
+      ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
+    },
+    timeout: options.timeoutMs ?? REQUEST_TIMEOUT_MS,
+  };
   const response = await new Promise<{ status: number; protocol: string | undefined; text: string }>((resolve, reject) => {
     const req = http.request(
-      {
-        socketPath,
-        method,
-        path: route,
-        agent: KEEP_ALIVE,
-        headers: {
-          [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
-          ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
-        },
-        timeout: options.timeoutMs ?? REQUEST_TIMEOUT_MS,
-      },
+      requestOptions,
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));

@@ -145,7 +145,8 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
     // fastify's own listen({ fd }) crashes; its server listens on the fd after ready() instead.
     await listenOn(daemon.app.server, activatedFd === null ? { path: paths.socketPath } : { fd: activatedFd });
     daemon.start();
-    logger.info({ socket: paths.socketPath, version: VERSION, socketActivated: activatedFd !== null }, 'listening');
+    // startupMs: from the process's start, runtime included (issue 13 budgets auto-start at 500 ms).
+    logger.info({ socket: paths.socketPath, version: VERSION, socketActivated: activatedFd !== null, startupMs: Math.round(performance.now()) }, 'listening');
     options.onListening?.(paths);
 
     const onSignal = (signal: NodeJS.Signals): void => {

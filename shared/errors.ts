@@ -1,4 +1,9 @@
-import { z } from 'zod';
+import type { ErrorObject } from './contracts/errors.js';
+
+/*
+ * No zod here: every command of the CLI loads this module, and zod alone costs about as much as
+ * Node's own start (issue 13). The wire schemas live in contracts/errors.ts.
+ */
 
 interface ErrorSpec {
   readonly status: number;
@@ -74,20 +79,10 @@ export const ERROR_SPECS = {
   LOG_NOT_FOUND: { status: 404, remedy: 'The daemon has not logged yet, or logs to stdout (`sandboxd daemon --log stdout`): read it where that goes.' },
 } as const satisfies Record<string, ErrorSpec>;
 
-export const ErrorCode = z.enum(Object.keys(ERROR_SPECS) as [keyof typeof ERROR_SPECS, ...(keyof typeof ERROR_SPECS)[]]);
-export type ErrorCode = z.infer<typeof ErrorCode>;
+export type ErrorCode = keyof typeof ERROR_SPECS;
+export type { ErrorObject };
 
-export const ErrorObject = z.strictObject({
-  code: ErrorCode,
-  message: z.string(),
-  remedy: z.string(),
-});
-export type ErrorObject = z.infer<typeof ErrorObject>;
-
-export const ErrorBody = z.strictObject({ error: ErrorObject });
-export type ErrorBody = z.infer<typeof ErrorBody>;
-
-/** The one error type both sides throw; it crosses the wire as ErrorBody. */
+/** The one error type both sides throw; it crosses the wire as contracts/errors.ts's ErrorBody. */
 export class SandboxdError extends Error {
   override readonly name = 'SandboxdError';
   readonly code: ErrorCode;

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-export const CLI = path.join(ROOT, 'dist/client/cli/main.js');
+export const CLI = path.join(ROOT, 'dist/bin/sandboxd.js');
 
 /** Undo actions run in reverse, even when the test failed. */
 export class Cleanup {

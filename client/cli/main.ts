@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
 import { VERSION } from '../../daemon/version.js';
+import { enableCompileCache } from './compile-cache.js';
 import { guardClosedPipes, reportUsage, setCommandName } from './output.js';
 
 /** `tunnels ls`, not `ls`: what the hint tells people to ask `--help` about. */
@@ -30,6 +31,7 @@ class SandboxdCommand extends Command {
   }
 }
 
+enableCompileCache();
 guardClosedPipes();
 
 const program = new SandboxdCommand()

@@ -26,7 +26,7 @@ export type ServiceStep =
 export interface ServiceSpec {
   /** Absolute path of the node binary that runs the daemon. */
   node: string;
-  /** Absolute path of the CLI entry script (`dist/client/cli/main.js`). */
+  /** Absolute path of the CLI entry script (`dist/bin/sandboxd.js`). */
   entry: string;
   /** Environment for the daemon: PATH and the SANDBOXD_* overrides in force at install time. */
   env: Record<string, string>;

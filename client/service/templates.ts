@@ -1,24 +1,17 @@
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { SandboxdError } from '../../shared/errors.js';
+import { packageFile } from '../../daemon/package-files.js';
 
-/**
- * The package's own `launchd/` or `systemd/` template. Walked up to from this file, so it works
- * from `dist/` and from sources under vitest alike.
- */
+/** The package's own `launchd/` or `systemd/` template. */
 export function readTemplate(folder: 'launchd' | 'systemd', name: string): string {
-  let dir = path.dirname(fileURLToPath(import.meta.url));
-  for (let depth = 0; depth < 5; depth += 1) {
-    try {
-      return readFileSync(path.join(dir, folder, name), 'utf8');
-    } catch {
-      dir = path.dirname(dir);
-    }
+  try {
+    return readFileSync(packageFile(folder, name), 'utf8');
+  } catch (cause) {
+    throw new SandboxdError('SERVICE_FAILED', `cannot find the ${folder}/${name} template of this sandboxd package`, {
+      remedy: 'Reinstall sandboxd (`npm install -g sandboxd`); its package ships the launchd/ and systemd/ folders.',
+      cause,
+    });
   }
-  throw new SandboxdError('SERVICE_FAILED', `cannot find the ${folder}/${name} template of this sandboxd package`, {
-    remedy: 'Reinstall sandboxd (`npm install -g sandboxd`); its package ships the launchd/ and systemd/ folders.',
-  });
 }
 
 /**

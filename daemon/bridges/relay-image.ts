@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { SandboxdError } from '../../shared/errors.js';
 import { clip } from '../clip.js';
+import { packageFile } from '../package-files.js';
 import type { RunSubprocess } from '../subprocess.js';
 
-/** Built by daemon/bridges/relay/build.sh next to the compiled daemon. */
-const RELAY_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../relay');
+/** Built by daemon/bridges/relay/build.sh into the package's dist/relay. */
+const RELAY_DIR = packageFile('dist', 'relay');
 export const RELAY_BINARY_IN_IMAGE = '/sandboxd-relay';
 const IMPORT_TIMEOUT_MS = 60_000;
 

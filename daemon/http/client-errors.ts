@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { SandboxdError, type ErrorBody } from '../../shared/errors.js';
+import { SandboxdError } from '../../shared/errors.js';
+import type { ErrorBody } from '../../shared/contracts/errors.js';
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../../shared/protocol.js';
 
 /** What node's HTTP parser rejected, as one of our codes. */

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from '../logger.js';
@@ -43,11 +44,22 @@ export function guardConnections(server: Server, limit: number, logger: Logger):
   };
 }
 
-/** The soft RLIMIT_NOFILE (null when unlimited or unknown), read without spawning `ulimit`. */
+/**
+ * The soft RLIMIT_NOFILE (null when unlimited or unknown), read without spawning `ulimit`: from
+ * /proc on Linux, else from node's diagnostic report, which gathers everything and costs a
+ * daemon's start several milliseconds.
+ */
 export function openFilesSoftLimit(): number | null {
-  const report = process.report.getReport() as { userLimits?: { open_files?: { soft?: unknown } } };
-  const soft = report.userLimits?.open_files?.soft;
-  return typeof soft === 'number' ? soft : null;
+  let limits: string | null = null;
+  try {
+    limits = readFileSync('/proc/self/limits', 'utf8');
+  } catch {
+    const report = process.report.getReport() as { userLimits?: { open_files?: { soft?: unknown } } };
+    const soft = report.userLimits?.open_files?.soft;
+    return typeof soft === 'number' ? soft : null;
+  }
+  const soft = /^Max open files\s+(\d+)\s/m.exec(limits)?.[1];
+  return soft === undefined ? null : Number(soft);
 }
 
 /** A quarter of the fds for connections leaves the rest to subprocess pipes, relays and tunnels. */

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { SandboxdError, type ErrorBody } from '../../shared/errors.js';
+import { SandboxdError } from '../../shared/errors.js';
+import type { ErrorBody } from '../../shared/contracts/errors.js';
 import { clip, ECHO_MAX_CHARS } from '../clip.js';
 import type { Logger } from '../logger.js';
 

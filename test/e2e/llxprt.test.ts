@@ -186,7 +186,7 @@ describe('prepareLlxprtSandbox: when llxprt falls back to its own path', () => {
     await startDaemon(env, perTest);
     const result = await prepareLlxprtSandbox({ engine: 'podman', args: ['run', '--brand-new-flag', 'x', 'img'], env, cwd: sandbox.dir });
     expect(result).toMatchObject({ used: false, code: 'RUN_ARGS_UNPARSABLE' });
-    const sessions = await execa(process.execPath, [path.join(import.meta.dirname, '../../dist/client/cli/main.js'), 'sessions', 'ls', '--json'], { env, extendEnv: false });
+    const sessions = await execa(process.execPath, [path.join(import.meta.dirname, '../../dist/bin/sandboxd.js'), 'sessions', 'ls', '--json'], { env, extendEnv: false });
     expect(JSON.parse(sessions.stdout)).toEqual([]);
   });
 });

@@ -10,7 +10,7 @@ import { findExecutable } from '../../../daemon/executables.js';
 import { discoverConnection } from '../../../daemon/podman/discover.js';
 import { runSubprocess } from '../../../daemon/subprocess.js';
 import { classifySshFailure, sshLoginArgs } from '../../../daemon/tunnels/ssh-command.js';
-import { getStatus } from '../../admin.js';
+import { getStatus } from '../../daemon-calls.js';
 import {
   checkAgent,
   checkConnection,

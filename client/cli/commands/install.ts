@@ -1,11 +1,11 @@
 import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
 import { currentPlatform, type SandboxdPaths } from '../../../shared/paths.js';
+import { CLI_ENTRY } from '../../../daemon/package-files.js';
 import { ensureSecureDir } from '../../../daemon/secure-dir.js';
 import { clientPaths } from '../../connection.js';
-import { getStatus } from '../../admin.js';
+import { getStatus } from '../../daemon-calls.js';
 import { managerInputs } from '../../service/control.js';
 import { describeStep, executeSteps, installedService, serviceManager } from '../../service/manager.js';
 import { execRunner, serviceEnvironment, toolDirs, type ServiceManager, type ServiceSpec, type ServiceStep } from '../../service/service.js';
@@ -14,7 +14,6 @@ import { stopDaemon } from './lifecycle.js';
 
 /** launchd's bootout can take seconds to finish a job that is stopping gracefully (≤ 5 s). */
 const UNLOAD_WAIT_MS = 15_000;
-const ENTRY = fileURLToPath(new URL('../main.js', import.meta.url));
 
 interface Flags {
   dryRun?: boolean;
@@ -27,7 +26,7 @@ async function installSpec(paths: SandboxdPaths): Promise<ServiceSpec> {
   return {
     node,
     // npm's global bin is a symlink into the package; the service names the file itself.
-    entry: realpathSync(ENTRY),
+    entry: realpathSync(CLI_ENTRY),
     env: serviceEnvironment(process.env, await toolDirs(process.env.PATH ?? ''), node, platform),
     paths,
   };

@@ -4,7 +4,7 @@ import type { StatusResponse } from '../../../shared/contracts/status.js';
 import { readPidRecord } from '../../../daemon/pid-record.js';
 import { createProcessProbe } from '../../../daemon/process-identity.js';
 import { currentPlatform } from '../../../shared/paths.js';
-import { requestShutdown } from '../../admin.js';
+import { requestShutdown } from '../../daemon-calls.js';
 import { ensureDaemon, statusOrColdStart } from '../../autostart.js';
 import { clientPaths } from '../../connection.js';
 import { managerInputs } from '../../service/control.js';

@@ -1,0 +1,19 @@
+import { SHUTDOWN_ROUTE, ShutdownResponse, type StatusResponse } from '../shared/contracts/status.js';
+import { fetchStatus } from './autostart.js';
+import { clientPaths } from './connection.js';
+import { request } from './transport.js';
+
+/*
+ * The calls about the daemon itself, apart from admin.ts's: `sandboxd status` and `stop` load only
+ * the status contract, not the session and tunnel schemas (issue 13: each costs start-up time).
+ * Neither call starts a daemon.
+ */
+
+export function getStatus(env: NodeJS.ProcessEnv = process.env): Promise<StatusResponse> {
+  return fetchStatus(clientPaths(env).socketPath);
+}
+
+export async function requestShutdown(env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const { socketPath } = clientPaths(env);
+  await request({ socketPath, method: 'POST', route: SHUTDOWN_ROUTE }, ShutdownResponse);
+}

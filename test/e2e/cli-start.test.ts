@@ -1,0 +1,50 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import module from 'node:module';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { connectionLimitFor, openFilesSoftLimit } from '../../daemon/http/connection-guard.js';
+import { CLI, Cleanup, ROOT, cli, cliEnv, makeSandbox } from '../helpers.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+/** Issue 13: what every start of the command is made of. Speed itself is only printed, by `npm run bench`. */
+describe('the sandboxd command as installed (bundled CLI)', () => {
+  it('is the file package.json names, runs by its shebang and knows the package version', () => {
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string; bin: Record<string, string> };
+    expect(path.join(ROOT, pkg.bin.sandboxd ?? '')).toBe(CLI);
+    expect(readFileSync(CLI, 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);
+    expect(statSync(CLI).mode & 0o111).not.toBe(0);
+    expect(execFileSync(CLI, ['--version'], { encoding: 'utf8' }).trim()).toBe(pkg.version);
+  });
+
+  it("carries only zod's English messages (the other locales are half of zod's bytes)", () => {
+    const chunks = readdirSync(path.join(ROOT, 'dist/bin/chunks')).filter((name) => name.endsWith('.js'));
+    const text = chunks.map((name) => readFileSync(path.join(ROOT, 'dist/bin/chunks', name), 'utf8')).join('\n');
+    // zod's English and German "invalid input" messages.
+    expect(text).toContain('Invalid input');
+    expect(text).not.toContain('Ungültige Eingabe');
+  });
+
+  it("keeps Node's compile cache in the user's own cache directory, never a shared one", async () => {
+    const sandbox = makeSandbox(cleanup);
+    const cacheHome = path.join(sandbox.dir, 'cache');
+    const own = path.join(cacheHome, 'sandboxd', 'node-compile-cache');
+    const supported = typeof (module as { enableCompileCache?: unknown }).enableCompileCache === 'function';
+    const version = await cli(['--version'], cliEnv(sandbox, { XDG_CACHE_HOME: cacheHome, NODE_COMPILE_CACHE: '' }));
+    expect(version.exitCode).toBe(0);
+    // An explicit NODE_COMPILE_CACHE (even empty) is the user's choice: ours stays unused.
+    expect(existsSync(own)).toBe(false);
+    const env = cliEnv(sandbox, { XDG_CACHE_HOME: cacheHome });
+    delete env.NODE_COMPILE_CACHE;
+    expect((await cli(['--version'], env)).exitCode).toBe(0);
+    expect(existsSync(own)).toBe(supported);
+  });
+
+  it('reads the open-files limit without a diagnostic report: the soft limit ulimit shows', () => {
+    const soft = execFileSync('sh', ['-c', 'ulimit -Sn'], { encoding: 'utf8' }).trim();
+    expect(openFilesSoftLimit()).toBe(soft === 'unlimited' ? null : Number(soft));
+    expect(connectionLimitFor(1024)).toBe(256);
+  });
+});
