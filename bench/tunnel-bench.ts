@@ -256,9 +256,14 @@ async function main(): Promise<void> {
     await stopDaemon(env);
     const restart: number[] = [];
     const fresh: number[] = [];
+    // Issue 13's shape: a local engine (mount bridge), so the figure is sandboxd's own start. The
+    // remote connection's first plan also logs in to the VM once, to learn what it shares.
+    const localEnv: NodeJS.ProcessEnv = { ...process.env, ...sandbox.env, SSH_AUTH_SOCK: agent.socket, SANDBOXD_SSH_BRIDGE: 'mount' };
+    const remoteFresh: number[] = [];
     for (let run = 0; run < RESTART_RUNS; run += 1) {
-      restart.push(await killedDaemonToNextAcquire(env));
-      fresh.push(await freshStartToFirstAcquire(env));
+      restart.push(await killedDaemonToNextAcquire(localEnv));
+      fresh.push(await freshStartToFirstAcquire(localEnv));
+      remoteFresh.push(await freshStartToFirstAcquire(env));
     }
 
     const bareMs = median(bare);
@@ -281,8 +286,9 @@ async function main(): Promise<void> {
       ['(7) node -e 0 (floor)', `${nodeMs.toFixed(0)} ms`, ''],
       ['(7) sandboxd --version', `${versionMs.toFixed(0)} ms`, `${(versionMs / nodeMs).toFixed(2)}x node -e 0 (target <= 2)`],
       ['(7) sandboxd status (daemon running)', `${statusMs.toFixed(0)} ms`, `${(statusMs / nodeMs).toFixed(2)}x node -e 0 (target <= 2)`],
-      ['(6) kill -9 daemon (left a zombie) -> next acquire', `${median(restart).toFixed(0)} ms`, `max ${Math.max(...restart).toFixed(0)} ms of ${RESTART_RUNS}; target < 1000 ms (was 20 s)`],
+      ['(6) kill -9 daemon (left a zombie) -> next acquire, local engine', `${median(restart).toFixed(0)} ms`, `max ${Math.max(...restart).toFixed(0)} ms of ${RESTART_RUNS}; target < 1000 ms (was 20 s)`],
       ['(6) no daemon at all -> auto-start and first plan', `${median(fresh).toFixed(0)} ms`, 'target <= 500 ms; the kill -9 figure minus this is what the dead daemon costs'],
+      ['    the same through the remote podman connection', `${median(remoteFresh).toFixed(0)} ms`, `+ one ssh login to learn what the VM shares (bare handshake ${bareMs.toFixed(0)} ms)`],
     ];
     const width = Math.max(...rows.map(([name]) => name.length));
     process.stdout.write(`sandboxd benchmark (node ${process.version}${SHORT ? ', short' : ''}; ${COLD_RUNS} cold runs, ${WARM_RUNS} warm runs; medians)\n`);
