@@ -40,11 +40,17 @@ export type EndReason = 'released' | 'client-exited' | 'lease-expired' | 'remove
  */
 export class SessionRegistry {
   private readonly sessions = new Map<string, SessionRecord>();
-  private lastSweepAt: number | null = null;
+  /**
+   * From construction, not from the first sweep: a daemon stopped before it ever swept (a laptop
+   * asleep right after the start) would otherwise expire every lease at once on waking.
+   */
+  private lastSweepAt: number;
   /** After a stall, leases of live clients do not expire before this. */
   private graceUntil = 0;
 
-  constructor(private readonly options: SessionRegistryOptions) {}
+  constructor(private readonly options: SessionRegistryOptions) {
+    this.lastSweepAt = options.clock.now();
+  }
 
   get size(): number {
     return this.sessions.size;
@@ -107,7 +113,7 @@ export class SessionRegistry {
   async sweep(): Promise<void> {
     const { clock, leaseTtlMs, sweepIntervalMs, probe } = this.options;
     const now = clock.now();
-    if (this.lastSweepAt !== null && now - this.lastSweepAt > STALL_FACTOR * sweepIntervalMs) {
+    if (now - this.lastSweepAt > STALL_FACTOR * sweepIntervalMs) {
       this.graceUntil = now + leaseTtlMs;
       this.options.logger.warn({ module: 'session', stalledMs: now - this.lastSweepAt }, 'the daemon was stalled; leases of live clients get one more TTL');
     }

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { SandboxdError } from '../shared/errors.js';
-import type { AcquireInput, AcquireResponse, SessionInfo } from '../shared/contracts/sessions.js';
+import type { AcquireInput, AcquireResponse, SessionContainer, SessionInfo } from '../shared/contracts/sessions.js';
 import type { Mount, Plan } from '../shared/contracts/plan.js';
 import type { Platform } from '../shared/paths.js';
 import { randomId } from './ids.js';
@@ -78,7 +78,23 @@ export class SessionService {
       throw error;
     });
     const ssh = await sshPending;
+    const id = randomId('ses');
+    let recorded: Promise<{ flags: string[]; container: SessionContainer }> | null = null;
     try {
+      const site = await sitePending;
+      // The container record must be on disk before the plan is handed out, not before it is
+      // computed: it is written while the rest is built (four thread-pool hops off a warm acquire).
+      recorded = deps.containers.prepare({
+        sessionId: id,
+        renews: input.renews,
+        engine: input.engine,
+        path: input.client.path ?? '',
+        env: engineEnv(clientEnv),
+        globalArgs: site.globalArgs,
+        clientPid: input.client.pid,
+        clientStartTime: startTime,
+      });
+      recorded.catch(() => undefined);
       const gitPlan = await planGitSection({
         facts: git,
         hostHome: deps.hostHome,
@@ -94,23 +110,12 @@ export class SessionService {
         : [];
       const expressible = expressibleMounts(dedupeMounts([...ssh.mounts, ...workdir, ...gitPlan.mounts, ...requested, ...cloud.mounts]));
       // With a remote engine every mount source is resolved in the VM (DESIGN §6).
-      const site = await sitePending;
       const shared = await site.visible(expressible.mounts);
       const mounts = { mounts: shared.mounts, warnings: [...expressible.warnings, ...site.warnings, ...shared.warnings] };
       const planEnv = { ...gitPlan.env, ...ssh.env, ...cloud.env };
       const passed = containerEnv(clientEnv, input.passEnv, new Set(Object.keys(planEnv)));
-      const id = randomId('ses');
       const globalArgs = site.globalArgs;
-      const container = await deps.containers.prepare({
-        sessionId: id,
-        renews: input.renews,
-        engine: input.engine,
-        path: input.client.path ?? '',
-        env: engineEnv(clientEnv),
-        globalArgs,
-        clientPid: input.client.pid,
-        clientStartTime: startTime,
-      });
+      const container = await recorded;
       const body: Omit<Plan, 'args'> = {
         mounts: mounts.mounts,
         env: { ...planEnv, ...passed.env },
@@ -130,13 +135,7 @@ export class SessionService {
         ssh: ssh.ssh,
         container: container.container,
       };
-      try {
-        deps.registry.add(session, startTime, ssh.leases);
-      } catch (error) {
-        // No container can have started from a plan that was never handed out.
-        await deps.containers.ended(id, 'released');
-        throw error;
-      }
+      deps.registry.add(session, startTime, ssh.leases);
       return {
         session,
         plan: { ...body, args: flattenArgs(body) },
@@ -146,6 +145,12 @@ export class SessionService {
       };
     } catch (error) {
       releaseLeases(ssh);
+      if (recorded !== null) {
+        // No container can have started from a plan that was never handed out. The record is
+        // forgotten only once it is written, or the write would bring it back.
+        await recorded.catch(() => undefined);
+        await deps.containers.ended(id, 'released');
+      }
       throw error;
     }
   }

@@ -48,12 +48,34 @@ describe('SessionRegistry', () => {
     probe.processes.set(1, 's');
     registry.add(info('ses_aaaaaaaa', 1), 's', []);
     registry.add(info('ses_bbbbbbbb', 1), 's', []);
-    advance(20_000);
+    const sweepFor = async (ms: number) => {
+      for (let elapsed = 0; elapsed < ms; elapsed += 2_000) {
+        advance(2_000);
+        await registry.sweep();
+      }
+    };
+    await sweepFor(20_000);
     registry.heartbeat('ses_aaaaaaaa');
-    advance(20_000);
-    await registry.sweep();
+    await sweepFor(20_000);
     expect(registry.list().map((s) => s.id)).toEqual(['ses_aaaaaaaa']);
     expect(registry.list()[0]?.lastHeartbeatAt).toBe(new Date(20_000).toISOString());
+  });
+
+  it('gives live clients one more TTL when the daemon stalled before its first sweep', async () => {
+    const { registry, probe, advance } = setup();
+    probe.processes.set(1, 's');
+    registry.add(info('ses_aaaaaaaa', 1), 's', []);
+    // Stopped (SIGSTOP, a laptop asleep) right after the start: no sweep, no heartbeat arrived.
+    advance(40_000);
+    await registry.sweep();
+    expect(registry.list().map((s) => s.id)).toEqual(['ses_aaaaaaaa']);
+    registry.heartbeat('ses_aaaaaaaa');
+    // Without heartbeats after the resume the lease ends once that TTL has run.
+    for (let elapsed = 0; elapsed <= 32_000; elapsed += 2_000) {
+      advance(2_000);
+      await registry.sweep();
+    }
+    expect(registry.list()).toEqual([]);
   });
 
   it('extends every lease of a batch at once, reports the ids it does not know, and lets the others expire', async () => {
