@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { STATUS_ROUTE } from '../shared/contracts/status.js';
 import { request } from './transport.js';
 

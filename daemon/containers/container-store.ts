@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { Engine, Id } from '../../shared/contracts/common.js';
 import { writeFileAtomic } from '../atomic-file.js';
 import { readRecordFile } from '../record-file.js';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 
 /** The Docker variables of a session (the client sends them; the daemon's own never count). */
 export interface DockerView {

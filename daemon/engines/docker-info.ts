@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { SandboxdError } from '../../shared/errors.js';
 import { clip } from '../clip.js';
 

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { SandboxdError } from '../../shared/errors.js';
 
 /** One row of `podman system connection list --format json` (podman 4 and 5 agree on these). */

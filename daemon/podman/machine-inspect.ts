@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { RunSubprocess } from '../subprocess.js';
 import type { PodmanConnection } from './connections.js';
 

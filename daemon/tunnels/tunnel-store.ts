@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { writeFileAtomic } from '../atomic-file.js';
 import { readRecordFile } from '../record-file.js';
 import type { Logger } from '../logger.js';

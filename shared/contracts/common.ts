@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 export const Engine = z.enum(['docker', 'podman']);
 export type Engine = z.infer<typeof Engine>;

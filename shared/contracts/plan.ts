@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { AbsolutePath } from './common.js';
 
 export const Mount = z.strictObject({

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { AbsolutePath, Engine, ExecText, Id, Timestamp } from './common.js';
 import { Plan, SshStatus } from './plan.js';
 
