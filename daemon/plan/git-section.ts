@@ -27,7 +27,12 @@ export async function planGitSection(input: GitSectionInput): Promise<GitSection
   let globalConfig: string | null = null;
   if (facts.overrides !== null) {
     const repo = facts.repo;
-    const safeDirectories = repo === null ? [] : [...new Set([repo.topLevel, repo.gitDir, repo.commonDir])];
+    // Exactly the repository's own directories, its submodules' included: git refuses a
+    // submodule owned by another uid as it refuses the superproject.
+    const safeDirectories =
+      repo === null
+        ? []
+        : [...new Set([repo.topLevel, repo.gitDir, repo.commonDir, ...repo.submodules.flatMap((submodule) => (submodule.workTree === null ? [submodule.dir] : [submodule.workTree, submodule.dir]))])];
     globalConfig = await input.writeGlobalConfig(
       renderGlobalConfig({
         includes: facts.includes.map((file) => sandboxPath(file, input.hostHome)),

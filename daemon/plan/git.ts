@@ -37,6 +37,17 @@ export interface GitRepo {
   worktrees: readonly LinkedWorktree[];
   /** `config.worktree` files that exist (per-worktree config, `extensions.worktreeConfig`). */
   worktreeConfigs: readonly string[];
+  /** The submodules' git dirs under `<common dir>/modules`, nested ones included. */
+  submodules: readonly SubmoduleGitDir[];
+}
+
+/** A submodule's own git dir: git runs its hooks and reads its config on the host, as the superproject's. */
+export interface SubmoduleGitDir {
+  dir: string;
+  hooks: boolean;
+  config: boolean;
+  /** Its work tree (`core.worktree` of its config), which git's ownership check names. */
+  workTree: string | null;
 }
 
 export interface LinkedWorktree {
@@ -76,14 +87,19 @@ export function repoMounts(repo: GitRepo, policy: RepoPolicy, emptyDir: string, 
     const inCommon = repo.gitDir === repo.commonDir || repo.gitDir.startsWith(`${repo.commonDir}/`);
     if (!inCommon) mounts.push(at(repo.gitDir, false, 'git worktree'));
   }
+  // A missing hooks/ is covered too: the sandbox could create it otherwise.
+  const hooks = (dir: string, exists: boolean, purpose: string): Mount =>
+    exists ? at(path.join(dir, 'hooks'), true, purpose) : { source: emptyDir, target: path.join(dir, 'hooks'), readOnly: true, purpose, ...label };
   if (policy.hooks === 'readonly') {
-    // A missing hooks/ is covered too: the sandbox could create it otherwise.
-    if (repo.commonEntries.includes('hooks')) mounts.push(at(common('hooks'), true, 'git hooks (read-only)'));
-    else mounts.push({ source: emptyDir, target: common('hooks'), readOnly: true, purpose: 'git hooks (read-only)', ...label });
+    mounts.push(hooks(repo.commonDir, repo.commonEntries.includes('hooks'), 'git hooks (read-only)'));
+    for (const submodule of repo.submodules) mounts.push(hooks(submodule.dir, submodule.hooks, 'submodule git hooks (read-only)'));
   }
   if (policy.config === 'readonly') {
     if (repo.commonEntries.includes('config')) mounts.push(at(common('config'), true, 'git config (read-only)'));
     for (const file of repo.worktreeConfigs) mounts.push(at(file, true, 'git config (read-only)'));
+    for (const submodule of repo.submodules) {
+      if (submodule.config) mounts.push(at(path.join(submodule.dir, 'config'), true, 'submodule git config (read-only)'));
+    }
   }
   for (const worktree of repo.worktrees) {
     if (worktree.admin === repo.gitDir) continue;

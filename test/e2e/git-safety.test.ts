@@ -232,6 +232,37 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
     );
   });
 
+  it("submodules: each one's hooks and config stay read-only, nested ones too; work inside them still lands on the host", async () => {
+    const deep = await plainRepo('sub-deep', '0:0');
+    const lib = await plainRepo('sub-lib', '0:0');
+    const submoduleAdd = ['-c', 'protocol.file.allow=always', ...SETUP_IDENTITY];
+    await hostGit(lib, ...submoduleAdd, 'submodule', 'add', '-q', deep, 'deep');
+    await hostGit(lib, ...SETUP_IDENTITY, 'commit', '-q', '-m', 'add deep');
+    const superproject = await plainRepo('superproject', '0:0');
+    await hostGit(superproject, ...submoduleAdd, 'submodule', 'add', '-q', lib, 'lib');
+    await hostGit(superproject, ...SETUP_IDENTITY, 'commit', '-q', '-m', 'add lib');
+    await hostGit(superproject, ...submoduleAdd, 'submodule', 'update', '-q', '--init', '--recursive');
+    await execa('chown', ['-R', '1000:1000', superproject]);
+    const modules = path.join(superproject, '.git', 'modules');
+    const result = await run(
+      superproject,
+      [
+        `touch ${modules}/lib/hooks/post-checkout 2>/dev/null && echo lib-hooks-written || echo lib-hooks-refused`,
+        'git -C lib config core.hooksPath /tmp 2>/dev/null && echo lib-config-written || echo lib-config-refused',
+        `touch ${modules}/lib/modules/deep/hooks/post-checkout 2>/dev/null && echo deep-hooks-written || echo deep-hooks-refused`,
+        'git -C lib/deep config core.fsmonitor /tmp/x 2>/dev/null && echo deep-config-written || echo deep-config-refused',
+        'git -C lib commit -q --allow-empty -m "in the sandbox" && echo lib-committed',
+        // The lab image has no git-submodule script; status inside the nested one is what matters.
+        'git -C lib/deep status --porcelain && echo deep-status-ok',
+      ].join('; '),
+    );
+    expect(result.stderr).toBe('');
+    expect(result.stdout.split('\n')).toEqual(['lib-hooks-refused', 'lib-config-refused', 'deep-hooks-refused', 'deep-config-refused', 'lib-committed', 'deep-status-ok']);
+    expect((await hostGit(path.join(superproject, 'lib'), 'log', '-1', '--format=%s')).stdout).toBe('in the sandbox');
+    expect((await hostGit(path.join(superproject, 'lib'), 'config', '--local', 'core.hooksPath')).stdout).toBe('');
+    expect((await hostGit(path.join(superproject, 'lib'), 'fsck', '--no-progress')).exitCode).toBe(0);
+  });
+
   it('--user 1000: git status in a repository owned by another uid works through safe.directory', async () => {
     const dir = await plainRepo('foreign', '2000:2000');
     const result = await run(dir, 'git status --porcelain && echo status-ok', [], ['--network', 'none', '--user', '1000']);

@@ -20,6 +20,7 @@ describe('repoMounts', () => {
       { admin: '/src/main/.git/worktrees/gone', dotGit: null },
     ],
     worktreeConfigs: [],
+    submodules: [],
   };
 
   it('mounts a linked worktree\'s common dir whole, with what the host runs read-only on top, and keeps other worktrees alive for prune', () => {
@@ -47,6 +48,7 @@ describe('repoMounts', () => {
       commonEntries: ['hooks', 'config', 'info', 'worktrees'],
       worktrees: [{ admin: '/src/p/.git/worktrees/feature', dotGit: '/src/feature/.git' }],
       worktreeConfigs: ['/src/p/.git/config.worktree', '/src/p/.git/worktrees/feature/config.worktree'],
+      submodules: [],
     };
     const feature = ['/src/p/.git/worktrees/feature/gitdir:ro', '/src/feature/.git:ro'];
     expect(table(repoMounts(plain, readonlyPolicy, '/rt/empty', undefined))).toEqual([
@@ -57,6 +59,29 @@ describe('repoMounts', () => {
       ...feature,
     ]);
     expect(table(repoMounts(plain, { hooks: 'writable', config: 'writable' }, '/rt/empty', undefined))).toEqual(feature);
+  });
+
+  it("protects each submodule's hooks and config as the superproject's, a missing hooks/ included", () => {
+    const withSubmodules: GitRepo = {
+      ...worktree,
+      linked: false,
+      gitDir: '/src/main/.git',
+      worktrees: [],
+      submodules: [
+        { dir: '/src/main/.git/modules/lib', hooks: true, config: true, workTree: '/src/main/lib' },
+        { dir: '/src/main/.git/modules/lib/modules/deep', hooks: false, config: true, workTree: null },
+      ],
+    };
+    expect(table(repoMounts(withSubmodules, readonlyPolicy, '/rt/empty', undefined))).toEqual([
+      '/src/main/.git/hooks:ro',
+      '/src/main/.git/modules/lib/hooks:ro',
+      '/src/main/.git/modules/lib/modules/deep/hooks:ro',
+      '/src/main/.git/config:ro',
+      '/src/main/.git/modules/lib/config:ro',
+      '/src/main/.git/modules/lib/modules/deep/config:ro',
+    ]);
+    expect(repoMounts(withSubmodules, readonlyPolicy, '/rt/empty', undefined)[2]).toMatchObject({ source: '/rt/empty', purpose: 'submodule git hooks (read-only)' });
+    expect(repoMounts(withSubmodules, { hooks: 'writable', config: 'writable' }, '/rt/empty', undefined)).toEqual([]);
   });
 
   it('mounts a worktree git dir that lives outside the common dir on its own', () => {
