@@ -3,6 +3,7 @@
 // The library entries (`sandboxd/client` and friends) stay tsc's output: their users bundle them.
 import { build } from 'esbuild';
 import { chmodSync, rmSync } from 'node:fs';
+import process from 'node:process';
 
 const OUT = 'dist/bin';
 
@@ -16,11 +17,24 @@ const builtinsWithoutFacade = {
   setup(build) {
     build.onResolve({ filter: /^node:/ }, (args) => ({ path: args.path, namespace: 'builtin' }));
     build.onLoad({ filter: /.*/, namespace: 'builtin' }, (args) => ({
-      contents: `module.exports = process.getBuiltinModule(${JSON.stringify(args.path)});`,
+      contents: LAZY_BUILTINS.has(args.path) ? lazyBuiltin(args.path) : `module.exports = process.getBuiltinModule(${JSON.stringify(args.path)});`,
       loader: 'js',
     }));
   },
 };
+
+/**
+ * Loaded on first use, not on import: commander requires child_process at its top (for
+ * subcommands it runs as executables, which sandboxd has none of), and loading it costs every
+ * command about 9 ms though only `run`, `daemon` and auto-start ever spawn. Its exports are plain
+ * functions and classes, so an object of getters stands in for it.
+ */
+const LAZY_BUILTINS = new Set(['node:child_process']);
+
+function lazyBuiltin(name) {
+  const getters = Object.keys(process.getBuiltinModule(name)).map((key) => `get ${key}() { return load().${key}; }`);
+  return `let loaded;\nconst load = () => (loaded ??= process.getBuiltinModule(${JSON.stringify(name)}));\nmodule.exports = { ${getters.join(', ')} };`;
+}
 
 rmSync(OUT, { recursive: true, force: true });
 await build({
