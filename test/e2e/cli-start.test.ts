@@ -1,7 +1,8 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import module from 'node:module';
 import path from 'node:path';
+import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectionLimitFor, openFilesSoftLimit } from '../../daemon/http/connection-guard.js';
 import { CLI, Cleanup, ROOT, cli, cliEnv, makeSandbox } from '../helpers.js';
@@ -25,6 +26,21 @@ describe('the sandboxd command as installed (bundled CLI)', () => {
     // zod's English and German "invalid input" messages.
     expect(text).toContain('Invalid input');
     expect(text).not.toContain('Ungültige Eingabe');
+  });
+
+  it('loads only what a command uses: --version no zod, neither command child_process (structure, not timing)', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    const probe = path.join(sandbox.dir, 'loaded.mjs');
+    // zod marks globalThis when it loads; node lists the builtins it loaded.
+    writeFileSync(probe, "process.on('exit', () => process.stderr.write(JSON.stringify({ zod: '__zod_globalConfig' in globalThis, childProcess: process.moduleLoadList.includes('NativeModule child_process') })));\n");
+    const loaded = async (args: string[]) => {
+      const result = await execa(process.execPath, ['--import', probe, CLI, ...args], { env, reject: false, extendEnv: false });
+      return JSON.parse(result.stderr.slice(result.stderr.lastIndexOf('{'))) as { zod: boolean; childProcess: boolean };
+    };
+    expect(await loaded(['--version'])).toEqual({ zod: false, childProcess: false });
+    expect(await cli(['start'], env)).toMatchObject({ exitCode: 0 });
+    expect(await loaded(['status'])).toEqual({ zod: true, childProcess: false });
   });
 
   it("keeps Node's compile cache in the user's own cache directory, never a shared one", async () => {
