@@ -252,13 +252,18 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
         `touch ${modules}/lib/modules/deep/hooks/post-checkout 2>/dev/null && echo deep-hooks-written || echo deep-hooks-refused`,
         'git -C lib/deep config core.fsmonitor /tmp/x 2>/dev/null && echo deep-config-written || echo deep-config-refused',
         'git -C lib commit -q --allow-empty -m "in the sandbox" && echo lib-committed',
+        'git -C lib branch -q spare && git -C lib pack-refs --all && git -C lib gc -q --prune=now && echo lib-gc-ok',
         // The lab image has no git-submodule script; status inside the nested one is what matters.
         'git -C lib/deep status --porcelain && echo deep-status-ok',
       ].join('; '),
     );
     expect(result.stderr).toBe('');
-    expect(result.stdout.split('\n')).toEqual(['lib-hooks-refused', 'lib-config-refused', 'deep-hooks-refused', 'deep-config-refused', 'lib-committed', 'deep-status-ok']);
+    expect(result.stdout.split('\n')).toEqual(['lib-hooks-refused', 'lib-config-refused', 'deep-hooks-refused', 'deep-config-refused', 'lib-committed', 'lib-gc-ok', 'deep-status-ok']);
     expect((await hostGit(path.join(superproject, 'lib'), 'log', '-1', '--format=%s')).stdout).toBe('in the sandbox');
+    expect([...(await refs(path.join(superproject, 'lib'))).keys()]).toEqual(expect.arrayContaining(['refs/heads/main', 'refs/heads/spare']));
+    // A non-root container user on a repository another uid owns: safe.directory covers the submodules too.
+    const other = await run(superproject, 'git -C lib/deep status --porcelain && git -C lib log -1 --format=%s', [], ['--network', 'none', '--user', '2000']);
+    expect({ stderr: other.stderr, stdout: other.stdout }).toEqual({ stderr: '', stdout: 'in the sandbox' });
     expect((await hostGit(path.join(superproject, 'lib'), 'config', '--local', 'core.hooksPath')).stdout).toBe('');
     expect((await hostGit(path.join(superproject, 'lib'), 'fsck', '--no-progress')).exitCode).toBe(0);
   });
