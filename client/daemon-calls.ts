@@ -15,5 +15,5 @@ export function getStatus(env: NodeJS.ProcessEnv = process.env): Promise<StatusR
 
 export async function requestShutdown(env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const { socketPath } = clientPaths(env);
-  await request({ socketPath, method: 'POST', route: SHUTDOWN_ROUTE }, ShutdownResponse);
+  await request({ socketPath, method: 'POST', route: SHUTDOWN_ROUTE, closeConnection: true }, ShutdownResponse);
 }

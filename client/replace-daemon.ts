@@ -18,7 +18,7 @@ export async function stopOlderIdleDaemon(socketPath: string): Promise<boolean> 
   const status = await readAnyStatus(socketPath);
   const { pid } = status;
   if (status.protocol >= PROTOCOL_VERSION || status.counts?.sessions !== 0 || pid === undefined) return false;
-  await request({ socketPath, method: 'POST', route: SHUTDOWN_ROUTE, anyProtocol: true }, z.unknown());
+  await request({ socketPath, method: 'POST', route: SHUTDOWN_ROUTE, anyProtocol: true, closeConnection: true }, z.unknown());
   const probe = createProcessProbe(currentPlatform());
   const deadline = Date.now() + STOP_TIMEOUT_MS;
   while (await probe.isSame(pid, null)) {

@@ -16,6 +16,11 @@ export interface RequestOptions {
   timeoutMs?: number;
   /** Read a reply of any protocol version (only to learn which daemon runs; the schema must be loose). */
   anyProtocol?: boolean;
+  /**
+   * The daemon stops after answering: the connection is not kept, or a graceful server close
+   * would wait out its keep-alive timeout before the process can exit.
+   */
+  closeConnection?: boolean;
 }
 
 /**
@@ -60,6 +65,7 @@ export async function request<T extends z.ZodType>(options: RequestOptions, sche
     servername: '',
     headers: {
       [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
+      ...(options.closeConnection === true ? { connection: 'close' } : {}),
       ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
     },
     timeout: options.timeoutMs ?? REQUEST_TIMEOUT_MS,
