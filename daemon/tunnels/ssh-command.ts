@@ -71,7 +71,7 @@ export function remoteScript(layout: TunnelLayout, leftovers: readonly string[] 
     `e=none; [ -r /sys/fs/selinux/enforce ] && read -r e < /sys/fs/selinux/enforce; echo "${SELINUX_MARKER} $e"`,
     'umask 077',
     // Bind sockets of earlier generations that died before moving them in: daemon-made names only.
-    ...(leftovers.length === 0 ? [] : [`rm -f ${leftovers.map(shQuote).join(' ')}`]),
+    ...(leftovers.length === 0 ? [] : [removeLeftovers(leftovers)]),
     `[ -L "$r" ] && ${fail(3, '$r is a symlink')}`,
     `[ -d "$r" ] || mkdir -m 700 "$r" || ${fail(3, 'cannot create $r')}`,
     `[ -O "$r" ] || ${fail(3, '$r belongs to another user')}`,
@@ -86,6 +86,18 @@ export function remoteScript(layout: TunnelLayout, leftovers: readonly string[] 
     `[ "$c" = ${HALT_WORD} ] && cd .. && rmdir "$n" 2>/dev/null`,
     'exit 0',
   ].join('; ');
+}
+
+function removeLeftovers(leftovers: readonly string[]): string {
+  return `rm -f ${leftovers.map(shQuote).join(' ')}`;
+}
+
+/**
+ * The script of a last login when a tunnel stops with leftovers no later generation will remove
+ * (its last ssh died before moving its bind socket in): daemon-made names only, as above.
+ */
+export function leftoverScript(leftovers: readonly string[]): string {
+  return `${removeLeftovers(leftovers)}; exit 0`;
 }
 
 /**

@@ -9,12 +9,14 @@ import {
   backoffMs,
   classifySshFailure,
   HALT_WORD,
+  leftoverScript,
   parseSelinux,
   READY_MARKER,
   remoteScript,
   SEEN_MARKER,
   SELINUX_MARKER,
   sshArgs,
+  sshProbeArgs,
   tunnelLayout,
   type SelinuxMode,
   type TunnelLayout,
@@ -29,6 +31,8 @@ const ALIVE_INTERVAL_SECONDS = 5;
 const ALIVE_COUNT_MAX = 3;
 /** After stdin closes, the remote script cleans up and ssh exits; past this we signal it. */
 const GRACEFUL_EXIT_MS = 2_000;
+/** A whole login plus one `rm`: as long as a connect may take. */
+const CLEANUP_LOGIN_MS = (CONNECT_TIMEOUT_SECONDS + 2) * 1_000;
 const STDERR_KEEP_BYTES = 4_096;
 
 export type SpawnSsh = (args: string[]) => ChildProcess;
@@ -196,7 +200,32 @@ export class Tunnel implements Bridge, IndexedTunnel {
     this.queries = null;
     if (child !== null) await stopChild(child, HALT_WORD);
     this.options.onChild(null);
+    await this.removeLeftovers();
     this.logger.info('tunnel halted');
+  }
+
+  /**
+   * Bind sockets of generations that died unpublished are otherwise removed by the next
+   * generation's script; a stopping tunnel has none, so one login does it (bounded, best effort).
+   */
+  private async removeLeftovers(): Promise<void> {
+    if (this.leftovers.length === 0) return;
+    const leftovers = this.leftovers;
+    this.leftovers = [];
+    const child = this.options.spawnSsh(
+      sshProbeArgs({
+        connection: this.connection,
+        knownHostsPath: this.options.knownHostsPath,
+        aliveIntervalSeconds: ALIVE_INTERVAL_SECONDS,
+        aliveCountMax: ALIVE_COUNT_MAX,
+        connectTimeoutSeconds: CONNECT_TIMEOUT_SECONDS,
+      }),
+    );
+    child.once('error', () => undefined);
+    child.stdin?.on('error', () => undefined);
+    child.stdin?.write(`${leftoverScript(leftovers)}\n`);
+    await stopChild(child, undefined, CLEANUP_LOGIN_MS);
+    this.logger.info({ leftovers: leftovers.length }, 'removed bind sockets left by generations that died');
   }
 
   describe(refs: number): BridgeInfo {
@@ -348,7 +377,7 @@ export class Tunnel implements Bridge, IndexedTunnel {
  * Closes stdin (the remote script cleans up; `farewell` first tells it why), then escalates to
  * signals within bounded time.
  */
-export async function stopChild(child: ChildProcess, farewell?: string): Promise<void> {
+export async function stopChild(child: ChildProcess, farewell?: string, graceMs = GRACEFUL_EXIT_MS): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => child.once('close', () => {
     resolve();
@@ -358,7 +387,7 @@ export async function stopChild(child: ChildProcess, farewell?: string): Promise
       resolve(false);
     }, ms).unref())]);
   child.stdin?.end(farewell === undefined ? undefined : `${farewell}\n`);
-  if (await within(GRACEFUL_EXIT_MS)) return;
+  if (await within(graceMs)) return;
   child.kill('SIGTERM');
   if (await within(1_000)) return;
   child.kill('SIGKILL');

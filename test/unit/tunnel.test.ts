@@ -134,6 +134,29 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     expect(children[4]?.stdinText).not.toContain(bindOf(children[2]));
   });
 
+  it('a tunnel halted while its last generation died unpublished removes that bind socket with one more login', async () => {
+    const { tunnel, children, ready } = setup();
+    await ready();
+    const bindOf = (child: FakeSsh | undefined) => (child?.args[child.args.indexOf('-R') + 1] ?? '').split(':')[0] ?? '';
+    children[0]?.exit(255);
+    await vi.advanceTimersByTimeAsync(500);
+    children[1]?.fail('Connection reset by peer\n');
+    await vi.advanceTimersByTimeAsync(0);
+    await tunnel.halt();
+    const cleanup = children.at(-1);
+    expect(cleanup?.args).not.toContain('-R');
+    expect(cleanup?.args.at(-1)).toBe(REMOTE_STUB);
+    expect(cleanup?.stdinText).toBe(`rm -f '${bindOf(children[1])}'; exit 0\n`);
+    expect(cleanup?.exitCode).toBe(0);
+  });
+
+  it('a tunnel halted with nothing left behind makes no extra login', async () => {
+    const { tunnel, children, ready } = setup();
+    await ready();
+    await tunnel.halt();
+    expect(children).toHaveLength(1);
+  });
+
   it('re-creates a dead ssh with capped exponential backoff, a fresh socket name each time', async () => {
     const { tunnel, children, ready } = setup();
     await ready();
