@@ -46,6 +46,9 @@ class FakeSsh extends EventEmitter {
 
 const DIR_NAME = '0123456789abcdef0123456789abcdef';
 
+/** The VM-side bind path a generation's `ssh -R` asked for. */
+const bindOf = (child: FakeSsh | undefined) => (child?.args[child.args.indexOf('-R') + 1] ?? '').split(':')[0] ?? '';
+
 function setup(rediscover?: () => Promise<PodmanConnection>) {
   const children: FakeSsh[] = [];
   const records: (TunnelRecord | null)[] = [];
@@ -109,7 +112,6 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
   it('has the next generation remove the bind socket of one that died before publishing it', async () => {
     const { tunnel, children, ready } = setup();
     await ready();
-    const bindOf = (child: FakeSsh | undefined) => (child?.args[child.args.indexOf('-R') + 1] ?? '').split(':')[0] ?? '';
     children[0]?.exit(255);
     await vi.advanceTimersByTimeAsync(500);
     // Generation 2 dies between sshd's bind and the script's move (ssh or sshd killed).
@@ -137,7 +139,6 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
   it('a tunnel halted while its last generation died unpublished removes that bind socket with one more login', async () => {
     const { tunnel, children, ready } = setup();
     await ready();
-    const bindOf = (child: FakeSsh | undefined) => (child?.args[child.args.indexOf('-R') + 1] ?? '').split(':')[0] ?? '';
     children[0]?.exit(255);
     await vi.advanceTimersByTimeAsync(500);
     children[1]?.fail('Connection reset by peer\n');
