@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { STATUS_ROUTE } from '../shared/contracts/status.js';
 import { request } from './transport.js';
 
@@ -7,10 +7,10 @@ import { request } from './transport.js';
  * or future: only the protocol is sure to be there.
  */
 const AnyStatus = z.object({
-  protocol: z.number().int(),
-  version: z.string().optional(),
-  pid: z.number().int().optional(),
-  counts: z.object({ sessions: z.number().int() }).optional(),
+  protocol: z.int(),
+  version: z.optional(z.string()),
+  pid: z.optional(z.int()),
+  counts: z.optional(z.object({ sessions: z.int() })),
 });
 export type AnyStatus = z.infer<typeof AnyStatus>;
 

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { SHUTDOWN_ROUTE } from '../shared/contracts/status.js';
 import { SandboxdError } from '../shared/errors.js';
 import { currentPlatform } from '../shared/paths.js';

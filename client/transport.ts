@@ -1,7 +1,8 @@
 import http from 'node:http';
-import type { z } from 'zod';
+import type * as z from 'zod/mini';
 import { SandboxdError } from '../shared/errors.js';
 import { ErrorBody } from '../shared/contracts/errors.js';
+import { ENGLISH } from '../shared/contracts/messages.js';
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 import { assertTrustedSocket } from './trust.js';
 
@@ -34,7 +35,7 @@ const KEEP_ALIVE = new http.Agent({ keepAlive: true, maxSockets: 8, maxFreeSocke
  * A client parses each answer once: zod's compiled fast path (a `new Function` per object
  * schema, built on first use) costs more than it saves, about 8 ms of every CLI call.
  */
-const ONE_SHOT = { jitless: true } as const;
+const ONE_SHOT = { jitless: true, ...ENGLISH } as const;
 
 const UNREACHABLE = new Set(['ENOENT', 'ECONNREFUSED', 'ENOTSOCK', 'ECONNRESET']);
 
@@ -51,7 +52,7 @@ function parseJson(text: string): unknown {
  * schema (STYLE 1) and the daemon's protocol version checked on every reply. Nothing is sent to a
  * socket another user could have placed (client/trust.ts).
  */
-export async function request<T extends z.ZodType>(options: RequestOptions, schema: T): Promise<z.output<T>> {
+export async function request<T extends z.ZodMiniType>(options: RequestOptions, schema: T): Promise<z.output<T>> {
   const { socketPath, method, route } = options;
   await assertTrustedSocket(socketPath);
   const payload = options.body === undefined ? undefined : JSON.stringify(options.body);

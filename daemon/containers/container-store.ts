@@ -1,7 +1,8 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { Engine, Id } from '../../shared/contracts/common.js';
+import { ENGLISH } from '../../shared/contracts/messages.js';
 import { writeFileAtomic } from '../atomic-file.js';
 import { readRecordFile } from '../record-file.js';
 import type { Logger } from '../logger.js';
@@ -15,12 +16,12 @@ export const ContainerRecord = z.strictObject({
   /** The session that answers for it now: `key`, or the lease that renewed it after a restart. */
   sessionId: Id,
   engine: Engine,
-  clientPid: z.number().int().min(1).max(2 ** 31 - 1),
-  clientStartTime: z.string().max(200).nullable(),
+  clientPid: z.int().check(z.minimum(1), z.maximum(2 ** 31 - 1)),
+  clientStartTime: z.nullable(z.string().check(z.maxLength(200))),
   /** The session's PATH and engine variables: `rm -f` runs with these, never the daemon's. */
-  path: z.string().max(65_536),
-  env: z.partialRecord(z.enum(ENGINE_ENV_NAMES), z.string().max(4096)),
-  globalArgs: z.array(z.string().max(4096)).max(16),
+  path: z.string().check(z.maxLength(65_536)),
+  env: z.partialRecord(z.enum(ENGINE_ENV_NAMES), z.string().check(z.maxLength(4096))),
+  globalArgs: z.array(z.string().check(z.maxLength(4096))).check(z.maxLength(16)),
 });
 export type ContainerRecord = z.infer<typeof ContainerRecord>;
 
@@ -114,7 +115,7 @@ export class ContainerStore {
       this.logger.warn({ file }, 'container record unreadable; ignoring it');
       return null;
     }
-    const parsed = ContainerRecord.safeParse(json);
+    const parsed = ContainerRecord.safeParse(json, ENGLISH);
     if (!parsed.success || parsed.data.key !== key) {
       this.logger.warn({ file, issue: parsed.error?.issues[0]?.message ?? 'its key is not its file name' }, 'container record invalid; ignoring it');
       return null;

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import * as z from 'zod';
+import * as z from 'zod/mini';
 
 /** The Docker variables of a session (the client sends them; the daemon's own never count). */
 export interface DockerView {
@@ -21,8 +21,8 @@ export interface DockerEndpoint {
 }
 
 const DEFAULT_HOST = 'unix:///var/run/docker.sock';
-const Config = z.looseObject({ currentContext: z.string().optional() });
-const ContextMeta = z.looseObject({ Endpoints: z.looseObject({ docker: z.looseObject({ Host: z.string().optional() }).optional() }).optional() });
+const Config = z.looseObject({ currentContext: z.optional(z.string()) });
+const ContextMeta = z.looseObject({ Endpoints: z.optional(z.looseObject({ docker: z.optional(z.looseObject({ Host: z.optional(z.string()) })) })) });
 
 export function configDir(view: DockerView): string {
   return view.dockerConfig !== undefined && view.dockerConfig !== '' ? view.dockerConfig : path.join(view.home, '.docker');
@@ -33,7 +33,7 @@ export function contextMetaPath(dir: string, name: string): string {
   return path.join(dir, 'contexts', 'meta', createHash('sha256').update(name).digest('hex'), 'meta.json');
 }
 
-async function readJson<T>(file: string, schema: z.ZodType<T>): Promise<T | null> {
+async function readJson<T>(file: string, schema: z.ZodMiniType<T>): Promise<T | null> {
   try {
     const parsed = schema.safeParse(JSON.parse(await fs.readFile(file, 'utf8')));
     return parsed.success ? parsed.data : null;

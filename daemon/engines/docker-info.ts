@@ -1,4 +1,5 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
+import { ENGLISH } from '../../shared/contracts/messages.js';
 import { SandboxdError } from '../../shared/errors.js';
 import { clip } from '../clip.js';
 
@@ -8,18 +9,18 @@ import { clip } from '../clip.js';
  * shape (each fills it its own way); anything else in it is ignored.
  */
 export const DockerInfo = z.looseObject({
-  ID: z.string().default(''),
-  Name: z.string().default(''),
-  OperatingSystem: z.string().default(''),
-  ServerVersion: z.string().default(''),
-  KernelVersion: z.string().default(''),
-  Architecture: z.string().default(''),
-  DockerRootDir: z.string().default(''),
-  Labels: z.array(z.string()).nullable().default(null),
-  Plugins: z.looseObject({ Log: z.array(z.string()).nullable().optional() }).nullable().optional(),
-  ProductLicense: z.string().optional(),
+  ID: z._default(z.string(), ''),
+  Name: z._default(z.string(), ''),
+  OperatingSystem: z._default(z.string(), ''),
+  ServerVersion: z._default(z.string(), ''),
+  KernelVersion: z._default(z.string(), ''),
+  Architecture: z._default(z.string(), ''),
+  DockerRootDir: z._default(z.string(), ''),
+  Labels: z._default(z.nullable(z.array(z.string())), null),
+  Plugins: z.optional(z.nullable(z.looseObject({ Log: z.optional(z.nullable(z.array(z.string()))) }))),
+  ProductLicense: z.optional(z.string()),
   /** Set by docker CLIs ≥ 23 when the server could not be reached; the JSON is then the client's alone. */
-  ServerErrors: z.array(z.string()).nullable().optional(),
+  ServerErrors: z.optional(z.nullable(z.array(z.string()))),
 });
 export type DockerInfo = z.infer<typeof DockerInfo>;
 
@@ -32,7 +33,7 @@ export function parseDockerInfo(stdout: string, stderr: string, exitCode: number
   } catch {
     throw new SandboxdError('DOCKER_INFO_FAILED', `\`docker info\` gave no engine description: ${exitCode === 0 ? `not JSON: ${clip(stdout.slice(0, 120))}` : serverError()}`);
   }
-  const parsed = DockerInfo.safeParse(json);
+  const parsed = DockerInfo.safeParse(json, ENGLISH);
   if (!parsed.success) throw new SandboxdError('DOCKER_INFO_FAILED', `\`docker info\` printed JSON of an unexpected shape: ${parsed.error.issues[0]?.message ?? 'unknown'}`);
   const errors = parsed.data.ServerErrors ?? [];
   if (errors.length > 0 || parsed.data.ServerVersion === '') {

@@ -1,15 +1,16 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
+import { ENGLISH } from '../../shared/contracts/messages.js';
 import { SandboxdError } from '../../shared/errors.js';
 
 /** One row of `podman system connection list --format json` (podman 4 and 5 agree on these). */
 const ConnectionRow = z.looseObject({
-  Name: z.string().min(1),
+  Name: z.string().check(z.minLength(1)),
   URI: z.string(),
-  Identity: z.string().default(''),
-  Default: z.boolean().default(false),
-  IsMachine: z.boolean().optional(),
+  Identity: z._default(z.string(), ''),
+  Default: z._default(z.boolean(), false),
+  IsMachine: z.optional(z.boolean()),
 });
-const ConnectionList = z.array(ConnectionRow).nullable();
+const ConnectionList = z.nullable(z.array(ConnectionRow));
 
 export interface SshTarget {
   user: string | null;
@@ -36,7 +37,7 @@ export function parseConnectionList(stdout: string): z.infer<typeof ConnectionRo
   } catch {
     throw unparsable(`it is not JSON: ${stdout.slice(0, 120)}`);
   }
-  const parsed = ConnectionList.safeParse(json);
+  const parsed = ConnectionList.safeParse(json, ENGLISH);
   if (!parsed.success) throw unparsable(parsed.error.issues[0]?.message ?? 'unexpected shape');
   return parsed.data ?? [];
 }

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import type { RunSubprocess } from '../subprocess.js';
 import type { PodmanConnection } from './connections.js';
 
@@ -9,7 +9,7 @@ const INSPECT_TIMEOUT_MS = 10_000;
 const MachineInspect = z.array(
   z.looseObject({
     Name: z.string(),
-    Mounts: z.array(z.looseObject({ Source: z.string(), Target: z.string() })).nullable().optional(),
+    Mounts: z.optional(z.nullable(z.array(z.looseObject({ Source: z.string(), Target: z.string() })))),
   }),
 );
 

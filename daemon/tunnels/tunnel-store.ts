@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { writeFileAtomic } from '../atomic-file.js';
 import { readRecordFile } from '../record-file.js';
 import type { Logger } from '../logger.js';
@@ -22,15 +22,15 @@ function belongsTo(argv: readonly string[], vmDir: string): boolean {
 
 const TunnelRecordSchema = z
   .strictObject({
-    id: z.string().regex(/^tun_[0-9a-f]{12}$/),
+    id: z.string().check(z.regex(/^tun_[0-9a-f]{12}$/)),
     // pid 1 is init; 0 and negatives would signal process groups.
-    pid: z.number().int().min(2).max(2 ** 31 - 1),
-    vmDir: z.string().regex(VM_DIR),
-    connection: z.string().min(1).max(200),
-    agentSocket: z.string().startsWith('/').max(4096),
-    argv: z.array(z.string().max(65_536)).min(2).max(200),
+    pid: z.int().check(z.minimum(2), z.maximum(2 ** 31 - 1)),
+    vmDir: z.string().check(z.regex(VM_DIR)),
+    connection: z.string().check(z.minLength(1), z.maxLength(200)),
+    agentSocket: z.string().check(z.startsWith('/'), z.maxLength(4096)),
+    argv: z.array(z.string().check(z.maxLength(65_536))).check(z.minLength(2), z.maxLength(200)),
   })
-  .refine((record) => belongsTo(record.argv, record.vmDir), 'argv does not belong to its vmDir');
+  .check(z.refine((record) => belongsTo(record.argv, record.vmDir), 'argv does not belong to its vmDir'));
 
 /**
  * The state file (DESIGN §6 crash safety): which ssh processes this daemon runs. Written

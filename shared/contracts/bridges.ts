@@ -1,5 +1,5 @@
-import * as z from 'zod';
-import { Timestamp } from './common.js';
+import * as z from 'zod/mini';
+import { Count, Id, Timestamp } from './common.js';
 
 export const TUNNELS_ROUTE = '/v1/tunnels';
 export const tunnelRoute = (id: string): string => `${TUNNELS_ROUTE}/${encodeURIComponent(id)}`;
@@ -16,16 +16,16 @@ export const BridgeInfo = z.strictObject({
   id: z.string(),
   /** `container-relay`: the relay container in a Docker Desktop-style VM, for non-root users. */
   kind: z.enum(['relay', 'tunnel', 'container-relay']),
-  connection: z.string().nullable(),
+  connection: z.nullable(z.string()),
   hostAgentSocket: z.string(),
   /** Where the served socket lives: host path for a relay, VM path for a tunnel. */
   socketPath: z.string(),
   state: BridgeState,
-  refs: z.number().int().min(0),
-  pid: z.number().int().nullable(),
-  restarts: z.number().int().min(0),
+  refs: Count,
+  pid: z.nullable(z.int()),
+  restarts: Count,
   createdAt: Timestamp,
-  lastError: z.string().nullable(),
+  lastError: z.nullable(z.string()),
 });
 export type BridgeInfo = z.infer<typeof BridgeInfo>;
 
@@ -34,4 +34,4 @@ export type BridgeListResponse = z.infer<typeof BridgeListResponse>;
 
 export const BridgeResponse = z.strictObject({ tunnel: BridgeInfo });
 export const BridgeRemoveResponse = z.strictObject({ removed: z.boolean() });
-export const BridgeParams = z.strictObject({ id: z.string().regex(/^[a-z]+_[A-Za-z0-9]{6,40}$/) });
+export const BridgeParams = z.strictObject({ id: Id });

@@ -1,18 +1,21 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 
 export const Engine = z.enum(['docker', 'podman']);
 export type Engine = z.infer<typeof Engine>;
 
 /** Bounded strings: every field that crosses the socket has a ceiling. */
-export const AbsolutePath = z
-  .string()
-  .min(1)
-  .max(4096)
-  .refine((value) => value.startsWith('/'), 'must be an absolute path')
-  .refine((value) => !value.includes('\0'), 'must not contain NUL');
+export const AbsolutePath = z.string().check(
+  z.minLength(1),
+  z.maxLength(4096),
+  z.refine((value) => value.startsWith('/'), 'must be an absolute path'),
+  z.refine((value) => !value.includes('\0'), 'must not contain NUL'),
+);
 
 /** Free text that reaches an exec'd process (env, argv): NUL would make the exec itself fail. */
-export const ExecText = (max: number) => z.string().max(max).refine((value) => !value.includes('\0'), 'must not contain NUL');
+export const ExecText = (max: number) => z.string().check(z.maxLength(max), z.refine((value) => !value.includes('\0'), 'must not contain NUL'));
+
+/** A whole number of things or milliseconds. */
+export const Count = z.int().check(z.minimum(0));
 
 export const Timestamp = z.iso.datetime();
-export const Id = z.string().regex(/^[a-z]+_[A-Za-z0-9]{6,40}$/);
+export const Id = z.string().check(z.regex(/^[a-z]+_[A-Za-z0-9]{6,40}$/));

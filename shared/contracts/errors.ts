@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { ERROR_SPECS } from '../errors.js';
 
 export const ErrorCode = z.enum(Object.keys(ERROR_SPECS) as [keyof typeof ERROR_SPECS, ...(keyof typeof ERROR_SPECS)[]]);

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { AbsolutePath } from './common.js';
 
 export const Mount = z.strictObject({
@@ -6,9 +6,9 @@ export const Mount = z.strictObject({
   target: AbsolutePath,
   readOnly: z.boolean(),
   /** SELinux relabel for Podman on Linux (`:z`); absent for Docker and inside a VM. */
-  relabel: z.enum(['z']).optional(),
+  relabel: z.optional(z.enum(['z'])),
   /** Why the mount is there, for people reading `sandboxd plan`. */
-  purpose: z.string().max(200),
+  purpose: z.string().check(z.maxLength(200)),
 });
 export type Mount = z.infer<typeof Mount>;
 

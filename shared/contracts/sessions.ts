@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { AbsolutePath, Engine, ExecText, Id, Timestamp } from './common.js';
 import { Plan, SshStatus } from './plan.js';
 
@@ -15,14 +15,14 @@ export const SshBridgeSetting = z.enum(['auto', 'mount', 'tunnel', 'desktop', 'n
 export type SshBridgeSetting = z.infer<typeof SshBridgeSetting>;
 
 export const ContainerUser = z.strictObject({
-  uid: z.number().int().min(0).max(2 ** 32 - 2),
-  gid: z.number().int().min(0).max(2 ** 32 - 2),
+  uid: z.int().check(z.minimum(0), z.maximum(2 ** 32 - 2)),
+  gid: z.int().check(z.minimum(0), z.maximum(2 ** 32 - 2)),
   /**
    * That user's HOME in the image, when known. Git finds its config through GIT_CONFIG_GLOBAL
    * whatever HOME is; a known HOME also gets the config files mounted under it, for git < 2.32.
    */
   // eslint-disable-next-line no-control-regex -- a HOME with a newline or tab is refused, not mounted around
-  home: AbsolutePath.refine((value) => !/[\u0000-\u001f\u007f]/.test(value), 'must not contain control characters').optional(),
+  home: z.optional(AbsolutePath.check(z.refine((value) => !/[\u0000-\u001f\u007f]/.test(value), 'must not contain control characters'))),
 });
 export type ContainerUser = z.infer<typeof ContainerUser>;
 
@@ -46,22 +46,25 @@ export const CLIENT_ENV_NAMES = [
   'GOOGLE_APPLICATION_CREDENTIALS',
 ] as const;
 export const ClientEnv = z.strictObject(
-  Object.fromEntries(CLIENT_ENV_NAMES.map((name) => [name, ExecText(4096).optional()])) as Record<
+  Object.fromEntries(CLIENT_ENV_NAMES.map((name) => [name, z.optional(ExecText(4096))])) as Record<
     (typeof CLIENT_ENV_NAMES)[number],
-    z.ZodOptional<ReturnType<typeof ExecText>>
+    z.ZodMiniOptional<ReturnType<typeof ExecText>>
   >,
 );
 export type ClientEnv = z.infer<typeof ClientEnv>;
 
 /** What the client knows and the daemon must not take from its own environment (DESIGN §4). */
 export const ClientContext = z.strictObject({
-  pid: z.number().int().min(1).max(2 ** 31 - 1),
+  pid: z.int().check(z.minimum(1), z.maximum(2 ** 31 - 1)),
   cwd: AbsolutePath,
-  sshAuthSock: ExecText(4096).optional(),
-  path: ExecText(65536).optional(),
-  env: ClientEnv.optional(),
+  sshAuthSock: z.optional(ExecText(4096)),
+  path: z.optional(ExecText(65536)),
+  env: z.optional(ClientEnv),
 });
 export type ClientContext = z.infer<typeof ClientContext>;
+
+/** A variable name the container may be given. */
+const VariableName = z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be a variable name'));
 
 /** At most this many extra host sockets per session: each one is a bridge to hold. */
 export const MAX_HOST_SOCKETS = 8;
@@ -71,10 +74,10 @@ export const MAX_HOST_SOCKETS = 8;
  * proxy, a gpg-agent): bridged like the agent, mounted at `/run/sandboxd/sockets/<name>/`.
  */
 export const HostSocketRequest = z.strictObject({
-  name: z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'must be 1-32 of a-z, 0-9 and "-", starting with a letter'),
+  name: z.string().check(z.regex(/^[a-z][a-z0-9-]{0,31}$/, 'must be 1-32 of a-z, 0-9 and "-", starting with a letter')),
   hostPath: AbsolutePath,
   /** Variable set in the container to the socket's in-container path. */
-  env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be a variable name').optional(),
+  env: z.optional(VariableName),
 });
 export type HostSocketRequest = z.infer<typeof HostSocketRequest>;
 
@@ -86,56 +89,58 @@ function distinct(values: (string | undefined)[]): boolean {
 export const AcquireRequest = z.strictObject({
   engine: Engine,
   client: ClientContext,
-  containerUser: ContainerUser.optional(),
-  sshAgent: SshAgentSetting.default('auto'),
+  containerUser: z.optional(ContainerUser),
+  sshAgent: z._default(SshAgentSetting, 'auto'),
   /** How the agent reaches the container; `auto` decides from engine, platform and connection. */
-  sshBridge: SshBridgeSetting.default('auto'),
+  sshBridge: z._default(SshBridgeSetting, 'auto'),
   /** A Podman connection name, overriding CONTAINER_CONNECTION and the default. */
-  connection: ExecText(200).min(1).optional(),
+  connection: z.optional(ExecText(200).check(z.minLength(1))),
   /** Mount the (canonical) cwd at the same path and make it the working directory. */
-  workdir: z.boolean().default(false),
+  workdir: z._default(z.boolean(), false),
   /** Allow a workdir that is `/`, the home directory or one of its ancestors (refused otherwise). */
-  allowWideWorkdir: z.boolean().default(false),
+  allowWideWorkdir: z._default(z.boolean(), false),
   /** Extra mounts: `path`, `path:ro`, `path:rw`, `src:dst`, `src:dst:ro`, `src:dst:rw`; read-only by default. */
-  mounts: z.array(ExecText(4096).min(1)).max(64).default([]),
+  mounts: z._default(z.array(ExecText(4096).check(z.minLength(1))).check(z.maxLength(64)), []),
   /** Mount ~/.config/gcloud, ~/.aws and GOOGLE_APPLICATION_CREDENTIALS read-only. */
-  cloudCredentials: z.boolean().default(false),
+  cloudCredentials: z._default(z.boolean(), false),
   /** More variables for the container, by explicit request only. */
-  passEnv: z
-    .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be a variable name'), ExecText(32_768))
-    .refine((env) => Object.keys(env).length <= 64, 'at most 64 variables')
-    .default({}),
+  passEnv: z._default(
+    z.record(VariableName, ExecText(32_768)).check(z.refine((env) => Object.keys(env).length <= 64, 'at most 64 variables')),
+    {},
+  ),
   /** `readonly` (default): the repository's hooks/ cannot be written from the sandbox. */
-  gitHooks: z.enum(['readonly', 'writable']).default('readonly'),
+  gitHooks: z._default(z.enum(['readonly', 'writable']), 'readonly'),
   /**
    * `readonly` (default): the repository's own config (`.git/config`, `config.worktree`) cannot be
    * written from the sandbox, since it can name programs the host's next git command runs.
    */
-  gitConfig: z.enum(['readonly', 'writable']).default('readonly'),
+  gitConfig: z._default(z.enum(['readonly', 'writable']), 'readonly'),
   /**
    * The image the session will run, when the caller knows it: a Docker Desktop-style engine's
    * built-in agent socket is verified from inside the VM with it (never pulled).
    */
-  image: ExecText(1024).min(1).optional(),
+  image: z.optional(ExecText(1024).check(z.minLength(1))),
   /** Free text naming the caller (e.g. `llxprt`), shown in `sandboxd sessions ls`. */
-  label: z.string().max(100).optional(),
+  label: z.optional(z.string().check(z.maxLength(100))),
   /** Extra host sockets; one that does not answer is skipped with a warning, never fatal. */
-  sockets: z
-    .array(HostSocketRequest)
-    .max(MAX_HOST_SOCKETS)
-    .refine((sockets) => distinct(sockets.map((socket) => socket.name)), 'socket names must differ')
-    .refine((sockets) => distinct(sockets.map((socket) => socket.env)), 'socket variables must differ')
-    .default([]),
+  sockets: z._default(
+    z.array(HostSocketRequest).check(
+      z.maxLength(MAX_HOST_SOCKETS),
+      z.refine((sockets) => distinct(sockets.map((socket) => socket.name)), 'socket names must differ'),
+      z.refine((sockets) => distinct(sockets.map((socket) => socket.env)), 'socket variables must differ'),
+    ),
+    [],
+  ),
   /**
    * The hardened profile: read-only root with a tmpfs /tmp, no capabilities, no-new-privileges and
    * a pids limit; the caller's own run arguments win where they set the same thing.
    */
-  harden: z.boolean().default(false),
+  harden: z._default(z.boolean(), false),
   /**
    * The lease this request renews (the daemon restarted and forgot it): its container, if a
    * previous daemon recorded one, becomes this session's.
    */
-  renews: Id.optional(),
+  renews: z.optional(Id),
 });
 export type AcquireRequest = z.input<typeof AcquireRequest>;
 export type AcquireInput = z.output<typeof AcquireRequest>;
@@ -143,7 +148,7 @@ export type AcquireInput = z.output<typeof AcquireRequest>;
 /** The container a session's plan names: `--cidfile` here, labelled with the session id. */
 export const SessionContainer = z.strictObject({
   /** Read from the cidfile; null until the engine has created the container. */
-  id: z.string().nullable(),
+  id: z.nullable(z.string()),
   cidfile: AbsolutePath,
 });
 export type SessionContainer = z.infer<typeof SessionContainer>;
@@ -151,12 +156,12 @@ export type SessionContainer = z.infer<typeof SessionContainer>;
 export const SessionInfo = z.strictObject({
   id: Id,
   engine: Engine,
-  label: z.string().nullable(),
-  clientPid: z.number().int(),
+  label: z.nullable(z.string()),
+  clientPid: z.int(),
   createdAt: Timestamp,
   lastHeartbeatAt: Timestamp,
   ssh: SshStatus,
-  container: SessionContainer.nullable(),
+  container: z.nullable(SessionContainer),
 });
 export type SessionInfo = z.infer<typeof SessionInfo>;
 
@@ -170,7 +175,7 @@ export const HostSocketStatus = z.discriminatedUnion('status', [
     /** The host socket that is served (realpath). */
     hostSocket: AbsolutePath,
     bridgeId: z.string(),
-    env: z.string().nullable(),
+    env: z.nullable(z.string()),
   }),
   z.strictObject({ name: z.string(), status: z.literal('skipped'), reason: z.string() }),
 ]);
@@ -179,8 +184,8 @@ export type HostSocketStatus = z.infer<typeof HostSocketStatus>;
 export const AcquireResponse = z.strictObject({
   session: SessionInfo,
   plan: Plan,
-  leaseTtlMs: z.number().int().positive(),
-  heartbeatIntervalMs: z.number().int().positive(),
+  leaseTtlMs: z.int().check(z.positive()),
+  heartbeatIntervalMs: z.int().check(z.positive()),
   /** One entry per requested socket, in request order. */
   sockets: z.array(HostSocketStatus),
 });
@@ -192,7 +197,7 @@ export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
 /** Ids per batch: a thousand session ids (about 23 KB) stay well under the 64 KiB body limit; a client sends more in several. */
 export const MAX_HEARTBEAT_BATCH = 1000;
 
-export const HeartbeatBatchRequest = z.strictObject({ sessions: z.array(Id).min(1).max(MAX_HEARTBEAT_BATCH) });
+export const HeartbeatBatchRequest = z.strictObject({ sessions: z.array(Id).check(z.minLength(1), z.maxLength(MAX_HEARTBEAT_BATCH)) });
 export type HeartbeatBatchRequest = z.infer<typeof HeartbeatBatchRequest>;
 
 /** The ids the daemon no longer knows (restarted, or reaped them): their clients renew those leases. */
@@ -203,7 +208,7 @@ export const ReleaseResponse = z.strictObject({ released: z.boolean() });
 export type ReleaseResponse = z.infer<typeof ReleaseResponse>;
 
 /** `DELETE /v1/sessions/:id?remove=container`: end the session and remove its container now. */
-export const SessionDeleteQuery = z.strictObject({ remove: z.literal('container').optional() });
+export const SessionDeleteQuery = z.strictObject({ remove: z.optional(z.literal('container')) });
 export const sessionRemoveRoute = (id: string): string => `${sessionRoute(id)}?remove=container`;
 
 export const SessionRemoveResponse = z.strictObject({

@@ -1,5 +1,5 @@
-import * as z from 'zod';
-import { Timestamp } from './common.js';
+import * as z from 'zod/mini';
+import { Count, Timestamp } from './common.js';
 
 export const STATUS_ROUTE = '/v1/status';
 export const SHUTDOWN_ROUTE = '/v1/shutdown';
@@ -15,29 +15,29 @@ export const EngineStatus = z.strictObject({
   /** `builtin`, `podman-tunnel`, `ssh-tunnel`, `relay`, or `skip: <reason>`. */
   bridge: z.string(),
   identifiedAt: Timestamp,
-  probe: z
-    .strictObject({
+  probe: z.nullable(
+    z.strictObject({
       state: z.enum(['verified', 'missing', 'unusable', 'unverified']),
       detail: z.string(),
-      keys: z.number().int().min(0),
+      keys: Count,
       at: Timestamp,
-    })
-    .nullable(),
+    }),
+  ),
 });
 export type EngineStatus = z.infer<typeof EngineStatus>;
 
 export const StatusResponse = z.strictObject({
   version: z.string(),
-  protocol: z.number().int(),
-  pid: z.number().int(),
+  protocol: z.int(),
+  pid: z.int(),
   startedAt: Timestamp,
-  uptimeMs: z.number().int().min(0),
+  uptimeMs: Count,
   socketPath: z.string(),
-  logPath: z.string().nullable(),
+  logPath: z.nullable(z.string()),
   platform: z.enum(['darwin', 'linux']),
   counts: z.strictObject({
-    sessions: z.number().int().min(0),
-    tunnels: z.number().int().min(0),
+    sessions: Count,
+    tunnels: Count,
   }),
   engines: z.array(EngineStatus),
 });
