@@ -51,6 +51,9 @@ export class SessionService {
   async acquire(input: AcquireInput): Promise<AcquireResponse> {
     const { deps } = this;
     deps.registry.assertCapacity();
+    // The client's start time needs only its pid: read while the cwd is resolved.
+    const startPending = deps.probe.startTime(input.client.pid);
+    startPending.catch(() => undefined);
     const cwd = await canonicalIfExists(input.client.cwd);
     if (cwd === null) throw new SandboxdError('BAD_REQUEST', `the client's cwd ${input.client.cwd} does not exist`);
     const user = input.containerUser ?? ROOT_USER;
@@ -68,7 +71,7 @@ export class SessionService {
     const sitePending = deps.site(input);
     sitePending.catch(() => undefined);
     const [startTime, git, cloud] = await Promise.all([
-      deps.probe.startTime(input.client.pid),
+      startPending,
       deps.gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: clientEnv.XDG_CONFIG_HOME }),
       input.cloudCredentials
         ? cloudCredentialMounts({ hostHome: deps.hostHome, containerHome: containerHome ?? deps.hostHome, googleApplicationCredentials: clientEnv.GOOGLE_APPLICATION_CREDENTIALS, relabel })

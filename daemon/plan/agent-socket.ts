@@ -30,8 +30,10 @@ export async function inspectAgentSocket(sshAuthSock: string | undefined, label 
   let realpath: string;
   let isSocket: boolean;
   try {
-    realpath = await fs.realpath(sshAuthSock);
-    isSocket = (await fs.stat(realpath)).isSocket();
+    // stat follows the same links realpath resolves: both at once, one thread-pool hop per acquire.
+    const [resolved, stat] = await Promise.all([fs.realpath(sshAuthSock), fs.stat(sshAuthSock)]);
+    realpath = resolved;
+    isSocket = stat.isSocket();
   } catch {
     return { usable: false, reason: `${label} ${sshAuthSock} does not exist` };
   }
