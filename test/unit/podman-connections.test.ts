@@ -37,7 +37,9 @@ describe('parseConnectionList', () => {
     expect(() => parseConnectionList('Error: oops')).toThrow(
       expect.objectContaining({ code: 'PODMAN_CONNECTIONS_UNPARSABLE', message: 'cannot read `podman system connection list --format json`: it is not JSON: Error: oops' }) as Error,
     );
-    expect(() => parseConnectionList('{"Name": 1}')).toThrow(expect.objectContaining({ code: 'PODMAN_CONNECTIONS_UNPARSABLE' }) as Error);
+    expect(() => parseConnectionList('{"Name": 1}')).toThrow(
+      expect.objectContaining({ code: 'PODMAN_CONNECTIONS_UNPARSABLE', message: 'cannot read `podman system connection list --format json`: Invalid input: expected array, received object' }) as Error,
+    );
   });
 });
 

@@ -1,0 +1,68 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { request } from '../../client/transport.js';
+import { STATUS_ROUTE, StatusResponse } from '../../shared/contracts/status.js';
+import { PROTOCOL_VERSION } from '../../shared/protocol.js';
+import { Cleanup } from '../helpers.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+const STATUS = {
+  version: '0.1.0',
+  protocol: PROTOCOL_VERSION,
+  pid: 4242,
+  startedAt: '2026-11-22T10:00:00.000Z',
+  uptimeMs: 1000,
+  socketPath: '/run/user/1000/sandboxd/sandboxd.sock',
+  logPath: null,
+  platform: 'linux',
+  counts: { sessions: 0, tunnels: 0 },
+  engines: [],
+};
+
+/** A daemon that answers every request with `status` and `body`, on a real Unix socket the client trusts. */
+async function answering(status: number, body: unknown): Promise<string> {
+  const dir = mkdtempSync('/tmp/sbx-transport-');
+  const server = http.createServer((req, res) => {
+    req.resume();
+    res.writeHead(status, { 'content-type': 'application/json', 'sandboxd-protocol': String(PROTOCOL_VERSION) });
+    res.end(JSON.stringify(body));
+  });
+  const socketPath = path.join(dir, 's.sock');
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  cleanup.add(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  cleanup.add(() => new Promise((resolve) => server.close(resolve)));
+  return socketPath;
+}
+
+const getStatus = (socketPath: string) => request({ socketPath, method: 'GET', route: STATUS_ROUTE }, StatusResponse);
+
+describe('client transport', () => {
+  it('parses an answer that keeps the contract', async () => {
+    expect(await getStatus(await answering(200, STATUS))).toEqual(STATUS);
+  });
+
+  it("refuses an answer that breaks the contract with INVALID_RESPONSE, naming zod's English message (zod/mini has none of its own)", async () => {
+    await expect(getStatus(await answering(200, { ...STATUS, pid: 'one' }))).rejects.toMatchObject({
+      code: 'INVALID_RESPONSE',
+      message: "the daemon's answer to GET /v1/status does not match the contract: Invalid input: expected number, received string",
+    });
+  });
+
+  it('an error status without the error shape is INVALID_RESPONSE; with it, the daemon\'s own error', async () => {
+    await expect(getStatus(await answering(500, { oops: true }))).rejects.toMatchObject({
+      code: 'INVALID_RESPONSE',
+      message: 'the daemon answered 500 without an error body',
+    });
+    await expect(getStatus(await answering(503, { error: { code: 'DAEMON_BUSY', message: 'too many requests', remedy: 'Retry.' } }))).rejects.toMatchObject({
+      code: 'DAEMON_BUSY',
+      message: 'too many requests',
+      remedy: 'Retry.',
+    });
+  });
+});
