@@ -30,7 +30,8 @@ export async function inspectAgentSocket(sshAuthSock: string | undefined, label 
   let realpath: string;
   let isSocket: boolean;
   try {
-    // stat follows the same links realpath resolves: both at once, one thread-pool hop per acquire.
+    // Both at once, one thread-pool hop per acquire: a link swapped between them is no worse than
+    // one swapped before the connect, which fails on anything but a listening socket.
     const [resolved, stat] = await Promise.all([fs.realpath(sshAuthSock), fs.stat(sshAuthSock)]);
     realpath = resolved;
     isSocket = stat.isSocket();
