@@ -14,6 +14,11 @@ export type StartTimes = ReadonlyMap<number, string | null>;
  * against the pid being reused by an unrelated process after the original one died.
  */
 export interface ProcessProbe {
+  /**
+   * Whether one pid's start time is a file read (Linux's /proc) rather than a subprocess (macOS's
+   * `ps`): only then does an acquire wait for it (issue 13: no subprocess per acquire).
+   */
+  readonly cheapStartTime: boolean;
   /** null when the pid is gone or its start time cannot be read. */
   startTime(pid: number): Promise<string | null>;
   isSame(pid: number, startTime: string | null): Promise<boolean>;
@@ -118,6 +123,7 @@ async function psStartTimes(pids: readonly number[], run: PsRunner): Promise<Sta
 export function createProcessProbe(platform: Platform, runner: PsRunner = runPs): ProcessProbe {
   const startTimes = platform === 'linux' ? linuxStartTimes : (pids: readonly number[]) => psStartTimes(pids, runner);
   return {
+    cheapStartTime: platform === 'linux',
     startTimes,
     async startTime(pid) {
       return (await startTimes([pid])).get(pid) ?? null;

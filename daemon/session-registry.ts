@@ -123,8 +123,14 @@ export class SessionRegistry {
     const alive = await probe.startTimes([...new Set(records.map(([, record]) => record.info.clientPid))]);
     for (const [id, record] of records) {
       if (this.sessions.get(id) !== record) continue;
-      if (!sameProcess(alive, record.info.clientPid, record.clientStartTime)) this.end(id, 'client-exited');
-      else if (now - record.lastHeartbeat > leaseTtlMs && now >= this.graceUntil) this.end(id, 'lease-expired');
+      if (!sameProcess(alive, record.info.clientPid, record.clientStartTime)) {
+        this.end(id, 'client-exited');
+        continue;
+      }
+      // Acquired without it (macOS: this sweep's one `ps` reads every client's): from here on a
+      // reused pid is told apart. One reused before now keeps the session only until its lease runs out.
+      record.clientStartTime ??= alive.get(record.info.clientPid) ?? null;
+      if (now - record.lastHeartbeat > leaseTtlMs && now >= this.graceUntil) this.end(id, 'lease-expired');
     }
   }
 

@@ -51,8 +51,9 @@ export class SessionService {
   async acquire(input: AcquireInput): Promise<AcquireResponse> {
     const { deps } = this;
     deps.registry.assertCapacity();
-    // The client's start time needs only its pid: read while the cwd is resolved.
-    const startPending = deps.probe.startTime(input.client.pid);
+    // The client's start time needs only its pid: read while the cwd is resolved. Where it costs a
+    // subprocess, the registry's next sweep records it instead (and the container record has none).
+    const startPending = deps.probe.cheapStartTime ? deps.probe.startTime(input.client.pid) : Promise.resolve(null);
     startPending.catch(() => undefined);
     const cwd = await canonicalIfExists(input.client.cwd);
     if (cwd === null) throw new SandboxdError('BAD_REQUEST', `the client's cwd ${input.client.cwd} does not exist`);

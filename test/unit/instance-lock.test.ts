@@ -14,6 +14,7 @@ const DEAD_PID = 4343;
 
 /** Only LIVE_PID runs, started at 't0'; this process started at 'me'. */
 const probe: ProcessProbe = {
+  cheapStartTime: true,
   startTime: (pid) => Promise.resolve(pid === process.pid ? 'me' : pid === LIVE_PID ? 't0' : null),
   isSame: (pid, startTime) => Promise.resolve(pid === LIVE_PID && (startTime === null || startTime === 't0')),
   startTimes: (pids) => Promise.resolve(new Map(pids.filter((pid) => pid === LIVE_PID).map((pid) => [pid, 't0']))),

@@ -42,7 +42,7 @@ describe('the running daemon log', () => {
       paths: resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_STATE_DIR: dir, SANDBOXD_LOG_DIR: dir }, uid: 0, home: dir }),
       hostHome: dir,
       clock: { now: () => Date.now() },
-      probe: { startTime: () => Promise.resolve('1'), isSame: () => Promise.resolve(true), startTimes: () => Promise.resolve(new Map()) },
+      probe: { cheapStartTime: true, startTime: () => Promise.resolve('1'), isSame: () => Promise.resolve(true), startTimes: () => Promise.resolve(new Map()) },
       logger: createLogger({ kind: 'file', path: logPath, rotateBytes: limit }, 'info'),
       logPath,
       settings: DEFAULT_SETTINGS,

@@ -1,15 +1,23 @@
 import { createDaemon, DEFAULT_SETTINGS, type Daemon, type DaemonSettings } from '../../daemon/daemon.js';
+import type { ProcessProbe } from '../../daemon/process-identity.js';
 import { createLogger } from '../../daemon/logger.js';
 import { resolvePaths } from '../../shared/paths.js';
 
-/** The whole daemon in memory (STYLE 4), its dirs in `dir`; every client pid counts as alive. */
-export function memoryDaemon(dir: string, settings: Partial<DaemonSettings> = {}): Daemon {
+const EVERY_PID_ALIVE: ProcessProbe = {
+  cheapStartTime: true,
+  startTime: () => Promise.resolve('1'),
+  isSame: () => Promise.resolve(true),
+  startTimes: (pids) => Promise.resolve(new Map(pids.map((pid) => [pid, '1']))),
+};
+
+/** The whole daemon in memory (STYLE 4), its dirs in `dir`; by default every client pid counts as alive. */
+export function memoryDaemon(dir: string, settings: Partial<DaemonSettings> = {}, probe: ProcessProbe = EVERY_PID_ALIVE): Daemon {
   return createDaemon({
     platform: 'linux',
     paths: resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_STATE_DIR: dir, SANDBOXD_LOG_DIR: dir }, uid: 0, home: dir }),
     hostHome: dir,
     clock: { now: () => Date.now() },
-    probe: { startTime: () => Promise.resolve('1'), isSame: () => Promise.resolve(true), startTimes: (pids) => Promise.resolve(new Map(pids.map((pid) => [pid, '1']))) },
+    probe,
     logger: createLogger({ kind: 'silent' }),
     logPath: null,
     settings: { ...DEFAULT_SETTINGS, ...settings },

@@ -43,6 +43,8 @@ describe('process probe on macOS (a fake ps stands in for macOS ps)', () => {
       [101, 'Tue Mar 5 10:11:12 2024'],
       [202, 'Wed Mar 6 01:02:03 2024'],
     ]);
+    // A read costs a subprocess here: an acquire does not wait for one (the sweep's ps reads it).
+    expect(probe.cheapStartTime).toBe(false);
   });
 
   it('treats a zombie as gone', async () => {
@@ -96,6 +98,7 @@ describe('process probe on Linux', () => {
     expect(start).toMatch(/^\d+$/);
     expect(await probe.isSame(process.pid, start)).toBe(true);
     expect(await probe.isSame(process.pid, '1')).toBe(false);
+    expect(probe.cheapStartTime).toBe(true);
   });
 
   it('treats a zombie as gone although kill(pid, 0) still succeeds on it', async () => {
