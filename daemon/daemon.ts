@@ -148,6 +148,11 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         logger.error({ err: error, sessionId: info.id }, 'cannot remove the container of a session that ended');
       });
     },
+    onStartTime: (info, startTime) => {
+      containers.started(info.id, startTime).catch((error: unknown) => {
+        logger.error({ err: error, sessionId: info.id }, "cannot record the client's start time with its container");
+      });
+    },
   });
   const ssh: SshDeps = {
     inspect: inspectAgentSocket,

@@ -26,6 +26,8 @@ export interface SessionRegistryOptions {
   logger: Logger;
   /** Told after a session ended, with why (its container goes or stays by the reason). */
   onEnd?: (info: SessionInfo, reason: EndReason) => void;
+  /** Told when a sweep learned the start time of a client acquired without it (macOS). */
+  onStartTime?: (info: SessionInfo, startTime: string) => void;
 }
 
 /** A sweep this many intervals after the previous one means the daemon was stopped or asleep. */
@@ -129,7 +131,11 @@ export class SessionRegistry {
       }
       // Acquired without it (macOS: this sweep's one `ps` reads every client's): from here on a
       // reused pid is told apart. One reused before now keeps the session only until its lease runs out.
-      record.clientStartTime ??= alive.get(record.info.clientPid) ?? null;
+      const learned = record.clientStartTime === null ? (alive.get(record.info.clientPid) ?? null) : null;
+      if (learned !== null) {
+        record.clientStartTime = learned;
+        this.options.onStartTime?.(record.info, learned);
+      }
       if (now - record.lastHeartbeat > leaseTtlMs && now >= this.graceUntil) this.end(id, 'lease-expired');
     }
   }

@@ -52,8 +52,10 @@ export class SessionService {
     const { deps } = this;
     deps.registry.assertCapacity();
     // The client's start time needs only its pid: read while the cwd is resolved. Where it costs a
-    // subprocess, the registry's next sweep records it instead (and the container record has none).
-    const startPending = deps.probe.cheapStartTime ? deps.probe.startTime(input.client.pid) : Promise.resolve(null);
+    // subprocess, the registry's next sweep records it instead, except for a renewal (rare): only
+    // the client that held a container may take it over, and that is told by its start time.
+    const startPending =
+      deps.probe.cheapStartTime || input.renews !== undefined ? deps.probe.startTime(input.client.pid) : Promise.resolve(null);
     startPending.catch(() => undefined);
     const cwd = await canonicalIfExists(input.client.cwd);
     if (cwd === null) throw new SandboxdError('BAD_REQUEST', `the client's cwd ${input.client.cwd} does not exist`);

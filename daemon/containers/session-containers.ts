@@ -108,6 +108,18 @@ export class SessionContainers {
   }
 
   /**
+   * The registry learned the client's start time after the acquire (macOS): the record takes it
+   * too, so a daemon started later tells a reused pid from the client, as on Linux.
+   */
+  async started(sessionId: string, clientStartTime: string): Promise<void> {
+    await this.ready;
+    const unknown = this.ofSession(sessionId).filter((record) => record.clientStartTime === null);
+    if (unknown.length === 0) return;
+    for (const record of unknown) this.setRecord({ ...record, clientStartTime });
+    await this.persist();
+  }
+
+  /**
    * The session is over. `shutdown` keeps the records for the next daemon (clients renew their
    * leases with it); `released` forgets them and leaves the container alone; anything else
    * removes the container. The records leave the map at once, so a second call finds nothing.
