@@ -136,6 +136,12 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     logger,
     isLive: (id) => registry.has(id),
   });
+  /** Container work a session's end or start time set off: a graceful close waits for it. */
+  const containerWork = new Set<Promise<void>>();
+  const track = (work: Promise<void>): void => {
+    containerWork.add(work);
+    void work.finally(() => containerWork.delete(work));
+  };
   const registry = new SessionRegistry({
     clock: deps.clock,
     probe: deps.probe,
@@ -144,14 +150,21 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     maxSessions: settings.maxSessions,
     logger,
     onEnd: (info, reason) => {
-      containers.ended(info.id, reason).catch((error: unknown) => {
-        logger.error({ err: error, sessionId: info.id }, 'cannot remove the container of a session that ended');
-      });
+      track(
+        containers.ended(info.id, reason).then(
+          () => undefined,
+          (error: unknown) => {
+            logger.error({ err: error, sessionId: info.id }, 'cannot remove the container of a session that ended');
+          },
+        ),
+      );
     },
     onStartTime: (info, startTime) => {
-      containers.started(info.id, startTime).catch((error: unknown) => {
-        logger.error({ err: error, sessionId: info.id }, "cannot record the client's start time with its container");
-      });
+      track(
+        containers.started(info.id, startTime).catch((error: unknown) => {
+          logger.error({ err: error, sessionId: info.id }, "cannot record the client's start time with its container");
+        }),
+      );
     },
   });
   const ssh: SshDeps = {
@@ -258,6 +271,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       await app.close();
       registry.endAll('shutdown');
       await bridges.closeAll();
+      // A removal or record write under way finishes, so the next daemon finds what it left.
+      await Promise.all(containerWork);
     },
   };
 }

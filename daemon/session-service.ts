@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { SandboxdError } from '../shared/errors.js';
-import type { AcquireInput, AcquireResponse, SessionContainer, SessionInfo } from '../shared/contracts/sessions.js';
+import type { AcquireInput, AcquireResponse, SessionInfo } from '../shared/contracts/sessions.js';
 import type { Mount, Plan } from '../shared/contracts/plan.js';
 import type { Platform } from '../shared/paths.js';
 import { randomId } from './ids.js';
@@ -73,24 +73,14 @@ export class SessionService {
     sshPending.catch(() => undefined);
     const sitePending = deps.site(input);
     sitePending.catch(() => undefined);
-    const [startTime, git, cloud] = await Promise.all([
-      startPending,
-      deps.gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: clientEnv.XDG_CONFIG_HOME }),
-      input.cloudCredentials
-        ? cloudCredentialMounts({ hostHome: deps.hostHome, containerHome: containerHome ?? deps.hostHome, googleApplicationCredentials: clientEnv.GOOGLE_APPLICATION_CREDENTIALS, relabel })
-        : Promise.resolve({ mounts: [], env: {} }),
-    ]).catch(async (error: unknown) => {
-      releaseLeases(await sshPending.catch(() => null));
-      throw error;
-    });
-    const ssh = await sshPending;
     const id = randomId('ses');
-    let recorded: Promise<{ flags: string[]; container: SessionContainer }> | null = null;
-    try {
-      const site = await sitePending;
-      // The container record must be on disk before the plan is handed out, not before it is
-      // computed: it is written while the rest is built (four thread-pool hops off a warm acquire).
-      recorded = deps.containers.prepare({
+    // The container record must be on disk before the plan is handed out, not before it is
+    // computed: it needs only the site and the start time, so it is written while the git and ssh
+    // sections are built (its four thread-pool hops were the warm acquire's critical path). A
+    // renewal takes a container over, so it waits for its bridges: one that fails takes nothing.
+    const recordAfter = input.renews === undefined ? Promise.resolve() : sshPending;
+    const recorded = Promise.all([sitePending, startPending, recordAfter]).then(([site, startTime]) =>
+      deps.containers.prepare({
         sessionId: id,
         renews: input.renews,
         engine: input.engine,
@@ -99,8 +89,20 @@ export class SessionService {
         globalArgs: site.globalArgs,
         clientPid: input.client.pid,
         clientStartTime: startTime,
-      });
-      recorded.catch(() => undefined);
+      }),
+    );
+    recorded.catch(() => undefined);
+    let ssh: SshSection | null = null;
+    try {
+      const [startTime, git, cloud, site] = await Promise.all([
+        startPending,
+        deps.gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: clientEnv.XDG_CONFIG_HOME }),
+        input.cloudCredentials
+          ? cloudCredentialMounts({ hostHome: deps.hostHome, containerHome: containerHome ?? deps.hostHome, googleApplicationCredentials: clientEnv.GOOGLE_APPLICATION_CREDENTIALS, relabel })
+          : Promise.resolve({ mounts: [], env: {} }),
+        sitePending,
+      ]);
+      ssh = await sshPending;
       const gitPlan = await planGitSection({
         facts: git,
         hostHome: deps.hostHome,
@@ -150,13 +152,12 @@ export class SessionService {
         sockets: ssh.sockets,
       };
     } catch (error) {
-      releaseLeases(ssh);
-      if (recorded !== null) {
-        // No container can have started from a plan that was never handed out. The record is
-        // forgotten only once it is written, or the write would bring it back.
-        await recorded.catch(() => undefined);
-        await deps.containers.ended(id, 'released');
-      }
+      releaseLeases(ssh ?? (await sshPending.catch(() => null)));
+      // No container can have started from a plan that was never handed out. The record is
+      // forgotten only once it is written, or the write would bring it back (one never written
+      // is nothing to forget).
+      await recorded.catch(() => undefined);
+      await deps.containers.ended(id, 'released');
       throw error;
     }
   }
