@@ -1,9 +1,9 @@
-import http from 'node:http';
 import type * as z from 'zod/mini';
 import { SandboxdError } from '../shared/errors.js';
 import { ErrorBody } from '../shared/contracts/errors.js';
 import { ENGLISH } from '../shared/contracts/messages.js';
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
+import { exchange, ExchangeTimeout, MalformedReply, unreachable, type Reply } from './http1.js';
 import { assertTrustedSocket } from './trust.js';
 
 /** Default bound for one request; acquire may wait on a tunnel, so it passes a longer one. */
@@ -25,19 +25,10 @@ export interface RequestOptions {
 }
 
 /**
- * One kept-alive connection pool for the process: heartbeats and repeated acquires skip a connect
- * each. Idle sockets are unref'd by node, so they never hold a process open; the trust check runs
- * before every request all the same.
- */
-const KEEP_ALIVE = new http.Agent({ keepAlive: true, maxSockets: 8, maxFreeSockets: 2 });
-
-/**
  * A client parses each answer once: zod's compiled fast path (a `new Function` per object
  * schema, built on first use) costs more than it saves, about 8 ms of every CLI call.
  */
 const ONE_SHOT = { jitless: true, ...ENGLISH } as const;
-
-const UNREACHABLE = new Set(['ENOENT', 'ECONNREFUSED', 'ENOTSOCK', 'ECONNRESET']);
 
 function parseJson(text: string): unknown {
   try {
@@ -55,46 +46,29 @@ function parseJson(text: string): unknown {
 export async function request<T extends z.ZodMiniType>(options: RequestOptions, schema: T): Promise<z.output<T>> {
   const { socketPath, method, route } = options;
   await assertTrustedSocket(socketPath);
-  const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
-  const requestOptions: http.RequestOptions & { servername: string } = {
-    socketPath,
-    method,
-    path: route,
-    agent: KEEP_ALIVE,
-    // Without it the agent asks net.isIP() of the host name for TLS, compiling node's IPv6
-    // pattern on every start: 5 ms of a `sandboxd status` for a Unix socket that has no TLS.
-    servername: '',
-    headers: {
-      [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
-      ...(options.closeConnection === true ? { connection: 'close' } : {}),
-      ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
-    },
-    timeout: options.timeoutMs ?? REQUEST_TIMEOUT_MS,
-  };
-  const response = await new Promise<{ status: number; protocol: string | undefined; text: string }>((resolve, reject) => {
-    const req = http.request(
-      requestOptions,
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => {
-          const protocol = res.headers[PROTOCOL_HEADER];
-          resolve({ status: res.statusCode ?? 0, protocol: Array.isArray(protocol) ? protocol[0] : protocol, text: Buffer.concat(chunks).toString('utf8') });
-        });
-        res.on('error', reject);
+  const timeoutMs = options.timeoutMs ?? REQUEST_TIMEOUT_MS;
+  let reply: Reply;
+  try {
+    reply = await exchange({
+      socketPath,
+      method,
+      path: route,
+      headers: {
+        [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
+        ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
       },
-    );
-    req.on('timeout', () => {
-      req.destroy(new SandboxdError('DAEMON_TIMEOUT', `the daemon did not answer ${method} ${route} within ${options.timeoutMs ?? REQUEST_TIMEOUT_MS} ms`));
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      timeoutMs,
+      keepAlive: options.closeConnection !== true,
     });
-    req.on('error', (error: NodeJS.ErrnoException) => {
-      if (error instanceof SandboxdError) reject(error);
-      else if (error.code !== undefined && UNREACHABLE.has(error.code)) {
-        reject(new SandboxdError('DAEMON_NOT_RUNNING', `no daemon is listening on ${socketPath}`, { cause: error }));
-      } else reject(new SandboxdError('DAEMON_NOT_RUNNING', `cannot reach the daemon on ${socketPath}: ${error.message}`, { cause: error }));
-    });
-    req.end(payload);
-  });
+  } catch (error) {
+    if (error instanceof ExchangeTimeout) throw new SandboxdError('DAEMON_TIMEOUT', `the daemon did not answer ${method} ${route} within ${timeoutMs} ms`);
+    if (error instanceof MalformedReply) throw new SandboxdError('INVALID_RESPONSE', `the daemon's answer to ${method} ${route} is not HTTP: ${error.message}`);
+    if (unreachable(error)) throw new SandboxdError('DAEMON_NOT_RUNNING', `no daemon is listening on ${socketPath}`, { cause: error });
+    throw new SandboxdError('DAEMON_NOT_RUNNING', `cannot reach the daemon on ${socketPath}: ${(error as Error).message}`, { cause: error });
+  }
+  const protocol = reply.headers.get(PROTOCOL_HEADER);
+  const response = { status: reply.status, protocol, text: reply.body.toString('utf8') };
 
   if (options.anyProtocol !== true && response.protocol !== String(PROTOCOL_VERSION)) {
     throw new SandboxdError(

@@ -1,5 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from '../../client/transport.js';
@@ -63,6 +64,28 @@ describe('client transport', () => {
       code: 'DAEMON_BUSY',
       message: 'too many requests',
       remedy: 'Retry.',
+    });
+  });
+
+  it('a daemon that does not answer in time is DAEMON_TIMEOUT; an answer that is not HTTP is INVALID_RESPONSE', async () => {
+    const dir = mkdtempSync('/tmp/sbx-transport-');
+    // Each reads what it is sent, as the daemon does: a paused socket would never see the client close.
+    const silent = net.createServer((socket) => socket.on('error', () => undefined).resume());
+    const notHttp = net.createServer((socket) => socket.resume().end('SSH-2.0-OpenSSH_9.2\r\n\r\n'));
+    await new Promise<void>((resolve) => silent.listen(path.join(dir, 'silent.sock'), resolve));
+    await new Promise<void>((resolve) => notHttp.listen(path.join(dir, 'ssh.sock'), resolve));
+    cleanup.add(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    cleanup.add(() => new Promise((resolve) => silent.close(resolve)));
+    cleanup.add(() => new Promise((resolve) => notHttp.close(resolve)));
+    await expect(request({ socketPath: path.join(dir, 'silent.sock'), method: 'GET', route: STATUS_ROUTE, timeoutMs: 300 }, StatusResponse)).rejects.toMatchObject({
+      code: 'DAEMON_TIMEOUT',
+      message: 'the daemon did not answer GET /v1/status within 300 ms',
+    });
+    await expect(getStatus(path.join(dir, 'ssh.sock'))).rejects.toMatchObject({
+      code: 'INVALID_RESPONSE',
+      message: `the daemon's answer to GET /v1/status is not HTTP: not an HTTP/1.1 status line: "SSH-2.0-OpenSSH_9.2"`,
     });
   });
 });

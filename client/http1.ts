@@ -1,0 +1,277 @@
+import net from 'node:net';
+
+/*
+ * One HTTP/1.1 exchange over the daemon's Unix socket, on node's `net` alone. node:http's client
+ * (agent, parser, request and response streams) costs a fresh process about 5 ms before its first
+ * byte, a tenth of `sandboxd status` (issue 13); the daemon is node's own HTTP server, so the
+ * client only needs the part of HTTP/1.1 that server speaks: a status line, headers, and a body
+ * framed by Content-Length, chunked, or the end of the connection.
+ */
+
+export interface Exchange {
+  socketPath: string;
+  method: string;
+  path: string;
+  /** Lower-case names; `host` and `content-length` are added. */
+  headers: Record<string, string>;
+  body?: string | undefined;
+  /** The whole exchange, connect included; past it the socket is destroyed. */
+  timeoutMs: number;
+  /** Keep the connection for the next exchange with the same socket (default true). */
+  keepAlive?: boolean;
+}
+
+export interface Reply {
+  status: number;
+  /** Lower-case names; a repeated header keeps its first value. */
+  headers: Map<string, string>;
+  body: Buffer;
+}
+
+/** The exchange did not finish in time. */
+export class ExchangeTimeout extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`no answer within ${timeoutMs} ms`);
+  }
+}
+
+/** The daemon answered something that is not an HTTP/1.1 response. */
+export class MalformedReply extends Error {}
+
+/** Far above any answer the daemon gives (1000 sessions listed are about 1 MB). */
+const MAX_HEAD_BYTES = 64 * 1024;
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
+/** Idle connections kept per socket path: a client's heartbeats and its next acquire. */
+const MAX_IDLE = 2;
+
+const idle = new Map<string, net.Socket[]>();
+/** How each parked socket leaves the pool; taken off again when the socket is reused. */
+const leaving = new WeakMap<net.Socket, () => void>();
+
+function dropIdle(socketPath: string, socket: net.Socket): void {
+  const sockets = idle.get(socketPath);
+  if (sockets === undefined) return;
+  const at = sockets.indexOf(socket);
+  if (at >= 0) sockets.splice(at, 1);
+  if (sockets.length === 0) idle.delete(socketPath);
+}
+
+/** An idle connection never holds the process open, and one the daemon closes leaves the pool. */
+function park(socketPath: string, socket: net.Socket): void {
+  const sockets = idle.get(socketPath) ?? [];
+  if (sockets.length >= MAX_IDLE) {
+    socket.destroy();
+    return;
+  }
+  const gone = (): void => {
+    dropIdle(socketPath, socket);
+    socket.destroy();
+  };
+  socket.once('end', gone).once('close', gone).once('error', gone);
+  socket.unref();
+  sockets.push(socket);
+  idle.set(socketPath, sockets);
+  leaving.set(socket, gone);
+}
+
+function takeIdle(socketPath: string): net.Socket | null {
+  const socket = idle.get(socketPath)?.shift() ?? null;
+  if (socket === null) return null;
+  if (idle.get(socketPath)?.length === 0) idle.delete(socketPath);
+  const gone = leaving.get(socket);
+  if (gone !== undefined) socket.off('end', gone).off('close', gone).off('error', gone);
+  leaving.delete(socket);
+  socket.ref();
+  return socket.destroyed || !socket.writable ? null : socket;
+}
+
+/** Accumulates a response; `done` once the body is complete. */
+class ReplyReader {
+  private buffer: Buffer = Buffer.alloc(0);
+  private head: { status: number; headers: Map<string, string>; bodyStart: number } | null = null;
+  received = false;
+
+  /** The complete reply (and whether bytes followed it), or null while more is needed. */
+  feed(chunk: Buffer): { reply: Reply; trailing: boolean } | null {
+    this.received = true;
+    this.buffer = this.buffer.length === 0 ? chunk : Buffer.concat([this.buffer, chunk]);
+    if (this.head === null) {
+      const end = this.buffer.indexOf('\r\n\r\n');
+      if (end < 0) {
+        if (this.buffer.length > MAX_HEAD_BYTES) throw new MalformedReply(`response headers over ${MAX_HEAD_BYTES} bytes`);
+        return null;
+      }
+      this.head = parseHead(this.buffer.subarray(0, end).toString('latin1'), end + 4);
+    }
+    return this.body(false);
+  }
+
+  /** The connection ended: a body framed by the end of the connection is complete now. */
+  finish(): Reply | null {
+    return this.head === null ? null : (this.body(true)?.reply ?? null);
+  }
+
+  private body(ended: boolean): { reply: Reply; trailing: boolean } | null {
+    const head = this.head;
+    if (head === null) return null;
+    const rest = this.buffer.subarray(head.bodyStart);
+    if (rest.length > MAX_BODY_BYTES) throw new MalformedReply(`response body over ${MAX_BODY_BYTES} bytes`);
+    const reply = (body: Buffer, used: number) => ({ reply: { status: head.status, headers: head.headers, body }, trailing: used < rest.length });
+    // 204 and 304 have no body whatever their headers say.
+    if (head.status === 204 || head.status === 304) return reply(Buffer.alloc(0), 0);
+    if (head.headers.get('transfer-encoding')?.toLowerCase().split(',').some((coding) => coding.trim() === 'chunked') === true) {
+      const decoded = dechunk(rest);
+      return decoded === null ? null : reply(decoded.body, decoded.used);
+    }
+    const length = head.headers.get('content-length');
+    if (length !== undefined) {
+      if (!/^\d+$/.test(length)) throw new MalformedReply(`bad content-length ${JSON.stringify(length)}`);
+      const size = Number(length);
+      return rest.length >= size ? reply(rest.subarray(0, size), size) : null;
+    }
+    return ended ? reply(rest, rest.length) : null;
+  }
+}
+
+function parseHead(text: string, bodyStart: number): { status: number; headers: Map<string, string>; bodyStart: number } {
+  const [statusLine = '', ...lines] = text.split('\r\n');
+  const match = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine);
+  if (match === null) throw new MalformedReply(`not an HTTP/1.1 status line: ${JSON.stringify(statusLine.slice(0, 80))}`);
+  const headers = new Map<string, string>();
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    if (colon <= 0) throw new MalformedReply(`bad header line ${JSON.stringify(line.slice(0, 80))}`);
+    const name = line.slice(0, colon).trim().toLowerCase();
+    if (!headers.has(name)) headers.set(name, line.slice(colon + 1).trim());
+  }
+  return { status: Number(match[1]), headers, bodyStart };
+}
+
+/** A chunked body, or null until its last chunk has arrived (trailers are read past, not kept). */
+function dechunk(data: Buffer): { body: Buffer; used: number } | null {
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (;;) {
+    const lineEnd = data.indexOf('\r\n', at);
+    if (lineEnd < 0) return null;
+    const sizeText = data.subarray(at, lineEnd).toString('latin1').split(';')[0]?.trim() ?? '';
+    if (!/^[0-9a-fA-F]{1,8}$/.test(sizeText)) throw new MalformedReply(`bad chunk size ${JSON.stringify(sizeText)}`);
+    const size = parseInt(sizeText, 16);
+    at = lineEnd + 2;
+    if (size === 0) {
+      const end = data.indexOf('\r\n\r\n', at - 2);
+      return end < 0 ? null : { body: Buffer.concat(parts), used: end + 4 };
+    }
+    if (data.length < at + size + 2) return null;
+    parts.push(data.subarray(at, at + size));
+    at += size + 2;
+  }
+}
+
+function requestText(exchange: Exchange, keepAlive: boolean): string {
+  const headers: Record<string, string> = {
+    host: 'localhost',
+    ...exchange.headers,
+    ...(keepAlive ? {} : { connection: 'close' }),
+    ...(exchange.body === undefined ? {} : { 'content-length': String(Buffer.byteLength(exchange.body)) }),
+  };
+  const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}`);
+  return `${exchange.method} ${exchange.path} HTTP/1.1\r\n${lines.join('\r\n')}\r\n\r\n${exchange.body ?? ''}`;
+}
+
+/** Error codes of a connection that the daemon closed under a reused, idle-looking socket. */
+const STALE = new Set(['ECONNRESET', 'EPIPE']);
+
+class StaleConnection extends Error {}
+
+function exchangeOn(socket: net.Socket, exchange: Exchange, keepAlive: boolean, reused: boolean, deadline: number): Promise<Reply> {
+  return new Promise<Reply>((resolve, reject) => {
+    const reader = new ReplyReader();
+    let settled = false;
+    const settle = (outcome: () => void): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
+      outcome();
+    };
+    const timer = setTimeout(() => {
+      settle(() => {
+        socket.destroy();
+        reject(new ExchangeTimeout(exchange.timeoutMs));
+      });
+    }, Math.max(0, deadline - Date.now()));
+    const fail = (error: Error): void => {
+      settle(() => {
+        socket.destroy();
+        // A kept connection the daemon had closed before this request reached it: try a new one.
+        reject(reused && !reader.received ? new StaleConnection(error.message) : error);
+      });
+    };
+    const onData = (chunk: Buffer): void => {
+      let done: { reply: Reply; trailing: boolean } | null;
+      try {
+        done = reader.feed(chunk);
+      } catch (error) {
+        fail(error as Error);
+        return;
+      }
+      if (done === null) return;
+      const { reply, trailing } = done;
+      settle(() => {
+        const closing = !keepAlive || trailing || reply.headers.get('connection')?.toLowerCase() === 'close';
+        if (closing) socket.destroy();
+        else park(exchange.socketPath, socket);
+        resolve(reply);
+      });
+    };
+    const onEnd = (): void => {
+      const reply = reader.finish();
+      if (reply !== null) {
+        settle(() => {
+          socket.destroy();
+          resolve(reply);
+        });
+      } else fail(Object.assign(new Error('the daemon closed the connection before answering'), { code: 'ECONNRESET' }));
+    };
+    const onError = (error: Error): void => {
+      fail(error);
+    };
+    const onClose = (): void => {
+      fail(Object.assign(new Error('the connection closed before an answer'), { code: 'ECONNRESET' }));
+    };
+    socket.on('data', onData).once('end', onEnd).once('error', onError).once('close', onClose);
+    socket.write(requestText(exchange, keepAlive), (error) => {
+      if (error !== undefined && error !== null) fail(error);
+    });
+  });
+}
+
+function connect(socketPath: string): net.Socket {
+  return net.connect({ path: socketPath });
+}
+
+/**
+ * Sends the request and resolves with the whole response. Connection failures reject with node's
+ * errno error (ENOENT, ECONNREFUSED…); a kept connection that turns out closed is replaced once.
+ */
+export async function exchange(request: Exchange): Promise<Reply> {
+  const keepAlive = request.keepAlive ?? true;
+  const deadline = Date.now() + request.timeoutMs;
+  const kept = keepAlive ? takeIdle(request.socketPath) : null;
+  if (kept !== null) {
+    try {
+      return await exchangeOn(kept, request, keepAlive, true, deadline);
+    } catch (error) {
+      if (!(error instanceof StaleConnection)) throw error;
+    }
+  }
+  const socket = connect(request.socketPath);
+  return exchangeOn(socket, request, keepAlive, false, deadline);
+}
+
+/** Whether an error from `exchange` means nothing answers on the socket. */
+export function unreachable(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException).code;
+  return code !== undefined && (STALE.has(code) || ['ENOENT', 'ECONNREFUSED', 'ENOTSOCK'].includes(code));
+}
