@@ -1,26 +1,16 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync, promises as fs } from 'node:fs';
 import { SandboxdError } from '../shared/errors.js';
-import { STATUS_ROUTE, StatusResponse } from '../shared/contracts/status.js';
-import { PROTOCOL_VERSION } from '../shared/protocol.js';
+import type { StatusResponse } from '../shared/contracts/status.js';
 import { currentPlatform, type SandboxdPaths } from '../shared/paths.js';
 import { CLI_ENTRY } from '../daemon/package-files.js';
 import { readPidRecord } from '../daemon/pid-record.js';
 import { createProcessProbe, type ProcessProbe } from '../daemon/process-identity.js';
 import { ensureSecureDir } from '../daemon/secure-dir.js';
 import { DAEMON_CWD, daemonEnvironment, resolveDaemonCommand, type DaemonCommand } from './daemon-launch.js';
-import { managerInputs, startThroughService } from './service/control.js';
-import { installedService } from './service/manager.js';
-import { request } from './transport.js';
+import { POLL_INTERVAL_MS, START_TIMEOUT_MS, statusIfRunning, statusOrColdStart, waitForService } from './daemon-status.js';
+import { startThroughService } from './service/control.js';
 
-/** One status call; short because it runs on every connect. */
-const DIAL_TIMEOUT_MS = 2_000;
-/**
- * Covers a slow start on a loaded machine, and a predecessor that died before writing its pid
- * record (its lock goes stale after ≈4 s; one that did write it is taken over at once).
- */
-const START_TIMEOUT_MS = 20_000;
-const POLL_INTERVAL_MS = 50;
 /**
  * A daemon this client spawned answers within a few hundred ms; polling finely until then keeps
  * the wait after it listens to ~5 ms instead of 25 on average (issue 13: auto-start ≤ 500 ms).
@@ -29,23 +19,6 @@ const FAST_POLL_MS = 10;
 const FAST_POLL_FOR_MS = 2_000;
 const SPAWN_LOCK_STALE_MS = 10_000;
 const STDERR_TAIL_BYTES = 2_000;
-
-export async function fetchStatus(socketPath: string): Promise<StatusResponse> {
-  const status = await request({ socketPath, method: 'GET', route: STATUS_ROUTE, timeoutMs: DIAL_TIMEOUT_MS }, StatusResponse);
-  if (status.protocol !== PROTOCOL_VERSION) {
-    throw new SandboxdError('PROTOCOL_MISMATCH', `the daemon speaks protocol ${status.protocol}, this client speaks ${PROTOCOL_VERSION}`);
-  }
-  return status;
-}
-
-async function statusIfRunning(socketPath: string): Promise<StatusResponse | null> {
-  try {
-    return await fetchStatus(socketPath);
-  } catch (error) {
-    if (error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING') return null;
-    throw error;
-  }
-}
 
 async function tail(file: string): Promise<string> {
   try {
@@ -123,39 +96,6 @@ function launch(command: DaemonCommand, env: Record<string, string>, stderrPath:
     closeSync(stderrFd);
   }
   return launched;
-}
-
-/**
- * The status, or null when nothing listens. Under an installed service, systemd's socket accepts
- * the connection while the daemon is still starting, which can outlast one status call: that is
- * waited out, not reported as a hung daemon.
- */
-export async function statusOrColdStart(paths: SandboxdPaths, env: NodeJS.ProcessEnv): Promise<StatusResponse | null> {
-  try {
-    return await statusIfRunning(paths.socketPath);
-  } catch (error) {
-    if (!(error instanceof SandboxdError && error.code === 'DAEMON_TIMEOUT')) throw error;
-    const service = await installedService(managerInputs(env, currentPlatform()));
-    if (service === null) throw error;
-    return waitForService(paths, service.kind);
-  }
-}
-
-/** The daemon a service manager was asked to start; a cold start may outlast one status call. */
-async function waitForService(paths: SandboxdPaths, manager: string): Promise<StatusResponse> {
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  while (Date.now() < deadline) {
-    try {
-      const status = await statusIfRunning(paths.socketPath);
-      if (status !== null) return status;
-    } catch (error) {
-      if (!(error instanceof SandboxdError && error.code === 'DAEMON_TIMEOUT')) throw error;
-    }
-    await new Promise((resolve) => setTimeout(resolve, POLL_INTERVAL_MS));
-  }
-  throw new SandboxdError('DAEMON_START_FAILED', `${manager} was asked to start sandboxd, and it did not answer on ${paths.socketPath} within ${START_TIMEOUT_MS} ms`, {
-    remedy: manager === 'systemd' ? 'See `systemctl --user status sandboxd.service` and `sandboxd logs`.' : 'See `sandboxd logs` and launchd.log in the log directory (`sandboxd doctor` names it).',
-  });
 }
 
 /** Whether the daemon named in the pid record still runs (a zombie does not). */

@@ -1,5 +1,5 @@
 import { SHUTDOWN_ROUTE, ShutdownResponse, type StatusResponse } from '../shared/contracts/status.js';
-import { fetchStatus } from './autostart.js';
+import { fetchStatus } from './daemon-status.js';
 import { clientPaths } from './connection.js';
 import { request } from './transport.js';
 

@@ -1,6 +1,7 @@
 export { acquireSession, type AcquireOptions, type Session } from './session.js';
 export { applyPlan, type AppliedPlan, type SkippedPlanArgs } from './apply-plan.js';
-export { ensureDaemon, fetchStatus, type EnsureDaemonOptions } from './autostart.js';
+export { ensureDaemon, type EnsureDaemonOptions } from './autostart.js';
+export { fetchStatus } from './daemon-status.js';
 export { listSessions, listTunnels, removeSession, removeTunnel, restartTunnel } from './admin.js';
 export { getStatus, requestShutdown } from './daemon-calls.js';
 export { clientPaths, type ConnectionOptions } from './connection.js';

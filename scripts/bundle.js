@@ -1,8 +1,10 @@
-// Bundles the `sandboxd` command into dist/bin: one file for the entry and one chunk per command
-// module, so a start reads a handful of files instead of hundreds of node_modules (issue 13).
-// The library entries (`sandboxd/client` and friends) stay tsc's output: their users bundle them.
+// Bundles the `sandboxd` command into dist/bin: a small entry, and one self-contained bundle per
+// command module (client/cli/entries/*), so a start reads two files instead of hundreds of
+// node_modules or a graph of shared chunks (issue 13). Each process loads one command bundle, so
+// what they share (commander, zod) is never loaded twice. The library entries (`sandboxd/client`
+// and friends) stay tsc's output: their users bundle them.
 import { build } from 'esbuild';
-import { chmodSync, rmSync } from 'node:fs';
+import { chmodSync, readdirSync, rmSync } from 'node:fs';
 import process from 'node:process';
 
 const OUT = 'dist/bin';
@@ -36,13 +38,17 @@ function lazyBuiltin(name) {
   return `let loaded;\nconst load = () => (loaded ??= process.getBuiltinModule(${JSON.stringify(name)}));\nmodule.exports = { ${getters.join(', ')} };`;
 }
 
+const ENTRIES = 'client/cli/entries';
+const entryPoints = {
+  sandboxd: 'client/cli/bin.ts',
+  ...Object.fromEntries(readdirSync(ENTRIES).filter((name) => name.endsWith('.ts')).map((name) => [`entries/${name.slice(0, -3)}`, `${ENTRIES}/${name}`])),
+};
+
 rmSync(OUT, { recursive: true, force: true });
 await build({
-  entryPoints: { sandboxd: 'client/cli/main.ts' },
+  entryPoints,
   outdir: OUT,
-  chunkNames: 'chunks/[name]-[hash]',
   bundle: true,
-  splitting: true,
   format: 'esm',
   platform: 'node',
   target: 'node20.19',

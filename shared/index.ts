@@ -7,3 +7,4 @@ export * from './contracts/plan.js';
 export * from './contracts/sessions.js';
 export * from './contracts/bridges.js';
 export * from './contracts/status.js';
+export { ENGLISH } from './contracts/messages.js';

@@ -61,7 +61,7 @@ export async function ensureRelayImage(architecture: string, deps: RelayImageDep
   const binary = arch === null ? null : await fs.readFile(relayBinaryPath(arch, deps.binaryDir)).catch(() => null);
   if (binary === null) {
     throw new SandboxdError('SSH_BRIDGE_UNSUPPORTED', `this sandboxd has no agent relay built for the engine's architecture (${architecture || 'unknown'}), which a non-root container user needs`, {
-      remedy: 'Run the container as root (its built-in agent socket is root-only), install a sandboxd built on Linux (`npm pack` there carries the amd64 and arm64 relays; a Mac builds none), or pass --ssh-agent off.',
+      remedy: 'Run the container as root (its built-in agent socket is root-only), install a sandboxd built on Linux with the cross compiler (`npm pack` there carries the amd64 and arm64 relays; a Mac builds none), or pass --ssh-agent off.',
     });
   }
   const tag = `sandboxd-relay:${createHash('sha256').update(binary).digest('hex').slice(0, 16)}`;

@@ -5,10 +5,17 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectionLimitFor, openFilesSoftLimit } from '../../daemon/http/connection-guard.js';
+import { moduleFor } from '../../client/cli/command-modules.js';
 import { CLI, Cleanup, ROOT, cli, cliEnv, makeSandbox } from '../helpers.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
+
+/** Every file of the bundled command: the entry and one bundle per command module. */
+function bundles(): string[] {
+  const entries = path.join(ROOT, 'dist/bin/entries');
+  return [CLI, ...readdirSync(entries).filter((name) => name.endsWith('.js')).map((name) => path.join(entries, name))];
+}
 
 /** Issue 13: what every start of the command is made of. Speed itself is only printed, by `npm run bench`. */
 describe('the sandboxd command as installed (bundled CLI)', () => {
@@ -21,14 +28,24 @@ describe('the sandboxd command as installed (bundled CLI)', () => {
   });
 
   it("carries only the zod it uses: zod/mini, not the classic API, and no other language's messages", () => {
-    const chunks = readdirSync(path.join(ROOT, 'dist/bin/chunks')).filter((name) => name.endsWith('.js'));
-    const text = chunks.map((name) => readFileSync(path.join(ROOT, 'dist/bin/chunks', name), 'utf8')).join('\n');
+    const text = bundles().map((file) => readFileSync(file, 'utf8')).join('\n');
     // The classic API builds every schema with all its methods, about 15 ms of each CLI start.
     expect(text).toContain('"ZodMiniObject"');
     expect(text).not.toContain('"ZodObject"');
     // zod's English and German "invalid input" messages.
     expect(text).toContain('Invalid input');
     expect(text).not.toContain('Ungültige Eingabe');
+  });
+
+  it('has a bundle for every module a command line can name, each self-contained', () => {
+    const names = ['daemon', 'start', 'stop', 'restart', 'status', 'sessions', 'tunnels', 'plan', 'run', 'install', 'uninstall', 'doctor', 'logs', 'version', '--version', '-V', '--help', undefined, 'no-such-command'];
+    const modules = [...new Set(names.map(moduleFor))];
+    expect(modules.sort()).toEqual(['all', 'bare', 'daemon', 'doctor', 'install', 'lifecycle', 'lists', 'logs', 'plan', 'run', 'status', 'version']);
+    for (const name of modules) {
+      const text = readFileSync(path.join(ROOT, 'dist/bin/entries', `${name}.js`), 'utf8');
+      // No import of another file of ours: one file holds the whole command (node's builtins aside).
+      expect(text.match(/(?:from|import\()\s*["']\.{1,2}\//g)).toBeNull();
+    }
   });
 
   it('loads only what a command uses: --version no zod, neither command child_process (structure, not timing)', async () => {

@@ -44,7 +44,7 @@ describe('the shared relay container (least privilege for non-root container use
     await expect(ensureRelayImage('s390x', { run, docker: 'docker', env: {}, workDir: '/nonexistent' })).rejects.toMatchObject({
       code: 'SSH_BRIDGE_UNSUPPORTED',
       message: 'this sandboxd has no agent relay built for the engine\'s architecture (s390x), which a non-root container user needs',
-      remedy: 'Run the container as root (its built-in agent socket is root-only), install a sandboxd built on Linux (`npm pack` there carries the amd64 and arm64 relays; a Mac builds none), or pass --ssh-agent off.',
+      remedy: 'Run the container as root (its built-in agent socket is root-only), install a sandboxd built on Linux with the cross compiler (`npm pack` there carries the amd64 and arm64 relays; a Mac builds none), or pass --ssh-agent off.',
     });
   });
 });

@@ -1,27 +1,21 @@
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
-import type { StatusResponse } from '../../../shared/contracts/status.js';
 import { readPidRecord } from '../../../daemon/pid-record.js';
 import { createProcessProbe } from '../../../daemon/process-identity.js';
 import { currentPlatform } from '../../../shared/paths.js';
 import { requestShutdown } from '../../daemon-calls.js';
-import { ensureDaemon, statusOrColdStart } from '../../autostart.js';
+import { ensureDaemon } from '../../autostart.js';
 import { clientPaths } from '../../connection.js';
 import { managerInputs } from '../../service/control.js';
 import { installedService } from '../../service/manager.js';
 import { execRunner } from '../../service/service.js';
-import { engineLines } from '../engines.js';
-import { EXIT_NOT_RUNNING, formatAge, printJson, runAction } from '../output.js';
+import { printJson, runAction } from '../output.js';
 import { withProgress } from '../progress.js';
+import { printRunning, statusOrNull } from './status.js';
 
 const STOP_TIMEOUT_MS = 6_000;
 /** A service manager's stop is synchronous (systemd) or quick (launchd); past this the daemon is not its. */
 const MANAGED_STOP_MS = 2_000;
-
-/** Never starts a daemon itself; an installed service's socket may, and that start is waited out. */
-function statusOrNull(): Promise<StatusResponse | null> {
-  return statusOrColdStart(clientPaths(), process.env);
-}
 
 /** Polls until `pid` has exited (a zombie counts) and its pid record is gone. */
 async function stoppedWithin(pid: number, timeoutMs: number): Promise<boolean> {
@@ -67,32 +61,10 @@ export async function stopDaemon(json: boolean): Promise<'stopped' | 'not-runnin
   });
 }
 
-/** `start`, `restart` and `status --json` print one shape: `{ running, ...status }`. */
-function printRunning(status: StatusResponse, json: boolean): void {
-  if (json) printJson({ running: true, ...status });
-  else process.stdout.write(`sandboxd ${status.version} is running (pid ${status.pid}, ${status.socketPath})\n`);
-}
-
 async function startDaemon(json: boolean): Promise<number> {
   const status = await withProgress('starting the daemon', ensureDaemon({ paths: clientPaths(), env: process.env, autoStart: true }));
   printRunning(status, json);
   return 0;
-}
-
-function statusLines(status: StatusResponse): string {
-  return (
-    [
-      `sandboxd ${status.version} is running`,
-      `  pid:       ${status.pid}`,
-      `  socket:    ${status.socketPath}`,
-      `  uptime:    ${formatAge(status.startedAt)}`,
-      `  sessions:  ${status.counts.sessions}`,
-      `  tunnels:   ${status.counts.tunnels}`,
-      `  protocol:  ${status.protocol}`,
-      `  log:       ${status.logPath ?? 'stdout'}`,
-      ...engineLines(status.engines),
-    ].join('\n') + '\n'
-  );
 }
 
 export function registerLifecycleCommands(program: Command): void {
@@ -127,26 +99,6 @@ export function registerLifecycleCommands(program: Command): void {
       await runAction(json, async () => {
         await stopDaemon(json);
         return startDaemon(json);
-      });
-    });
-
-  program
-    .command('status')
-    .description('show whether the daemon runs (exit 3 when not); never starts one')
-    .option('--json', 'print JSON')
-    .action(async (options: { json?: boolean }) => {
-      const json = options.json === true;
-      await runAction(json, async () => {
-        const status = await statusOrNull();
-        if (status === null) {
-          const { socketPath } = clientPaths();
-          if (json) printJson({ running: false, socketPath });
-          else process.stdout.write(`sandboxd is not running (socket ${socketPath})\n  Start it with \`sandboxd start\`.\n`);
-          return EXIT_NOT_RUNNING;
-        }
-        if (json) printJson({ running: true, ...status });
-        else process.stdout.write(statusLines(status));
-        return 0;
       });
     });
 }

@@ -1,0 +1,60 @@
+import type { Command } from 'commander';
+import type { StatusResponse } from '../../../shared/contracts/status.js';
+import { statusOrColdStart } from '../../daemon-status.js';
+import { clientPaths } from '../../connection.js';
+import { engineLines } from '../engines.js';
+import { EXIT_NOT_RUNNING, formatAge, printJson, runAction } from '../output.js';
+
+/*
+ * `sandboxd status` on its own: the most run command loads the status call and nothing of
+ * starting or stopping a daemon (issue 13: `status` within 2x `node -e 0`).
+ */
+
+/** Never starts a daemon itself; an installed service's socket may, and that start is waited out. */
+export function statusOrNull(): Promise<StatusResponse | null> {
+  return statusOrColdStart(clientPaths(), process.env);
+}
+
+/** `start`, `restart` and `status --json` print one shape: `{ running, ...status }`. */
+export function printRunning(status: StatusResponse, json: boolean): void {
+  if (json) printJson({ running: true, ...status });
+  else process.stdout.write(`sandboxd ${status.version} is running (pid ${status.pid}, ${status.socketPath})\n`);
+}
+
+function statusLines(status: StatusResponse): string {
+  return (
+    [
+      `sandboxd ${status.version} is running`,
+      `  pid:       ${status.pid}`,
+      `  socket:    ${status.socketPath}`,
+      `  uptime:    ${formatAge(status.startedAt)}`,
+      `  sessions:  ${status.counts.sessions}`,
+      `  tunnels:   ${status.counts.tunnels}`,
+      `  protocol:  ${status.protocol}`,
+      `  log:       ${status.logPath ?? 'stdout'}`,
+      ...engineLines(status.engines),
+    ].join('\n') + '\n'
+  );
+}
+
+export function registerStatusCommand(program: Command): void {
+  program
+    .command('status')
+    .description('show whether the daemon runs (exit 3 when not); never starts one')
+    .option('--json', 'print JSON')
+    .action(async (options: { json?: boolean }) => {
+      const json = options.json === true;
+      await runAction(json, async () => {
+        const status = await statusOrNull();
+        if (status === null) {
+          const { socketPath } = clientPaths();
+          if (json) printJson({ running: false, socketPath });
+          else process.stdout.write(`sandboxd is not running (socket ${socketPath})\n  Start it with \`sandboxd start\`.\n`);
+          return EXIT_NOT_RUNNING;
+        }
+        if (json) printJson({ running: true, ...status });
+        else process.stdout.write(statusLines(status));
+        return 0;
+      });
+    });
+}

@@ -1,0 +1,4 @@
+import { runCli } from '../program.js';
+
+// `--version`: the program alone, no command module.
+await runCli([]);

@@ -1,0 +1,4 @@
+import { runCli } from '../program.js';
+import { registerDaemonCommand } from '../commands/daemon.js';
+
+await runCli([registerDaemonCommand]);

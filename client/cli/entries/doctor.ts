@@ -1,0 +1,4 @@
+import { runCli } from '../program.js';
+import { registerDoctorCommand } from '../commands/doctor.js';
+
+await runCli([registerDoctorCommand]);

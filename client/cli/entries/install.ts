@@ -1,0 +1,4 @@
+import { runCli } from '../program.js';
+import { registerInstallCommands } from '../commands/install.js';
+
+await runCli([registerInstallCommands]);

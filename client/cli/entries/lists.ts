@@ -1,0 +1,4 @@
+import { runCli } from '../program.js';
+import { registerListCommands } from '../commands/lists.js';
+
+await runCli([registerListCommands]);

@@ -1,0 +1,4 @@
+import { runCli } from '../program.js';
+import { registerPlanCommand } from '../commands/plan.js';
+
+await runCli([registerPlanCommand]);

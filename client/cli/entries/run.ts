@@ -1,0 +1,4 @@
+import { runCli } from '../program.js';
+import { registerRunCommand } from '../commands/run.js';
+
+await runCli([registerRunCommand]);

@@ -1,0 +1,4 @@
+import { runCli } from '../program.js';
+import { registerStatusCommand } from '../commands/status.js';
+
+await runCli([registerStatusCommand]);

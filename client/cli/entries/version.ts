@@ -1,0 +1,4 @@
+import { runCli } from '../program.js';
+import { registerVersionCommand } from '../commands/version.js';
+
+await runCli([registerVersionCommand]);
