@@ -119,9 +119,38 @@ async function psStartTimes(pids: readonly number[], run: PsRunner): Promise<Sta
   return times;
 }
 
+type StartTimesLookup = (pids: readonly number[]) => Promise<StartTimes>;
+
+/**
+ * One `ps` for every pid asked for together: after a daemon restart each live client renews its
+ * lease at once, and each renewal reads its client's start time; a `ps` apiece (eight at a time,
+ * each bounded at 2 s) would outlast their patience. At most one look-up runs; what is asked for
+ * meanwhile joins the next one, which starts when it ends.
+ */
+function coalesced(lookup: StartTimesLookup): StartTimesLookup {
+  let next: { pids: Set<number>; result: Promise<StartTimes> } | null = null;
+  let running: Promise<unknown> = Promise.resolve();
+  return (pids) => {
+    if (next === null) {
+      const pidsOfBatch = new Set<number>();
+      const batch = {
+        pids: pidsOfBatch,
+        result: running.then(() => {
+          if (next === batch) next = null;
+          return lookup([...pidsOfBatch]);
+        }),
+      };
+      running = batch.result.catch(() => undefined);
+      next = batch;
+    }
+    for (const pid of pids) next.pids.add(pid);
+    return next.result;
+  };
+}
+
 /** `runner` stands in for macOS's `ps` in tests; Linux reads /proc and spawns nothing. */
 export function createProcessProbe(platform: Platform, runner: PsRunner = runPs): ProcessProbe {
-  const startTimes = platform === 'linux' ? linuxStartTimes : (pids: readonly number[]) => psStartTimes(pids, runner);
+  const startTimes = platform === 'linux' ? linuxStartTimes : coalesced((pids) => psStartTimes(pids, runner));
   return {
     cheapStartTime: platform === 'linux',
     startTimes,

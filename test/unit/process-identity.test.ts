@@ -47,6 +47,36 @@ describe('process probe on macOS (a fake ps stands in for macOS ps)', () => {
     expect(probe.cheapStartTime).toBe(false);
   });
 
+  it('reads the start times asked for together with one ps: a daemon restarted under many clients spawns one or two, not one each', async () => {
+    const lines = Array.from({ length: 50 }, (_, index) => `  ${1000 + index} Ss   Tue Mar  5 10:11:12 2024`);
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const calls: string[] = [];
+    // A ps that takes a while: what is asked for while it runs waits for the next one.
+    const slowPs: PsRunner = async (args) => {
+      calls.push(args.at(-1) ?? '');
+      await gate;
+      return { exitCode: 0, stdout: lines.join('\n') };
+    };
+    const probe = createProcessProbe('darwin', slowPs);
+    const first = Promise.all(Array.from({ length: 25 }, (_, index) => probe.startTime(1000 + index)));
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const second = Promise.all(Array.from({ length: 25 }, (_, index) => probe.startTime(1025 + index)));
+    const sweep = probe.startTimes([1000, 1049]);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(calls).toHaveLength(1);
+    release();
+    const answers = [...(await first), ...(await second)];
+    expect(answers).toEqual(Array.from({ length: 50 }, () => 'Tue Mar 5 10:11:12 2024'));
+    expect([...(await sweep).keys()]).toEqual(expect.arrayContaining([1000, 1049]));
+    expect(calls).toEqual([
+      Array.from({ length: 25 }, (_, index) => 1000 + index).join(','),
+      [...Array.from({ length: 25 }, (_, index) => 1025 + index), 1000].join(','),
+    ]);
+  });
+
   it('treats a zombie as gone', async () => {
     const probe = createProcessProbe('darwin', fakePs('  101 Z    Tue Mar  5 10:11:12 2024\n  102 Z+   Tue Mar  5 10:11:12 2024\n'));
     expect(await probe.startTimes([101, 102])).toEqual(new Map());
