@@ -18,8 +18,8 @@ import { createGitFactsCache } from './plan/git-host.js';
 import { DockerEngines } from './engines/docker-engines.js';
 import { runSubprocess } from './subprocess.js';
 import type { SshDeps } from './plan/ssh.js';
-import { discoverConnection, type DiscoverInput } from './podman/discover.js';
-import { createDiscoveryCache } from './podman/discovery-cache.js';
+import { discoverConnection } from './podman/discover.js';
+import { createDiscoveryCache, perAcquire } from './podman/discovery-cache.js';
 import { createContainerSites } from './podman/site-wiring.js';
 import type { ProcessProbe } from './process-identity.js';
 import { registerSessionRoutes } from './routes/sessions.js';
@@ -101,7 +101,7 @@ function exclusive(job: () => Promise<void>, onError: (error: unknown) => void):
 /** Wires the daemon from injected edges (STYLE 4); `runDaemon` supplies the real ones. */
 export function createDaemon(deps: DaemonDeps): Daemon {
   const { logger, settings } = deps;
-  const discovery = createDiscoveryCache((input) => discoverConnection(input, { home: deps.hostHome }), { home: deps.hostHome, now: () => deps.clock.now() });
+  const discovery = perAcquire(createDiscoveryCache((input) => discoverConnection(input, { home: deps.hostHome }), { home: deps.hostHome, now: () => deps.clock.now() }));
   const gitFacts = createGitFactsCache(() => deps.clock.now());
   const gitConfigs = new GeneratedConfigStore(path.join(deps.paths.runtimeDir, 'git'));
   const engines = new DockerEngines({ run: runSubprocess, platform: deps.platform, home: deps.hostHome, now: () => deps.clock.now() });
@@ -112,15 +112,12 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     uid: deps.uid,
     idleMs: settings.bridgeIdleMs,
     logger,
-    discover: async (input) => {
-      const view: DiscoverInput = { path: input.client.path ?? '', env: input.client.env ?? {}, requested: input.connection };
-      return {
-        connection: await discovery.get(view),
-        forget: () => {
-          discovery.forget(view);
-        },
-      };
-    },
+    discover: async (input) => ({
+      connection: await discovery.connectionFor(input),
+      forget: () => {
+        discovery.forget(input);
+      },
+    }),
     onTunnelChild: (id, record) => {
       deps.onTunnelChild(id, record);
     },
@@ -186,7 +183,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       hostHome: deps.hostHome,
       stateDir: deps.paths.stateDir,
       tunnels: agentBridges.tunnelIndex,
-      discover: (view) => discovery.get(view),
+      discover: (input) => discovery.connectionFor(input),
       logger,
       now: () => deps.clock.now(),
     }),

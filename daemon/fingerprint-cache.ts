@@ -39,6 +39,8 @@ interface Entry<R> {
   settled: boolean;
   /** null when the answer's files were not all stamped before computing: it is never reused. */
   stamp: Stamp | null;
+  /** The check of the stamp under way, shared by the callers that arrive meanwhile. */
+  checking: Promise<boolean> | null;
 }
 
 function sameFiles(a: readonly string[], b: readonly string[]): boolean {
@@ -73,11 +75,25 @@ export class FingerprintCache<I, R> {
       // A caller that arrives while the answer is being computed shares it (single flight).
       if (!cached.settled) return cached.result;
       const { stamp } = cached;
-      if (stamp !== null && (await this.fingerprint(stamp.files)) === stamp.fingerprint && this.entries.get(key) === cached) {
-        return cached.result;
-      }
+      if (stamp !== null && (await this.unchanged(cached, stamp)) && this.entries.get(key) === cached) return cached.result;
+      // Callers that shared a check that failed share the computation it set off, too.
+      const next = this.entries.get(key);
+      if (next !== undefined && next !== cached && !next.settled) return next.result;
     }
     return this.compute(key, input);
+  }
+
+  /**
+   * One look at the files for every caller that arrives while it runs, as one computation serves
+   * them: sessions that start together stat each file once.
+   */
+  private unchanged(entry: Entry<R>, stamp: Stamp): Promise<boolean> {
+    entry.checking ??= this.fingerprint(stamp.files)
+      .then((fingerprint) => fingerprint === stamp.fingerprint)
+      .finally(() => {
+        entry.checking = null;
+      });
+    return entry.checking;
   }
 
   forget(input: I): void {
@@ -94,7 +110,7 @@ export class FingerprintCache<I, R> {
       return { value, stamp: before !== null && known !== null && sameFiles(files, known) ? { files, fingerprint: before } : null };
     };
     const pending = run();
-    const entry: Entry<R> = { at: this.options.now(), result: pending.then(({ value }) => value), settled: false, stamp: null };
+    const entry: Entry<R> = { at: this.options.now(), result: pending.then(({ value }) => value), settled: false, stamp: null, checking: null };
     pending.then(
       ({ stamp }) => {
         entry.stamp = stamp;

@@ -214,7 +214,9 @@ export const GIT_FACTS_TTL_MS = 10_000;
 export function gitFactsWatched(input: GitHostInput, facts: GitHostFacts): string[] {
   const xdg = input.xdgConfigHome ?? path.join(input.hostHome, '.config');
   const repo = facts.repo;
-  return [
+  // Each name once: a plain clone's `.git` is its git dir and common dir, and every name is a
+  // stat on every warm acquire.
+  const files = [
     path.join(input.hostHome, '.gitconfig'),
     path.join(xdg, 'git', 'config'),
     ...facts.configFiles.map((file) => file.path),
@@ -224,6 +226,7 @@ export function gitFactsWatched(input: GitHostInput, facts: GitHostFacts): strin
       ? [input.cwd]
       : [path.join(repo.topLevel, '.git'), repo.gitDir, repo.commonDir, path.join(repo.commonDir, 'worktrees'), path.join(repo.commonDir, 'modules')]),
   ];
+  return [...new Set(files)];
 }
 
 export function createGitFactsCache(now: () => number): FingerprintCache<GitHostInput, GitHostFacts> {

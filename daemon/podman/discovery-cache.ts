@@ -1,4 +1,5 @@
 import path from 'node:path';
+import type { AcquireInput } from '../../shared/contracts/sessions.js';
 import { FingerprintCache } from '../fingerprint-cache.js';
 import type { PodmanConnection } from './connections.js';
 import type { DiscoverInput } from './discover.js';
@@ -33,4 +34,37 @@ export function createDiscoveryCache(
     now: options.now,
     ttlMs: options.ttlMs ?? DISCOVERY_TTL_MS,
   });
+}
+
+/** The part of a session that podman's connection lookup depends on. */
+export function discoveryView(input: AcquireInput): DiscoverInput {
+  return { path: input.client.path ?? '', env: input.client.env ?? {}, requested: input.connection };
+}
+
+export interface AcquireDiscovery {
+  connectionFor(input: AcquireInput): Promise<PodmanConnection>;
+  /** Drops the acquire's answer and the cached one (a tunnel that cannot reach it any more). */
+  forget(input: AcquireInput): void;
+}
+
+/**
+ * One lookup per acquire, shared by its site and its tunnel: both must name the same connection,
+ * and each lookup checks the files podman reads (five stats on a warm acquire).
+ */
+export function perAcquire(cache: FingerprintCache<DiscoverInput, PodmanConnection>): AcquireDiscovery {
+  const answers = new WeakMap<AcquireInput, Promise<PodmanConnection>>();
+  return {
+    connectionFor(input) {
+      let answer = answers.get(input);
+      if (answer === undefined) {
+        answer = cache.get(discoveryView(input));
+        answers.set(input, answer);
+      }
+      return answer;
+    },
+    forget(input) {
+      answers.delete(input);
+      cache.forget(discoveryView(input));
+    },
+  };
 }

@@ -8,23 +8,19 @@ import type { TunnelIndex } from '../tunnels/tunnel-index.js';
 import type { PodmanConnection } from './connections.js';
 import type { DiscoverInput } from './discover.js';
 import { podmanCommand } from './discover.js';
+import { discoveryView } from './discovery-cache.js';
 import { containerSite, type ContainerSite } from './engine-site.js';
 import { machineVolumes } from './machine-inspect.js';
 import { probeVm } from './vm-probe.js';
 import { VmView } from './vm-view.js';
-
-/** The part of a session that podman's connection lookup depends on. */
-export function discoveryView(input: AcquireInput): DiscoverInput {
-  return { path: input.client.path ?? '', env: input.client.env ?? {}, requested: input.connection };
-}
 
 export interface ContainerSitesOptions {
   platform: Platform;
   hostHome: string;
   stateDir: string;
   tunnels: Pick<TunnelIndex, 'readyFor'>;
-  /** The cached discovery the tunnels use, so both agree on the connection. */
-  discover(view: DiscoverInput): Promise<PodmanConnection>;
+  /** The acquire's connection, the one its tunnel uses too. */
+  discover(input: AcquireInput): Promise<PodmanConnection>;
   logger: Logger;
   now(): number;
   run?: RunSubprocess;
@@ -52,9 +48,8 @@ export function createContainerSites(options: ContainerSitesOptions): (input: Ac
     containerSite(input, {
       platform: options.platform,
       discover: async (session) => {
-        const sessionView = discoveryView(session);
-        const connection = await options.discover(sessionView);
-        views.set(connection, sessionView);
+        const connection = await options.discover(session);
+        views.set(connection, discoveryView(session));
         return connection;
       },
       sees: (connection, paths) => view.sees(connection, paths),

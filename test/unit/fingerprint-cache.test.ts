@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseSshUri, type PodmanConnection } from '../../daemon/podman/connections.js';
-import { createDiscoveryCache } from '../../daemon/podman/discovery-cache.js';
+import { createDiscoveryCache, perAcquire } from '../../daemon/podman/discovery-cache.js';
+import type { AcquireInput } from '../../shared/contracts/sessions.js';
 import { FingerprintCache } from '../../daemon/fingerprint-cache.js';
 import type { DiscoverInput } from '../../daemon/podman/discover.js';
 
@@ -32,6 +33,22 @@ function setup() {
   const input: DiscoverInput = { path: '/usr/bin', env: { CONTAINERS_CONF: conf, PODMAN_CONNECTIONS_CONF: connectionsConf } };
   return { cache, input, conf, connectionsConf, runs: () => runs, advance: (ms: number) => (now += ms) };
 }
+
+const acquireBase: AcquireInput = {
+  engine: 'podman',
+  client: { pid: 4242, cwd: '/work' },
+  sshAgent: 'auto',
+  sshBridge: 'tunnel',
+  workdir: false,
+  allowWideWorkdir: false,
+  mounts: [],
+  cloudCredentials: false,
+  passEnv: {},
+  gitHooks: 'readonly',
+  gitConfig: 'readonly',
+  sockets: [],
+  harden: false,
+};
 
 /** A file system in memory: each file's fingerprint is its version, bumped by `touch`. */
 function fakeFiles() {
@@ -73,6 +90,27 @@ describe('Podman discovery cache', () => {
     cache.forget(input);
     await cache.get(input);
     expect(runs()).toBe(5);
+  });
+});
+
+describe('Podman discovery per acquire', () => {
+  it('looks the connection up once for an acquire, whoever asks, and again once forgotten', async () => {
+    const { cache, input, runs } = setup();
+    const discovery = perAcquire(cache);
+    const acquire = (): AcquireInput => ({ ...acquireBase, client: { ...acquireBase.client, path: input.path, env: input.env } });
+    const first = acquire();
+    // Its site and its tunnel ask at different moments; both get the same answer.
+    const site = await discovery.connectionFor(first);
+    const tunnel = await discovery.connectionFor(first);
+    expect(tunnel).toBe(site);
+    expect(runs()).toBe(1);
+    // A tunnel that lost its connection forgets it: the next lookup asks podman again.
+    discovery.forget(first);
+    await discovery.connectionFor(first);
+    expect(runs()).toBe(2);
+    // Another acquire of the same view is answered by the cache (stamped by now), not by podman.
+    await discovery.connectionFor(acquire());
+    expect(runs()).toBe(2);
   });
 });
 
@@ -144,5 +182,38 @@ describe('FingerprintCache', () => {
     fail = false;
     await cache.get('k');
     expect(runs).toBe(7);
+  });
+
+  it('looks at the files once for callers that arrive together, and computes once when they changed', async () => {
+    const files = fakeFiles();
+    let looks = 0;
+    let runs = 0;
+    const cache = new FingerprintCache<string, number>({
+      compute: () => Promise.resolve((runs += 1)),
+      key: (input) => input,
+      watched: () => ['/conf'],
+      now: () => 0,
+      ttlMs: 60_000,
+      fingerprint: (watched) => {
+        looks += 1;
+        return files.fingerprint(watched);
+      },
+    });
+    await cache.get('k');
+    await cache.get('k');
+    expect(runs).toBe(2);
+    looks = 0;
+    expect(await Promise.all([cache.get('k'), cache.get('k'), cache.get('k')])).toEqual([2, 2, 2]);
+    expect(looks).toBe(1);
+    files.touch('/conf');
+    looks = 0;
+    expect(await Promise.all([cache.get('k'), cache.get('k'), cache.get('k')])).toEqual([3, 3, 3]);
+    expect(runs).toBe(3);
+    // One look at the stale stamp, one stamp taken before computing again.
+    expect(looks).toBe(2);
+    // The next caller checks the files again: a shared look never outlives the callers that waited for it.
+    looks = 0;
+    expect(await cache.get('k')).toBe(3);
+    expect(looks).toBe(1);
   });
 });

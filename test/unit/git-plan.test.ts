@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ConfigEntry } from '../../daemon/plan/git-config.js';
 import { renderGlobalConfig } from '../../daemon/plan/git-global.js';
 import { sandboxOverrides, type OverrideInput } from '../../daemon/plan/git-overrides.js';
+import { gitFactsWatched, type GitHostFacts } from '../../daemon/plan/git-host.js';
 import { planGit, repoMounts, sandboxPath, type GitPlanInput, type GitRepo } from '../../daemon/plan/git.js';
 
 const table = (mounts: { target: string; readOnly: boolean }[]) => mounts.map((m) => `${m.target}:${m.readOnly ? 'ro' : 'rw'}`);
@@ -253,5 +254,35 @@ describe('renderGlobalConfig', () => {
         '',
       ].join('\n'),
     );
+  });
+});
+
+describe('gitFactsWatched', () => {
+  const input = { hostHome: '/home/u', cwd: '/src/app', path: '/usr/bin', xdgConfigHome: undefined };
+  const facts = (repo: GitRepo | null): GitHostFacts => ({
+    configFiles: [{ path: '/home/u/.gitconfig', source: '/home/u/.gitconfig' }, { path: '/home/u/.gitconfig-work', source: '/home/u/.gitconfig-work' }],
+    includes: ['/home/u/.gitconfig'],
+    overrides: null,
+    signingKey: null,
+    knownHosts: [],
+    repo,
+    warnings: [],
+  });
+  const plain: GitRepo = { topLevel: '/src/app', gitDir: '/src/app/.git', commonDir: '/src/app/.git', linked: false, commonEntries: [], worktrees: [], worktreeConfigs: [], submodules: [] };
+
+  it('names each file once: what git reads, what it would read if it appeared, and the repository layout', () => {
+    expect(gitFactsWatched(input, facts(plain))).toEqual([
+      '/home/u/.gitconfig',
+      '/home/u/.config/git/config',
+      '/home/u/.gitconfig-work',
+      '/home/u/.ssh/known_hosts',
+      '/home/u/.ssh/known_hosts2',
+      '/src/app/.git',
+      '/src/app/.git/worktrees',
+      '/src/app/.git/modules',
+    ]);
+    const linked = { ...plain, topLevel: '/src/wt', gitDir: '/src/app/.git/worktrees/wt', linked: true };
+    expect(gitFactsWatched(input, facts(linked)).slice(5)).toEqual(['/src/wt/.git', '/src/app/.git/worktrees/wt', '/src/app/.git', '/src/app/.git/worktrees', '/src/app/.git/modules']);
+    expect(gitFactsWatched(input, facts(null)).at(-1)).toBe('/src/app');
   });
 });
