@@ -1,6 +1,9 @@
-import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { removeFile } from './remove-file.js';
+
+/** Temp files are this process's and numbered: two writes of one file never share one. */
+let tempFiles = 0;
 
 export interface AtomicWriteOptions {
   /**
@@ -12,8 +15,8 @@ export interface AtomicWriteOptions {
 
 /** write-to-temp + fsync + rename, so a crash leaves either the old or the new file, never half. */
 export async function writeFileAtomic(file: string, data: string, mode: number, options: AtomicWriteOptions = {}): Promise<void> {
-  // Random, so two writers of one file in the same millisecond never share a temp file.
-  const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
+  tempFiles += 1;
+  const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${tempFiles}.tmp`);
   const handle = await fs.open(temp, 'w', mode);
   try {
     await handle.writeFile(data);
@@ -24,7 +27,7 @@ export async function writeFileAtomic(file: string, data: string, mode: number, 
   try {
     await fs.rename(temp, file);
   } catch (error) {
-    await fs.rm(temp, { force: true });
+    await removeFile(temp);
     throw error;
   }
 }

@@ -5,6 +5,7 @@ import { Engine, Id } from '../../shared/contracts/common.js';
 import { ENGLISH } from '../../shared/contracts/messages.js';
 import { writeFileAtomic } from '../atomic-file.js';
 import { readRecordFile } from '../record-file.js';
+import { removeFile } from '../remove-file.js';
 import type { Logger } from '../logger.js';
 import { ensureSecureDir } from '../secure-dir.js';
 import { ENGINE_ENV_NAMES } from './engine-cli.js';
@@ -36,6 +37,21 @@ const RECORD_FILE = /^([a-z]+_[A-Za-z0-9]{6,40})\.json$/;
 const TEMP_FILE = /^\..*\.tmp$/;
 
 /**
+ * A session's first record is a new file: created and written in place (three thread-pool hops
+ * where a temp file and a rename take four). A daemon killed in between leaves it empty, and its
+ * plan was never handed out. False when the file exists already (a previous daemon wrote it).
+ */
+async function createFile(file: string, data: string): Promise<boolean> {
+  try {
+    await fs.writeFile(file, data, { flag: 'wx', mode: 0o600 });
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw error;
+  }
+}
+
+/**
  * `containers/<key>.json` in the state dir, one file per session that has not been released, so a
  * daemon started after a `kill -9` knows which engines to ask and what to remove. An acquire writes
  * its own record and nothing else (issue 13: the same cost with 1000 sessions held as with none);
@@ -44,6 +60,8 @@ const TEMP_FILE = /^\..*\.tmp$/;
 export class ContainerStore {
   /** The last write or removal queued for each key. */
   private readonly pending = new Map<string, Promise<void>>();
+  /** Keys whose file this store wrote or loaded: a later write of one replaces it atomically. */
+  private readonly onDisk = new Set<string>();
   private dirReady: Promise<void> | null = null;
 
   /** `legacyFile`: the single `containers.json` earlier releases wrote, read once and folded in. */
@@ -60,6 +78,7 @@ export class ContainerStore {
     });
     const loaded = await Promise.all(names.map((name) => this.loadEntry(name)));
     const records = loaded.filter((record) => record !== null);
+    for (const record of records) this.onDisk.add(record.key);
     const legacy = await readRecordFile(this.legacyFile, 'containers', 4096, ContainerRecord, this.logger);
     if (legacy.length === 0) return records;
     const known = new Set(records.map((record) => record.key));
@@ -79,7 +98,10 @@ export class ContainerStore {
     const previous = this.pending.get(key) ?? Promise.resolve();
     const next = previous
       .then(async () => {
-        if (record === null) return fs.rm(file, { force: true });
+        if (record === null) {
+          this.onDisk.delete(key);
+          return removeFile(file);
+        }
         this.dirReady ??= ensureSecureDir(this.dir).catch((error: unknown) => {
           this.dirReady = null;
           throw error;
@@ -87,7 +109,12 @@ export class ContainerStore {
         await this.dirReady;
         // No fsync on the warm path: the file survives a daemon kill -9 (what the records are
         // for); a power loss also ends the containers.
-        return writeFileAtomic(file, JSON.stringify(record), 0o600, { durable: false });
+        const data = JSON.stringify(record);
+        if (!this.onDisk.has(key) && (await createFile(file, data))) this.onDisk.add(key);
+        else {
+          await writeFileAtomic(file, data, 0o600, { durable: false });
+          this.onDisk.add(key);
+        }
       })
       .catch((error: unknown) => {
         this.logger.error({ err: error, file }, 'cannot write the container record');
@@ -103,14 +130,20 @@ export class ContainerStore {
   private async loadEntry(name: string): Promise<ContainerRecord | null> {
     const file = path.join(this.dir, name);
     if (TEMP_FILE.test(name)) {
-      await fs.rm(file, { force: true });
+      await removeFile(file);
       return null;
     }
     const key = RECORD_FILE.exec(name)?.[1];
     if (key === undefined) return null;
     let json: unknown;
     try {
-      json = JSON.parse(await fs.readFile(file, 'utf8'));
+      const text = await fs.readFile(file, 'utf8');
+      // Created, then the daemon was killed before writing it: that plan was never handed out.
+      if (text === '') {
+        await removeFile(file);
+        return null;
+      }
+      json = JSON.parse(text);
     } catch {
       this.logger.warn({ file }, 'container record unreadable; ignoring it');
       return null;

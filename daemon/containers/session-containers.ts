@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { SessionContainer } from '../../shared/contracts/sessions.js';
 import type { Logger } from '../logger.js';
 import { sameProcess, type ProcessProbe } from '../process-identity.js';
+import { removeFile } from '../remove-file.js';
 import type { Clock, EndReason } from '../session-registry.js';
 import type { ContainerChange, ContainerRecord } from './container-store.js';
 import { OWNER_LABEL, SESSION_LABEL, type EngineTarget } from './engine-cli.js';
@@ -144,7 +145,7 @@ export class SessionContainers {
         this.failed.add(record.key);
       }
     }
-    await Promise.all(records.filter((record) => !this.records.has(record.key)).map((record) => fs.rm(this.cidfile(record.key), { force: true })));
+    await Promise.all(records.filter((record) => !this.records.has(record.key)).map((record) => removeFile(this.cidfile(record.key))));
     await this.persist();
     if (errors.length > 0) throw errors[0];
     return removed;

@@ -280,6 +280,23 @@ describe('ContainerStore', () => {
     expect(readdirSync(dir).some((name) => name.endsWith('.tmp'))).toBe(false);
   });
 
+  it('creates a first record in place, replaces one written before (by itself or a previous daemon), and clears an empty one', async () => {
+    const { dir, open } = store();
+    const file = path.join(dir, 'ses_aaaaaaaa.json');
+    const first = open();
+    await first.save([{ key: 'ses_aaaaaaaa', record: record('ses_aaaaaaaa', 100) }]);
+    await first.save([{ key: 'ses_aaaaaaaa', record: record('ses_aaaaaaaa', 200) }]);
+    expect((JSON.parse(readFileSync(file, 'utf8')) as ContainerRecord).clientPid).toBe(200);
+    // A daemon started later, before it loaded the records, writes the same key: the file is replaced.
+    await open().save([{ key: 'ses_aaaaaaaa', record: record('ses_aaaaaaaa', 300) }]);
+    expect((JSON.parse(readFileSync(file, 'utf8')) as ContainerRecord).clientPid).toBe(300);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    // A daemon killed between creating a record and writing it leaves it empty: its plan was never handed out.
+    writeFileSync(path.join(dir, 'ses_bbbbbbbb.json'), '');
+    expect((await open().load()).map((entry) => [entry.key, entry.clientPid])).toEqual([['ses_aaaaaaaa', 300]]);
+    expect(readdirSync(dir)).toEqual(['ses_aaaaaaaa.json']);
+  });
+
   it('forgets a record by removing its file, after a write of the same key queued before', async () => {
     const { dir, open } = store();
     const subject = open();
