@@ -28,10 +28,12 @@ const builtinsWithoutFacade = {
 /**
  * Loaded on first use, not on import: commander requires child_process at its top (for
  * subcommands it runs as executables, which sandboxd has none of), and loading it costs every
- * command about 9 ms though only `run`, `daemon` and auto-start ever spawn. Its exports are plain
- * functions and classes, so an object of getters stands in for it.
+ * command about 9 ms though only `run`, `daemon` and auto-start ever spawn; fs/promises loads
+ * readline and the file watchers (2-3 ms), and a warm `run` never calls what imports it (starting
+ * a daemon does). Their exports are plain functions, classes and constants, so an object of
+ * getters stands in for each.
  */
-const LAZY_BUILTINS = new Set(['node:child_process']);
+const LAZY_BUILTINS = new Set(['node:child_process', 'node:fs/promises']);
 
 function lazyBuiltin(name) {
   const getters = Object.keys(process.getBuiltinModule(name)).map((key) => `get ${key}() { return load().${key}; }`);

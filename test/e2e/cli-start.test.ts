@@ -48,19 +48,22 @@ describe('the sandboxd command as installed (bundled CLI)', () => {
     }
   });
 
-  it('loads only what a command uses: --version no zod, neither command child_process (structure, not timing)', async () => {
+  it('loads only what a command uses: --version no zod, neither command child_process nor fs/promises (structure, not timing)', async () => {
     const sandbox = makeSandbox(cleanup);
     const env = cliEnv(sandbox);
     const probe = path.join(sandbox.dir, 'loaded.mjs');
     // zod marks globalThis when it loads; node lists the builtins it loaded.
-    writeFileSync(probe, "process.on('exit', () => process.stderr.write(JSON.stringify({ zod: '__zod_globalConfig' in globalThis, childProcess: process.moduleLoadList.includes('NativeModule child_process') })));\n");
+    writeFileSync(
+      probe,
+      "process.on('exit', () => process.stderr.write(JSON.stringify({ zod: '__zod_globalConfig' in globalThis, childProcess: process.moduleLoadList.includes('NativeModule child_process'), fsPromises: process.moduleLoadList.includes('NativeModule internal/fs/promises') })));\n",
+    );
     const loaded = async (args: string[]) => {
       const result = await execa(process.execPath, ['--import', probe, CLI, ...args], { env, reject: false, extendEnv: false });
-      return JSON.parse(result.stderr.slice(result.stderr.lastIndexOf('{'))) as { zod: boolean; childProcess: boolean };
+      return JSON.parse(result.stderr.slice(result.stderr.lastIndexOf('{'))) as { zod: boolean; childProcess: boolean; fsPromises: boolean };
     };
-    expect(await loaded(['--version'])).toEqual({ zod: false, childProcess: false });
+    expect(await loaded(['--version'])).toEqual({ zod: false, childProcess: false, fsPromises: false });
     expect(await cli(['start'], env)).toMatchObject({ exitCode: 0 });
-    expect(await loaded(['status'])).toEqual({ zod: true, childProcess: false });
+    expect(await loaded(['status'])).toEqual({ zod: true, childProcess: false, fsPromises: false });
   });
 
   it("keeps Node's compile cache in the user's own cache directory, never a shared one", async () => {
