@@ -10,6 +10,7 @@ import { Cleanup, makeSandbox, startAgent, waitFor } from '../test/helpers.js';
 import { removeTunnelRoot, startSshd, type Sshd } from '../test/lab/sshd.js';
 import { tunnelSshPids } from './soak/invariants.js';
 import { daemonOfUnreapingParent, killToZombie } from '../test/lab/unreaping-parent.js';
+import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 
 /**
  * `npm run bench`: the tunnel figures of issue 3 and the speed figures of issue 13, measured in one
@@ -42,6 +43,8 @@ function processRssMb(pid: number): number {
 const CLI = fileURLToPath(new URL('../../dist/bin/sandboxd.js', import.meta.url));
 /** The compiled client library next to this compiled bench, loaded by the unreaping parent. */
 const CLIENT_MODULE = fileURLToPath(new URL('../client/index.js', import.meta.url));
+/** The floor under `sandboxd run`: a bare Node client doing only its requests and the spawn. */
+const RUN_FLOOR = fileURLToPath(new URL('./run-floor.js', import.meta.url));
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -230,9 +233,12 @@ async function main(): Promise<void> {
     const stubEnv = { ...env, PATH: `${stubDir}:${env.PATH ?? ''}` };
     const bareRun: number[] = [];
     const sandboxdRun: number[] = [];
+    const floorRun: number[] = [];
+    const floorArgs = [RUN_FLOOR, clientPaths(env).socketPath, PROTOCOL_HEADER, String(PROTOCOL_VERSION), 'tunnel', 'podman', '--rm', 'image', 'true'];
     for (let run = 0; run < CLI_RUNS; run += 1) {
       bareRun.push(await timed(() => execa(path.join(stubDir, 'podman'), ['run', '--rm', 'image', 'true'], { env: stubEnv })));
       sandboxdRun.push(await timed(() => execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'podman', '--', '--rm', 'image', 'true'], { env: stubEnv, timeout: 30_000 })));
+      floorRun.push(await timed(() => execa(process.execPath, floorArgs, { env: stubEnv, timeout: 30_000 })));
     }
     await removeAllTunnels(env);
 
@@ -285,6 +291,11 @@ async function main(): Promise<void> {
       [`(8) daemon RSS with ${String(HELD)} sessions`, `${heldRssMb.toFixed(0)} MB`, 'target <= 150 MB'],
       [`(8) daemon CPU while ${String(HELD)} sessions only heartbeat`, `${idleCpuPercent.toFixed(2)} %`, `of one core over ${String(IDLE_WINDOW_MS / 1000)} s (target < 2 %)`],
       ['(9) sandboxd run over a do-nothing engine', `${median(sandboxdRun).toFixed(0)} ms`, `bare engine ${median(bareRun).toFixed(0)} ms: overhead ${(median(sandboxdRun) - median(bareRun)).toFixed(0)} ms (target <= 100 ms + a warm acquire)`],
+      [
+        '    the floor: a bare Node client (acquire, spawn, release)',
+        `${median(floorRun).toFixed(0)} ms`,
+        `overhead ${(median(floorRun) - median(bareRun)).toFixed(0)} ms, of which node -e 0 is ${nodeMs.toFixed(0)}; sandboxd run adds ${(median(sandboxdRun) - median(floorRun)).toFixed(0)} ms to it`,
+      ],
       ['(7) node -e 0 (floor)', `${nodeMs.toFixed(0)} ms`, ''],
       ['(7) sandboxd --version', `${versionMs.toFixed(0)} ms`, `${(versionMs / nodeMs).toFixed(2)}x node -e 0 (target <= 2)`],
       ['(7) sandboxd status (daemon running)', `${statusMs.toFixed(0)} ms`, `${(statusMs / nodeMs).toFixed(2)}x node -e 0 (target <= 2)`],
