@@ -53,13 +53,17 @@ describe('the sandboxd command as installed (bundled CLI)', () => {
     const env = cliEnv(sandbox);
     const probe = path.join(sandbox.dir, 'loaded.mjs');
     // zod marks globalThis when it loads; node lists the builtins it loaded.
-    writeFileSync(
-      probe,
-      "process.on('exit', () => process.stderr.write(JSON.stringify({ zod: '__zod_globalConfig' in globalThis, childProcess: process.moduleLoadList.includes('NativeModule child_process'), fsPromises: process.moduleLoadList.includes('NativeModule internal/fs/promises') })));\n",
-    );
+    writeFileSync(probe, "process.on('exit', () => process.stderr.write(JSON.stringify({ zod: '__zod_globalConfig' in globalThis, builtins: process.moduleLoadList })));\n");
+    const run = async (args: string[]) => {
+      const result = await execa(process.execPath, ['--import', probe, ...args], { env, reject: false, extendEnv: false });
+      return JSON.parse(result.stderr.slice(result.stderr.lastIndexOf('{"zod"'))) as { zod: boolean; builtins: string[] };
+    };
+    // Node 20 loads fs/promises while it starts; what counts is what the command adds to `node -e 0`.
+    const bare = new Set((await run(['-e', '0'])).builtins);
     const loaded = async (args: string[]) => {
-      const result = await execa(process.execPath, ['--import', probe, CLI, ...args], { env, reject: false, extendEnv: false });
-      return JSON.parse(result.stderr.slice(result.stderr.lastIndexOf('{'))) as { zod: boolean; childProcess: boolean; fsPromises: boolean };
+      const { zod, builtins } = await run([CLI, ...args]);
+      const added = builtins.filter((name) => !bare.has(name));
+      return { zod, childProcess: added.includes('NativeModule child_process'), fsPromises: added.includes('NativeModule internal/fs/promises') };
     };
     expect(await loaded(['--version'])).toEqual({ zod: false, childProcess: false, fsPromises: false });
     expect(await cli(['start'], env)).toMatchObject({ exitCode: 0 });
