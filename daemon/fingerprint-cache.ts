@@ -1,4 +1,5 @@
 import { promises as fs } from 'node:fs';
+import { later } from './later.js';
 
 /** mtime and size of each file (or `-` when absent): changes when any of them is edited or appears. */
 export async function fingerprintOf(files: readonly string[]): Promise<string> {
@@ -21,10 +22,12 @@ export interface FingerprintCacheOptions<I, R> {
   /** Files whose change invalidates an answer; `result` lets an answer name its own sources. */
   watched(input: I, result: R): string[];
   now(): number;
-  /** Backstop for what the watched files do not cover. */
+  /** Backstop for what the watched files do not cover: an older answer is recomputed in the background. */
   ttlMs: number;
   /** Defaults to `fingerprintOf`; tests pass a fake file system. */
   fingerprint?: (files: readonly string[]) => Promise<string>;
+  /** Starts a recomputation past the TTL; defaults to `later`, tests run it at once. */
+  defer?: (work: () => void) => void;
 }
 
 /** The watched files' fingerprint, taken before the computation read them. */
@@ -41,6 +44,8 @@ interface Entry<R> {
   stamp: Stamp | null;
   /** The check of the stamp under way, shared by the callers that arrive meanwhile. */
   checking: Promise<boolean> | null;
+  /** Past the TTL: the answer that replaces this one is being computed. */
+  refreshing: boolean;
 }
 
 function sameFiles(a: readonly string[], b: readonly string[]): boolean {
@@ -49,8 +54,11 @@ function sameFiles(a: readonly string[], b: readonly string[]): boolean {
 
 /**
  * Answers that cost a process spawn (podman, git) are shared per key, single-flight, and reused
- * while the files they were read from are unchanged and the TTL has not run out. Failures are
- * never cached.
+ * while the files they were read from are unchanged. Failures are never cached. The TTL is a
+ * backstop for what the files do not cover: an unchanged answer older than that still serves the
+ * caller that finds it so, while the next answer is computed for the ones after. A session
+ * started minutes after the last one is thus answered without a spawn (issue 13: each acquire
+ * after ten idle seconds spawned podman and git twice, 100-150 ms).
  *
  * A file that changes while the answer is computed must not leave that answer looking fresh, so
  * the fingerprint an answer is checked against is taken *before* computing, of the files the
@@ -63,24 +71,48 @@ export class FingerprintCache<I, R> {
   /** The watched files of each key's last answer, kept across forget() and TTL expiry. */
   private readonly knownFiles = new Map<string, string[]>();
   private readonly fingerprint: (files: readonly string[]) => Promise<string>;
+  private readonly defer: (work: () => void) => void;
 
   constructor(private readonly options: FingerprintCacheOptions<I, R>) {
     this.fingerprint = options.fingerprint ?? fingerprintOf;
+    this.defer = options.defer ?? later;
   }
 
   async get(input: I): Promise<R> {
     const key = this.options.key(input);
     const cached = this.entries.get(key);
-    if (cached !== undefined && this.options.now() - cached.at < this.options.ttlMs) {
+    if (cached !== undefined) {
       // A caller that arrives while the answer is being computed shares it (single flight).
       if (!cached.settled) return cached.result;
       const { stamp } = cached;
-      if (stamp !== null && (await this.unchanged(cached, stamp)) && this.entries.get(key) === cached) return cached.result;
+      if (stamp !== null && (await this.unchanged(cached, stamp)) && this.entries.get(key) === cached) {
+        if (this.options.now() - cached.at >= this.options.ttlMs) this.refresh(key, input, cached);
+        return cached.result;
+      }
       // Callers that shared a check that failed share the computation it set off, too.
       const next = this.entries.get(key);
       if (next !== undefined && next !== cached && !next.settled) return next.result;
     }
     return this.compute(key, input);
+  }
+
+  /** Computes the answer that replaces `stale`, which serves meanwhile; a failure drops it. */
+  private refresh(key: string, input: I, stale: Entry<R>): void {
+    if (stale.refreshing) return;
+    stale.refreshing = true;
+    this.defer(() => {
+      // Forgotten or replaced meanwhile: whoever did that computes the next answer.
+      if (this.entries.get(key) !== stale) return;
+      const fresh = this.start(key, input);
+      fresh.result.then(
+        () => {
+          if (this.entries.get(key) === stale) this.entries.set(key, fresh);
+        },
+        () => {
+          if (this.entries.get(key) === stale) this.entries.delete(key);
+        },
+      );
+    });
   }
 
   /**
@@ -101,6 +133,13 @@ export class FingerprintCache<I, R> {
   }
 
   private compute(key: string, input: I): Promise<R> {
+    const entry = this.start(key, input);
+    this.entries.set(key, entry);
+    return entry.result;
+  }
+
+  /** An entry for a new computation of `key`, not yet the one callers get. */
+  private start(key: string, input: I): Entry<R> {
     const known = this.knownFiles.get(key) ?? null;
     const run = async (): Promise<{ value: R; stamp: Stamp | null }> => {
       const before = known === null ? null : await this.fingerprint(known);
@@ -110,7 +149,7 @@ export class FingerprintCache<I, R> {
       return { value, stamp: before !== null && known !== null && sameFiles(files, known) ? { files, fingerprint: before } : null };
     };
     const pending = run();
-    const entry: Entry<R> = { at: this.options.now(), result: pending.then(({ value }) => value), settled: false, stamp: null, checking: null };
+    const entry: Entry<R> = { at: this.options.now(), result: pending.then(({ value }) => value), settled: false, stamp: null, checking: null, refreshing: false };
     pending.then(
       ({ stamp }) => {
         entry.stamp = stamp;
@@ -120,7 +159,6 @@ export class FingerprintCache<I, R> {
         if (this.entries.get(key) === entry) this.entries.delete(key);
       },
     );
-    this.entries.set(key, entry);
-    return entry.result;
+    return entry;
   }
 }

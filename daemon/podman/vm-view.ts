@@ -1,4 +1,5 @@
 import { promises as fs } from 'node:fs';
+import { later } from '../later.js';
 import type { PathKind } from '../tunnels/vm-queries.js';
 import type { TunnelIndex } from '../tunnels/tunnel-index.js';
 import type { PodmanConnection } from './connections.js';
@@ -28,12 +29,21 @@ export interface VmViewDeps {
   /** What this host has at a path (d, f, or - when absent). */
   hostKind?(path: string): Promise<PathKind>;
   now(): number;
+  /** Starts a look-up past the TTL; defaults to `later`, tests run it at once. */
+  defer?: (work: () => void) => void;
 }
 
 async function statKind(path: string): Promise<PathKind> {
   const stat = await fs.stat(path).catch(() => null);
   if (stat === null) return '-';
   return stat.isDirectory() ? 'd' : 'f';
+}
+
+interface MachineEntry {
+  at: number;
+  volumes: Promise<MachineVolume[] | null>;
+  /** Past the TTL: the look-up that replaces this one is under way. */
+  refreshing: boolean;
 }
 
 function loginKey(connection: PodmanConnection): string {
@@ -50,7 +60,7 @@ function loginKey(connection: PodmanConnection): string {
  * positive this cannot rule out.
  */
 export class VmView {
-  private readonly machines = new Map<string, { at: number; volumes: Promise<MachineVolume[] | null> }>();
+  private readonly machines = new Map<string, MachineEntry>();
   private readonly answers = new Map<string, { at: number; kind: PathKind }>();
 
   constructor(private readonly deps: VmViewDeps) {}
@@ -71,14 +81,41 @@ export class VmView {
     for (const [key, entry] of this.answers) if (this.deps.now() - entry.at >= VIEW_TTL_MS) this.answers.delete(key);
   }
 
+  /**
+   * A machine shares what `podman machine init` or `set` (which takes a restart) gave it: an
+   * answer past the TTL still serves the session that finds it so while the next is looked up,
+   * so a session started minutes after the last one runs no `podman machine inspect`.
+   */
   private volumesOf(connection: PodmanConnection): Promise<MachineVolume[] | null> {
     const key = `${connection.name}\n${connection.uri}`;
     const cached = this.machines.get(key);
-    if (cached !== undefined && this.deps.now() - cached.at < VIEW_TTL_MS) return cached.volumes;
-    const volumes = this.deps.machineVolumes(connection);
-    this.machines.set(key, { at: this.deps.now(), volumes });
-    volumes.catch(() => this.machines.delete(key));
-    return volumes;
+    if (cached === undefined) {
+      const entry = this.lookUpVolumes(connection);
+      this.machines.set(key, entry);
+      entry.volumes.catch(() => {
+        if (this.machines.get(key) === entry) this.machines.delete(key);
+      });
+      return entry.volumes;
+    }
+    if (this.deps.now() - cached.at >= VIEW_TTL_MS && !cached.refreshing) {
+      cached.refreshing = true;
+      (this.deps.defer ?? later)(() => {
+        const fresh = this.lookUpVolumes(connection);
+        fresh.volumes.then(
+          () => {
+            if (this.machines.get(key) === cached) this.machines.set(key, fresh);
+          },
+          () => {
+            if (this.machines.get(key) === cached) this.machines.delete(key);
+          },
+        );
+      });
+    }
+    return cached.volumes;
+  }
+
+  private lookUpVolumes(connection: PodmanConnection): MachineEntry {
+    return { at: this.deps.now(), volumes: this.deps.machineVolumes(connection), refreshing: false };
   }
 
   private async ask(connection: PodmanConnection, paths: readonly string[]): Promise<Map<string, PathKind>> {

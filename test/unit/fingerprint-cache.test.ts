@@ -1,6 +1,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parseSshUri, type PodmanConnection } from '../../daemon/podman/connections.js';
 import { createDiscoveryCache, perAcquire } from '../../daemon/podman/discovery-cache.js';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
@@ -60,15 +60,28 @@ function fakeFiles() {
 }
 
 describe('Podman discovery cache', () => {
-  it('asks podman once for the same session view and again after the TTL', async () => {
+  it('asks podman once for the same session view, and in the background past the TTL', async () => {
     const { cache, input, runs, advance } = setup();
     await Promise.all([cache.get(input), cache.get(input), cache.get(input)]);
     expect(runs()).toBe(1);
     await cache.get({ ...input, requested: 'other' });
     expect(runs()).toBe(2);
-    advance(10_001);
+    // The first answer's files were not stamped before it was computed; the second one's were.
     await cache.get(input);
     expect(runs()).toBe(3);
+    advance(10_001);
+    vi.useFakeTimers({ toFake: ['setTimeout'] });
+    try {
+      await cache.get(input);
+      // Started a second later: the session that found the answer old has been answered by then.
+      expect(runs()).toBe(3);
+      vi.advanceTimersByTime(1_000);
+      await vi.waitFor(() => {
+        expect(runs()).toBe(4);
+      });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('asks again when CONTAINERS_CONF or PODMAN_CONNECTIONS_CONF changes, or after forget()', async () => {
@@ -215,5 +228,66 @@ describe('FingerprintCache', () => {
     looks = 0;
     expect(await cache.get('k')).toBe(3);
     expect(looks).toBe(1);
+  });
+
+  it('past the TTL, answers from the unchanged answer while the next is computed, and drops it when that fails', async () => {
+    const files = fakeFiles();
+    let now = 0;
+    let runs = 0;
+    const finish: ((answer: number | Error) => void)[] = [];
+    const cache = new FingerprintCache<string, number>({
+      compute: () => {
+        runs += 1;
+        return new Promise<number>((resolve, reject) => {
+          finish.push((answer) => {
+            if (answer instanceof Error) reject(answer);
+            else resolve(answer);
+          });
+        });
+      },
+      key: (input) => input,
+      watched: () => ['/conf'],
+      now: () => now,
+      ttlMs: 10_000,
+      fingerprint: files.fingerprint,
+      defer: (work) => {
+        work();
+      },
+    });
+    /** Ends the computation under way, once it has begun (after the files are stamped). */
+    const settle = async (answer: number | Error): Promise<void> => {
+      await vi.waitFor(() => {
+        expect(finish.length).toBeGreaterThan(0);
+      });
+      finish.shift()?.(answer);
+      await new Promise((resolve) => setImmediate(resolve));
+    };
+    const first = cache.get('k');
+    await settle(1);
+    expect(await first).toBe(1);
+    const second = cache.get('k');
+    await settle(2);
+    expect(await second).toBe(2);
+    now += 10_001;
+    // Older than the TTL with its file unchanged: served at once, the next one computed meanwhile.
+    expect(await cache.get('k')).toBe(2);
+    expect(await cache.get('k')).toBe(2);
+    expect(runs).toBe(3);
+    await settle(3);
+    expect(await cache.get('k')).toBe(3);
+    expect(runs).toBe(3);
+    // A changed file is never answered from the old answer, TTL or not.
+    files.touch('/conf');
+    const changed = cache.get('k');
+    await settle(4);
+    expect(await changed).toBe(4);
+    // A recomputation that fails drops the old answer: the next caller computes and sees the failure.
+    now += 10_001;
+    expect(await cache.get('k')).toBe(4);
+    await settle(new Error('podman broke'));
+    const failing = expect(cache.get('k')).rejects.toThrow('podman broke');
+    await settle(new Error('podman broke'));
+    await failing;
+    expect(runs).toBe(6);
   });
 });

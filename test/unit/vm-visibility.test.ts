@@ -111,6 +111,9 @@ describe('VmView', () => {
       // Stands in for this host's file system.
       hostKind: (one) => Promise.resolve(one.endsWith('/') || !one.includes('.') ? 'd' : 'f'),
       now: () => now.value,
+      defer: (work) => {
+        work();
+      },
     });
     return { subject, probe, machineVolumes, now };
   }
@@ -120,6 +123,22 @@ describe('VmView', () => {
     const sight = await subject.sees(machine, ['/Users/me/p', '/opt/homebrew/etc/gitconfig']);
     expect(sight).toEqual({ kind: 'machine', shares: ['/Users', '/private', '/var/folders'], seen: new Map([['/Users/me/p', true], ['/opt/homebrew/etc/gitconfig', false]]) });
     expect(probe).not.toHaveBeenCalled();
+  });
+
+  it("a machine's volumes are looked up once, and past the TTL again in the background while the old answer serves", async () => {
+    const { subject, machineVolumes, now } = view({ volumes: MAC_VOLUMES });
+    await subject.sees(machine, ['/Users/me/p']);
+    await subject.sees(machine, ['/Users/me/p']);
+    expect(machineVolumes).toHaveBeenCalledTimes(1);
+    // `podman machine set --volume` (and a restart) later: the next look-up names the new share.
+    machineVolumes.mockImplementation(() => Promise.resolve([...MAC_VOLUMES, { source: '/opt/homebrew', target: '/opt/homebrew' }]));
+    now.value = 30_000;
+    expect((await subject.sees(machine, ['/opt/homebrew/etc/gitconfig'])).seen.get('/opt/homebrew/etc/gitconfig')).toBe(false);
+    expect(machineVolumes).toHaveBeenCalledTimes(2);
+    await vi.waitFor(async () => {
+      expect((await subject.sees(machine, ['/opt/homebrew/etc/gitconfig'])).seen.get('/opt/homebrew/etc/gitconfig')).toBe(true);
+    });
+    expect(machineVolumes).toHaveBeenCalledTimes(2);
   });
 
   it('another host is asked over a running tunnel; a path counts when the VM has the same kind of thing there', async () => {
