@@ -1,3 +1,4 @@
+import { later } from '../later.js';
 import type { ProbeOutcome } from './builtin-probe.js';
 
 /** A verified (or missing) socket is re-checked after this, even when the engine never restarts. */
@@ -10,31 +11,60 @@ export interface ProbeRecord extends ProbeOutcome {
   image: string;
 }
 
+export interface ProbeCacheOptions {
+  now(): number;
+  ttlMs?: number;
+  retryMs?: number;
+  /** Starts a probe past the TTL; defaults to `later`, tests run it at once. */
+  defer?: (work: () => void) => void;
+}
+
 /**
  * One probe per engine instance (DESIGN §7: single-flight, cached, redone after a restart, which
  * makes a new instance, or the TTL). Concurrent sessions share the probe under way; an outcome
- * that could not tell is kept briefly, and only for the image it was tried with.
+ * that could not tell is kept briefly, and only for the image it was tried with. Past the TTL a
+ * verified (or missing) socket still answers the session that finds it so, and the probe, a
+ * container run of a second or more, runs again in the background for the sessions after it.
  */
 export class ProbeCache {
   private readonly records = new Map<string, ProbeRecord>();
   private readonly pending = new Map<string, Promise<ProbeRecord>>();
 
-  constructor(private readonly options: { now(): number; ttlMs?: number; retryMs?: number }) {}
+  constructor(private readonly options: ProbeCacheOptions) {}
 
   latest(instance: string): ProbeRecord | null {
     return this.records.get(instance) ?? null;
   }
 
   get(instance: string, image: string, probe: () => Promise<ProbeOutcome>): Promise<ProbeRecord> {
+    const record = this.records.get(instance);
+    if (record !== undefined && record.state !== 'unverified') {
+      if (!this.fresh(record, image) && !this.pending.has(instance)) {
+        (this.options.defer ?? later)(() => {
+          if (this.records.get(instance) === record && !this.pending.has(instance)) this.start(instance, image, probe).catch(() => undefined);
+        });
+      }
+      return Promise.resolve(record);
+    }
     const running = this.pending.get(instance);
     if (running !== undefined) return running;
-    const record = this.records.get(instance);
     if (record !== undefined && this.fresh(record, image)) return Promise.resolve(record);
-    const started = probe().then((outcome) => {
-      const done: ProbeRecord = { ...outcome, at: this.options.now(), image };
-      this.records.set(instance, done);
-      return done;
-    });
+    return this.start(instance, image, probe);
+  }
+
+  /** A failed probe drops what was known: the next session probes again and sees the failure. */
+  private start(instance: string, image: string, probe: () => Promise<ProbeOutcome>): Promise<ProbeRecord> {
+    const started = probe().then(
+      (outcome) => {
+        const done: ProbeRecord = { ...outcome, at: this.options.now(), image };
+        this.records.set(instance, done);
+        return done;
+      },
+      (error: unknown) => {
+        this.records.delete(instance);
+        throw error;
+      },
+    );
     this.pending.set(instance, started);
     const clear = (): void => {
       this.pending.delete(instance);

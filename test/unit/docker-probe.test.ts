@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { interpretProbe, probeArgs, probeBuiltinSocket } from '../../daemon/engines/builtin-probe.js';
 import { ProbeCache } from '../../daemon/engines/probe-cache.js';
 import type { RunSubprocess, SubprocessResult } from '../../daemon/subprocess.js';
@@ -51,7 +51,14 @@ describe('ProbeCache: one probe per engine instance', () => {
     let now = 0;
     let probes = 0;
     let finish: (() => void) | null = null;
-    const cache = new ProbeCache({ now: () => now, ttlMs: 1000, retryMs: 100 });
+    const cache = new ProbeCache({
+      now: () => now,
+      ttlMs: 1000,
+      retryMs: 100,
+      defer: (work) => {
+        work();
+      },
+    });
     const probe = (state: 'verified' | 'unverified' = 'verified') => () => {
       probes += 1;
       return new Promise<{ state: typeof state; detail: string; keys: string[] }>((resolve) => {
@@ -63,7 +70,7 @@ describe('ProbeCache: one probe per engine instance', () => {
     return { cache, probe, probes: () => probes, finish: () => finish?.(), advance: (ms: number) => (now += ms) };
   }
 
-  it('20 concurrent sessions share one probe; the answer is reused until the TTL', async () => {
+  it('20 concurrent sessions share one probe; past the TTL the answer serves while the next probe runs', async () => {
     const t = setup();
     const pending = Array.from({ length: 20 }, () => t.cache.get('eng_a', 'img', t.probe()));
     t.finish();
@@ -74,10 +81,30 @@ describe('ProbeCache: one probe per engine instance', () => {
     await t.cache.get('eng_a', 'other-img', t.probe());
     expect(t.probes()).toBe(1);
     t.advance(1);
-    const again = t.cache.get('eng_a', 'img', t.probe());
-    t.finish();
-    await again;
+    // The sessions that find it old are answered at once; one probe runs for the ones after them.
+    expect(await t.cache.get('eng_a', 'img', t.probe())).toBe(records[0]);
+    expect(await t.cache.get('eng_a', 'img', t.probe())).toBe(records[0]);
     expect(t.probes()).toBe(2);
+    t.finish();
+    await vi.waitFor(() => {
+      expect(t.cache.latest('eng_a')).not.toBe(records[0]);
+    });
+    expect(await t.cache.get('eng_a', 'img', t.probe())).toBe(t.cache.latest('eng_a'));
+    expect(t.probes()).toBe(2);
+  });
+
+  it('a probe that fails drops the answer: the next session probes again', async () => {
+    const t = setup();
+    const first = t.cache.get('eng_a', 'img', t.probe());
+    t.finish();
+    await first;
+    t.advance(1000);
+    const failing = () => Promise.reject(new Error('docker is gone'));
+    expect((await t.cache.get('eng_a', 'img', failing)).state).toBe('verified');
+    await vi.waitFor(() => {
+      expect(t.cache.latest('eng_a')).toBeNull();
+    });
+    await expect(t.cache.get('eng_a', 'img', failing)).rejects.toThrow('docker is gone');
   });
 
   it('a restarted engine is a new instance and gets one more probe', async () => {
