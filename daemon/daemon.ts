@@ -59,6 +59,13 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
  */
 const VERSION_FREE_ROUTES = new Set([`GET ${STATUS_ROUTE}`, `POST ${SHUTDOWN_ROUTE}`]);
 
+/** Stands in for fastify's schema compilers: a route that declared a JSON schema fails to register. */
+function noSchemaCompiler(): () => never {
+  return () => {
+    throw new Error('sandboxd routes validate with zod (http/validate.ts); fastify JSON schemas are not compiled');
+  };
+}
+
 export interface DaemonDeps {
   platform: Platform;
   paths: SandboxdPaths;
@@ -201,6 +208,9 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     http: { headersTimeout: settings.requestTimeoutMs, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
     // Parser failures (bad request line, 431, 408) get the error shape and protocol header too.
     clientErrorHandler: clientErrorHandler(settings.requestTimeoutMs),
+    // Routes declare no JSON schema (zod checks each body, http/validate.ts): fastify's own ajv and
+    // fast-json-stringify compilers would only be loaded, ~10 ms of every start (issue 13).
+    schemaController: { compilersFactory: { buildValidator: noSchemaCompiler, buildSerializer: noSchemaCompiler } },
   });
   const connections = guardConnections(app.server, settings.maxConnections ?? connectionLimitFor(openFilesSoftLimit()), logger);
   app.addHook('onRequest', (request, reply, done) => {
