@@ -20,6 +20,7 @@ import { runSubprocess } from './subprocess.js';
 import type { SshDeps } from './plan/ssh.js';
 import { discoverConnection } from './podman/discover.js';
 import { createDiscoveryCache, perAcquire } from './podman/discovery-cache.js';
+import { QuietTime } from './quiet-time.js';
 import { createContainerSites } from './podman/site-wiring.js';
 import type { ProcessProbe } from './process-identity.js';
 import { registerSessionRoutes } from './routes/sessions.js';
@@ -108,10 +109,14 @@ function exclusive(job: () => Promise<void>, onError: (error: unknown) => void):
 /** Wires the daemon from injected edges (STYLE 4); `runDaemon` supplies the real ones. */
 export function createDaemon(deps: DaemonDeps): Daemon {
   const { logger, settings } = deps;
-  const discovery = perAcquire(createDiscoveryCache((input) => discoverConnection(input, { home: deps.hostHome }), { home: deps.hostHome, now: () => deps.clock.now() }));
-  const gitFacts = createGitFactsCache(() => deps.clock.now());
+  // Refreshes of old answers (git, podman, docker) wait for a moment without requests.
+  const quiet = new QuietTime(() => deps.clock.now());
+  const discovery = perAcquire(
+    createDiscoveryCache((input) => discoverConnection(input, { home: deps.hostHome }), { home: deps.hostHome, now: () => deps.clock.now(), defer: quiet.later }),
+  );
+  const gitFacts = createGitFactsCache(() => deps.clock.now(), quiet.later);
   const gitConfigs = new GeneratedConfigStore(path.join(deps.paths.runtimeDir, 'git'));
-  const engines = new DockerEngines({ run: runSubprocess, platform: deps.platform, home: deps.hostHome, now: () => deps.clock.now() });
+  const engines = new DockerEngines({ run: runSubprocess, platform: deps.platform, home: deps.hostHome, now: () => deps.clock.now(), defer: quiet.later });
   const agentBridges = new AgentBridges({
     engines,
     platform: deps.platform,
@@ -193,6 +198,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       discover: (input) => discovery.connectionFor(input),
       logger,
       now: () => deps.clock.now(),
+      defer: quiet.later,
     }),
     emptyDir: deps.paths.emptyDir,
     leaseTtlMs: settings.leaseTtlMs,
@@ -214,6 +220,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   });
   const connections = guardConnections(app.server, settings.maxConnections ?? connectionLimitFor(openFilesSoftLimit()), logger);
   app.addHook('onRequest', (request, reply, done) => {
+    quiet.touch();
     if (closing) {
       done(new SandboxdError('SHUTTING_DOWN', 'the daemon is shutting down'));
     } else if (!VERSION_FREE_ROUTES.has(`${request.method} ${request.url}`) && requestedProtocol(request.headers[PROTOCOL_HEADER]) !== PROTOCOL_VERSION) {

@@ -1,5 +1,5 @@
 import { promises as fs } from 'node:fs';
-import { later } from './later.js';
+import { later, type Defer } from './quiet-time.js';
 
 /** mtime and size of each file (or `-` when absent): changes when any of them is edited or appears. */
 export async function fingerprintOf(files: readonly string[]): Promise<string> {
@@ -26,8 +26,8 @@ export interface FingerprintCacheOptions<I, R> {
   ttlMs: number;
   /** Defaults to `fingerprintOf`; tests pass a fake file system. */
   fingerprint?: (files: readonly string[]) => Promise<string>;
-  /** Starts a recomputation past the TTL; defaults to `later`, tests run it at once. */
-  defer?: (work: () => void) => void;
+  /** Starts a recomputation past the TTL (the daemon's quiet time); tests run it at once. */
+  defer?: Defer;
 }
 
 /** The watched files' fingerprint, taken before the computation read them. */
@@ -71,7 +71,7 @@ export class FingerprintCache<I, R> {
   /** The watched files of each key's last answer, kept across forget() and TTL expiry. */
   private readonly knownFiles = new Map<string, string[]>();
   private readonly fingerprint: (files: readonly string[]) => Promise<string>;
-  private readonly defer: (work: () => void) => void;
+  private readonly defer: Defer;
 
   constructor(private readonly options: FingerprintCacheOptions<I, R>) {
     this.fingerprint = options.fingerprint ?? fingerprintOf;

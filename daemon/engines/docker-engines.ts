@@ -2,6 +2,7 @@ import type { AcquireInput } from '../../shared/contracts/sessions.js';
 import type { EngineStatus } from '../../shared/contracts/status.js';
 import type { Platform } from '../../shared/paths.js';
 import type { FingerprintCache } from '../fingerprint-cache.js';
+import type { Defer } from '../quiet-time.js';
 import type { RunSubprocess } from '../subprocess.js';
 import { probeBuiltinSocket } from './builtin-probe.js';
 import { createEngineIdentifier, type IdentifiedEngine, type IdentifyRequest } from './engine-identifier.js';
@@ -18,6 +19,8 @@ export interface DockerEnginesDeps {
   home: string;
   now(): number;
   probeTimeoutMs?: number;
+  /** When refreshes of old answers start (the daemon's quiet time). */
+  defer?: Defer;
 }
 
 interface Seen {
@@ -36,8 +39,9 @@ export class DockerEngines {
   private readonly seen = new Map<string, Seen>();
 
   constructor(private readonly deps: DockerEnginesDeps) {
-    this.identifier = createEngineIdentifier({ run: deps.run, platform: deps.platform, now: () => deps.now() });
-    this.probes = new ProbeCache({ now: () => deps.now() });
+    const defer = deps.defer === undefined ? {} : { defer: deps.defer };
+    this.identifier = createEngineIdentifier({ run: deps.run, platform: deps.platform, now: () => deps.now(), ...defer });
+    this.probes = new ProbeCache({ now: () => deps.now(), ...defer });
   }
 
   async identify(input: AcquireInput): Promise<IdentifiedEngine> {

@@ -4,6 +4,7 @@ import { SandboxdError } from '../../shared/errors.js';
 import type { Platform } from '../../shared/paths.js';
 import { clip } from '../clip.js';
 import { FingerprintCache } from '../fingerprint-cache.js';
+import type { Defer } from '../quiet-time.js';
 import { findExecutable } from '../executables.js';
 import type { RunSubprocess } from '../subprocess.js';
 import { resolveEndpoint, unixSocketOf, type DockerView } from './docker-endpoint.js';
@@ -29,6 +30,7 @@ export interface EngineIdentifierDeps {
   now(): number;
   kernelRelease?: string;
   ttlMs?: number;
+  defer?: Defer;
 }
 
 /** The session's docker environment: its PATH and Docker variables, the daemon user's HOME. */
@@ -66,6 +68,7 @@ export function createEngineIdentifier(deps: EngineIdentifierDeps): FingerprintC
     watched: (_view, result) => result.watched,
     now: () => deps.now(),
     ttlMs: deps.ttlMs ?? IDENTITY_TTL_MS,
+    ...(deps.defer === undefined ? {} : { defer: deps.defer }),
     compute: async (view) => {
       const docker = await findExecutable('docker', view.path);
       if (docker === null) {

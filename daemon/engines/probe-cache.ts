@@ -1,4 +1,4 @@
-import { later } from '../later.js';
+import { later, type Defer } from '../quiet-time.js';
 import type { ProbeOutcome } from './builtin-probe.js';
 
 /** A verified (or missing) socket is re-checked after this, even when the engine never restarts. */
@@ -15,8 +15,8 @@ export interface ProbeCacheOptions {
   now(): number;
   ttlMs?: number;
   retryMs?: number;
-  /** Starts a probe past the TTL; defaults to `later`, tests run it at once. */
-  defer?: (work: () => void) => void;
+  /** Starts a probe past the TTL (the daemon's quiet time); tests run it at once. */
+  defer?: Defer;
 }
 
 /**

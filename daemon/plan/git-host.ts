@@ -1,6 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { FingerprintCache } from '../fingerprint-cache.js';
+import type { Defer } from '../quiet-time.js';
 import { runSubprocess } from '../subprocess.js';
 import { findExecutable } from '../executables.js';
 import { globalConfigFiles, parseConfigList, type ConfigEntry } from './git-config.js';
@@ -229,12 +230,13 @@ export function gitFactsWatched(input: GitHostInput, facts: GitHostFacts): strin
   return [...new Set(files)];
 }
 
-export function createGitFactsCache(now: () => number): FingerprintCache<GitHostInput, GitHostFacts> {
+export function createGitFactsCache(now: () => number, defer?: Defer): FingerprintCache<GitHostInput, GitHostFacts> {
   return new FingerprintCache({
     compute: gitHostFacts,
     key: (input) => JSON.stringify([input.hostHome, input.cwd, input.path, input.xdgConfigHome ?? null]),
     watched: gitFactsWatched,
     now,
     ttlMs: GIT_FACTS_TTL_MS,
+    ...(defer === undefined ? {} : { defer }),
   });
 }

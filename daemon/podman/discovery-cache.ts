@@ -1,6 +1,7 @@
 import path from 'node:path';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
 import { FingerprintCache } from '../fingerprint-cache.js';
+import type { Defer } from '../quiet-time.js';
 import type { PodmanConnection } from './connections.js';
 import type { DiscoverInput } from './discover.js';
 
@@ -25,7 +26,7 @@ export function connectionFiles(input: DiscoverInput, home: string): string[] {
  */
 export function createDiscoveryCache(
   discover: (input: DiscoverInput) => Promise<PodmanConnection>,
-  options: { home: string; now: () => number; ttlMs?: number },
+  options: { home: string; now: () => number; ttlMs?: number; defer?: Defer },
 ): FingerprintCache<DiscoverInput, PodmanConnection> {
   return new FingerprintCache({
     compute: discover,
@@ -33,6 +34,7 @@ export function createDiscoveryCache(
     watched: (input) => connectionFiles(input, options.home),
     now: options.now,
     ttlMs: options.ttlMs ?? DISCOVERY_TTL_MS,
+    ...(options.defer === undefined ? {} : { defer: options.defer }),
   });
 }
 

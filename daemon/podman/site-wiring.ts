@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
 import type { Platform } from '../../shared/paths.js';
+import type { Defer } from '../quiet-time.js';
 import type { Logger } from '../logger.js';
 import { runSubprocess, type RunSubprocess } from '../subprocess.js';
 import type { TunnelIndex } from '../tunnels/tunnel-index.js';
@@ -23,6 +24,8 @@ export interface ContainerSitesOptions {
   discover(input: AcquireInput): Promise<PodmanConnection>;
   logger: Logger;
   now(): number;
+  /** When a machine's volumes, past their TTL, are looked up again. */
+  defer?: Defer;
   run?: RunSubprocess;
 }
 
@@ -43,6 +46,7 @@ export function createContainerSites(options: ContainerSitesOptions): (input: Ac
     tunnels: options.tunnels,
     probe: (connection, paths) => probeVm(connection, paths, { spawnSsh: (args) => spawn('ssh', args, { stdio: ['pipe', 'pipe', 'pipe'] }), knownHostsPath }),
     now: () => options.now(),
+    ...(options.defer === undefined ? {} : { defer: options.defer }),
   });
   return (input) =>
     containerSite(input, {

@@ -1,5 +1,5 @@
 import { promises as fs } from 'node:fs';
-import { later } from '../later.js';
+import { later, type Defer } from '../quiet-time.js';
 import type { PathKind } from '../tunnels/vm-queries.js';
 import type { TunnelIndex } from '../tunnels/tunnel-index.js';
 import type { PodmanConnection } from './connections.js';
@@ -29,8 +29,8 @@ export interface VmViewDeps {
   /** What this host has at a path (d, f, or - when absent). */
   hostKind?(path: string): Promise<PathKind>;
   now(): number;
-  /** Starts a look-up past the TTL; defaults to `later`, tests run it at once. */
-  defer?: (work: () => void) => void;
+  /** Starts a look-up past the TTL (the daemon's quiet time); tests run it at once. */
+  defer?: Defer;
 }
 
 async function statKind(path: string): Promise<PathKind> {

@@ -1,0 +1,39 @@
+/** Runs background work some time after now. */
+export type Defer = (work: () => void) => void;
+
+/** How long without a request counts as a quiet moment. */
+const QUIET_MS = 500;
+/** Background work waits no longer than this for a quiet moment. */
+const MAX_WAIT_MS = 10_000;
+
+/**
+ * When background work a request set off runs: a refresh of a cached answer spawns git, podman or
+ * a probe container, and each spawn forks the daemon (about 7 ms of its event loop on the CI VM).
+ * Started at once, it would stall the request that set it off and the burst of sessions around
+ * it, so it waits until no request has come for half a second, and never more than ten.
+ */
+export class QuietTime {
+  private lastRequest = Number.NEGATIVE_INFINITY;
+
+  constructor(private readonly now: () => number) {}
+
+  /** A request arrived. */
+  touch(): void {
+    this.lastRequest = this.now();
+  }
+
+  readonly later: Defer = (work) => {
+    const deadline = this.now() + MAX_WAIT_MS;
+    const check = (): void => {
+      const quietFor = this.now() - this.lastRequest;
+      if (quietFor >= QUIET_MS || this.now() >= deadline) work();
+      else setTimeout(check, QUIET_MS - quietFor).unref();
+    };
+    setTimeout(check, QUIET_MS).unref();
+  };
+}
+
+/** For what runs outside a daemon: background work half a second later. */
+export const later: Defer = (work) => {
+  setTimeout(work, QUIET_MS).unref();
+};

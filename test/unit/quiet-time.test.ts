@@ -1,0 +1,60 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { QuietTime } from '../../daemon/quiet-time.js';
+
+describe('QuietTime: background work waits for a moment without requests', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('runs half a second after it was set off when no request comes', () => {
+    const quiet = new QuietTime(() => Date.now());
+    const work = vi.fn();
+    quiet.touch();
+    quiet.later(work);
+    vi.advanceTimersByTime(499);
+    expect(work).not.toHaveBeenCalled();
+    vi.advanceTimersByTime(1);
+    expect(work).toHaveBeenCalledTimes(1);
+  });
+
+  it('waits out a burst of requests, then runs half a second after the last', () => {
+    const quiet = new QuietTime(() => Date.now());
+    const work = vi.fn();
+    quiet.later(work);
+    for (let step = 0; step < 20; step += 1) {
+      vi.advanceTimersByTime(100);
+      quiet.touch();
+    }
+    expect(work).not.toHaveBeenCalled();
+    vi.advanceTimersByTime(499);
+    expect(work).not.toHaveBeenCalled();
+    vi.advanceTimersByTime(1);
+    expect(work).toHaveBeenCalledTimes(1);
+  });
+
+  it('runs after ten seconds however busy the daemon is', () => {
+    const quiet = new QuietTime(() => Date.now());
+    const start = Date.now();
+    let ranAt = 0;
+    const work = vi.fn(() => {
+      ranAt = Date.now() - start;
+    });
+    quiet.later(work);
+    for (let step = 0; step < 99; step += 1) {
+      vi.advanceTimersByTime(100);
+      quiet.touch();
+    }
+    expect(work).not.toHaveBeenCalled();
+    // Requests keep coming: the deadline, not a quiet moment, starts it.
+    for (let step = 0; step < 10 && work.mock.calls.length === 0; step += 1) {
+      vi.advanceTimersByTime(100);
+      quiet.touch();
+    }
+    expect(work).toHaveBeenCalledTimes(1);
+    expect(ranAt).toBeGreaterThanOrEqual(10_000);
+    expect(ranAt).toBeLessThanOrEqual(10_500);
+  });
+});
