@@ -13,12 +13,18 @@ function insecure(message: string, remedy: string): SandboxdError {
  * 2-3 ms of every `status` and `run` (issue 13).
  */
 function lstatOrNull(file: string): Promise<Stats | null> {
+  const unchecked = (error: Error): SandboxdError => insecure(`cannot check ${file}: ${error.message}`, `Make ${path.dirname(file)} reachable by you, ${ELSEWHERE}.`);
   return new Promise((resolve, reject) => {
-    lstat(file, (error, stats) => {
-      if (error === null) resolve(stats);
-      else if (error.code === 'ENOENT') resolve(null);
-      else reject(insecure(`cannot check ${file}: ${error.message}`, `Make ${path.dirname(file)} reachable by you, ${ELSEWHERE}.`));
-    });
+    try {
+      lstat(file, (error, stats) => {
+        if (error === null) resolve(stats);
+        else if (error.code === 'ENOENT') resolve(null);
+        else reject(unchecked(error));
+      });
+    } catch (error) {
+      // A path node refuses outright (a NUL byte) throws here rather than in the callback.
+      reject(unchecked(error as Error));
+    }
   });
 }
 

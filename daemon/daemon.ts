@@ -110,7 +110,7 @@ function exclusive(job: () => Promise<void>, onError: (error: unknown) => void):
 export function createDaemon(deps: DaemonDeps): Daemon {
   const { logger, settings } = deps;
   // Refreshes of old answers (git, podman, docker) wait for a moment without requests.
-  const quiet = new QuietTime(() => deps.clock.now());
+  const quiet = new QuietTime(() => performance.now());
   const discovery = perAcquire(
     createDiscoveryCache((input) => discoverConnection(input, { home: deps.hostHome }), { home: deps.hostHome, now: () => deps.clock.now(), defer: quiet.later }),
   );
@@ -281,6 +281,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     },
     async close() {
       closing = true;
+      quiet.stop();
       if (sweeper !== null) clearInterval(sweeper);
       await app.close();
       registry.endAll('shutdown');

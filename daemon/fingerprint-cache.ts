@@ -89,9 +89,10 @@ export class FingerprintCache<I, R> {
         if (this.options.now() - cached.at >= this.options.ttlMs) this.refresh(key, input, cached);
         return cached.result;
       }
-      // Callers that shared a check that failed share the computation it set off, too.
+      // Replaced while its files were looked at: callers share the computation under way, or
+      // look at the answer that replaced it (a refresh that landed) rather than compute again.
       const next = this.entries.get(key);
-      if (next !== undefined && next !== cached && !next.settled) return next.result;
+      if (next !== undefined && next !== cached) return next.settled ? this.get(input) : next.result;
     }
     return this.compute(key, input);
   }

@@ -14,7 +14,9 @@ const MAX_WAIT_MS = 10_000;
  */
 export class QuietTime {
   private lastRequest = Number.NEGATIVE_INFINITY;
+  private stopped = false;
 
+  /** `now` must be monotonic (performance.now): a wall clock set back would postpone the work. */
   constructor(private readonly now: () => number) {}
 
   /** A request arrived. */
@@ -22,12 +24,19 @@ export class QuietTime {
     this.lastRequest = this.now();
   }
 
+  /** The daemon is closing: work still waiting is dropped (it would spawn past the close). */
+  stop(): void {
+    this.stopped = true;
+  }
+
   readonly later: Defer = (work) => {
     const deadline = this.now() + MAX_WAIT_MS;
     const check = (): void => {
-      const quietFor = this.now() - this.lastRequest;
-      if (quietFor >= QUIET_MS || this.now() >= deadline) work();
-      else setTimeout(check, QUIET_MS - quietFor).unref();
+      if (this.stopped) return;
+      const now = this.now();
+      const quietFor = now - this.lastRequest;
+      if (quietFor >= QUIET_MS || now >= deadline) work();
+      else setTimeout(check, Math.max(1, Math.min(QUIET_MS - quietFor, deadline - now))).unref();
     };
     setTimeout(check, QUIET_MS).unref();
   };

@@ -29,6 +29,8 @@ export interface ProbeCacheOptions {
 export class ProbeCache {
   private readonly records = new Map<string, ProbeRecord>();
   private readonly pending = new Map<string, Promise<ProbeRecord>>();
+  /** Instances whose background probe is waiting for its turn. */
+  private readonly scheduled = new Set<string>();
 
   constructor(private readonly options: ProbeCacheOptions) {}
 
@@ -39,8 +41,10 @@ export class ProbeCache {
   get(instance: string, image: string, probe: () => Promise<ProbeOutcome>): Promise<ProbeRecord> {
     const record = this.records.get(instance);
     if (record !== undefined && record.state !== 'unverified') {
-      if (!this.fresh(record, image) && !this.pending.has(instance)) {
+      if (!this.fresh(record, image) && !this.pending.has(instance) && !this.scheduled.has(instance)) {
+        this.scheduled.add(instance);
         (this.options.defer ?? later)(() => {
+          this.scheduled.delete(instance);
           if (this.records.get(instance) === record && !this.pending.has(instance)) this.start(instance, image, probe).catch(() => undefined);
         });
       }
@@ -54,20 +58,22 @@ export class ProbeCache {
 
   /** A failed probe drops what was known: the next session probes again and sees the failure. */
   private start(instance: string, image: string, probe: () => Promise<ProbeOutcome>): Promise<ProbeRecord> {
-    const started = probe().then(
+    // A probe of an instance forgotten meanwhile (an engine restarted) answers but stores nothing.
+    const current = (): boolean => this.pending.get(instance) === started;
+    const started: Promise<ProbeRecord> = probe().then(
       (outcome) => {
         const done: ProbeRecord = { ...outcome, at: this.options.now(), image };
-        this.records.set(instance, done);
+        if (current()) this.records.set(instance, done);
         return done;
       },
       (error: unknown) => {
-        this.records.delete(instance);
+        if (current()) this.records.delete(instance);
         throw error;
       },
     );
     this.pending.set(instance, started);
     const clear = (): void => {
-      this.pending.delete(instance);
+      if (current()) this.pending.delete(instance);
     };
     started.then(clear, clear);
     return started;
@@ -75,6 +81,7 @@ export class ProbeCache {
 
   forget(instance: string): void {
     this.records.delete(instance);
+    this.pending.delete(instance);
   }
 
   private fresh(record: ProbeRecord, image: string): boolean {

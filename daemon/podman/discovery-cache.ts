@@ -50,22 +50,24 @@ export interface AcquireDiscovery {
 }
 
 /**
- * One lookup per acquire, shared by its site and its tunnel: both must name the same connection,
- * and each lookup checks the files podman reads (five stats on a warm acquire).
+ * One lookup per acquire, shared by its site and its tunnels (the agent's and each extra
+ * socket's): all must name the same connection, and each lookup checks the files podman reads
+ * (five stats on a warm acquire). Keyed by the request's client context, which the copies of
+ * the input a socket's tunnel gets (another bridge setting) share.
  */
-export function perAcquire(cache: FingerprintCache<DiscoverInput, PodmanConnection>): AcquireDiscovery {
-  const answers = new WeakMap<AcquireInput, Promise<PodmanConnection>>();
+export function perAcquire(cache: Pick<FingerprintCache<DiscoverInput, PodmanConnection>, 'get' | 'forget'>): AcquireDiscovery {
+  const answers = new WeakMap<AcquireInput['client'], Promise<PodmanConnection>>();
   return {
     connectionFor(input) {
-      let answer = answers.get(input);
+      let answer = answers.get(input.client);
       if (answer === undefined) {
         answer = cache.get(discoveryView(input));
-        answers.set(input, answer);
+        answers.set(input.client, answer);
       }
       return answer;
     },
     forget(input) {
-      answers.delete(input);
+      answers.delete(input.client);
       cache.forget(discoveryView(input));
     },
   };

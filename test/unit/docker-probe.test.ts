@@ -50,7 +50,7 @@ describe('ProbeCache: one probe per engine instance', () => {
   function setup() {
     let now = 0;
     let probes = 0;
-    let finish: (() => void) | null = null;
+    let finish = null as (() => void) | null;
     const cache = new ProbeCache({
       now: () => now,
       ttlMs: 1000,
@@ -91,6 +91,41 @@ describe('ProbeCache: one probe per engine instance', () => {
     });
     expect(await t.cache.get('eng_a', 'img', t.probe())).toBe(t.cache.latest('eng_a'));
     expect(t.probes()).toBe(2);
+  });
+
+  it('schedules one background probe however many sessions find the answer old, and stores nothing for an engine forgotten meanwhile', async () => {
+    let now = 0;
+    const waiting: (() => void)[] = [];
+    const cache = new ProbeCache({
+      now: () => now,
+      ttlMs: 1000,
+      defer: (work) => {
+        waiting.push(work);
+      },
+    });
+    let probes = 0;
+    let finish = null as (() => void) | null;
+    const probe = () => {
+      probes += 1;
+      return new Promise<{ state: 'verified'; detail: string; keys: string[] }>((resolve) => {
+        finish = () => {
+          resolve({ state: 'verified', detail: 'd', keys: [] });
+        };
+      });
+    };
+    const first = cache.get('eng_a', 'img', probe);
+    finish?.();
+    await first;
+    now += 1000;
+    for (let session = 0; session < 5; session += 1) await cache.get('eng_a', 'img', probe);
+    expect(waiting).toHaveLength(1);
+    waiting.shift()?.();
+    expect(probes).toBe(2);
+    // The engine restarted (a new instance) while the old one's probe ran: its answer is not kept.
+    cache.forget('eng_a');
+    finish?.();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(cache.latest('eng_a')).toBeNull();
   });
 
   it('a probe that fails drops the answer: the next session probes again', async () => {

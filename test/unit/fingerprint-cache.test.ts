@@ -73,7 +73,7 @@ describe('Podman discovery cache', () => {
     vi.useFakeTimers({ toFake: ['setTimeout'] });
     try {
       await cache.get(input);
-      // Started a second later: the session that found the answer old has been answered by then.
+      // Started later: the session that found the answer old has been answered by then.
       expect(runs()).toBe(3);
       vi.advanceTimersByTime(1_000);
       await vi.waitFor(() => {
@@ -124,6 +124,24 @@ describe('Podman discovery per acquire', () => {
     // Another acquire of the same view is answered by the cache (stamped by now), not by podman.
     await discovery.connectionFor(acquire());
     expect(runs()).toBe(2);
+  });
+
+  it("serves an extra socket's tunnel, given a copy of the request, from the acquire's lookup", async () => {
+    const { cache, input } = setup();
+    let lookups = 0;
+    const discovery = perAcquire({
+      get: (view) => {
+        lookups += 1;
+        return cache.get(view);
+      },
+      forget: (view) => {
+        cache.forget(view);
+      },
+    });
+    const request: AcquireInput = { ...acquireBase, client: { ...acquireBase.client, path: input.path, env: input.env } };
+    const agent = await discovery.connectionFor(request);
+    expect(await discovery.connectionFor({ ...request, sshBridge: 'auto' })).toBe(agent);
+    expect(lookups).toBe(1);
   });
 });
 
@@ -289,5 +307,44 @@ describe('FingerprintCache', () => {
     await settle(new Error('podman broke'));
     await failing;
     expect(runs).toBe(6);
+  });
+
+  it('looks at the answer a refresh put in place while a caller was checking, instead of computing again', async () => {
+    const files = fakeFiles();
+    let now = 0;
+    let runs = 0;
+    let releaseCheck = null as (() => void) | null;
+    let holdChecks = false;
+    const cache = new FingerprintCache<string, number>({
+      compute: () => Promise.resolve((runs += 1)),
+      key: (input) => input,
+      watched: () => ['/conf'],
+      now: () => now,
+      ttlMs: 10_000,
+      fingerprint: async (watched) => {
+        if (holdChecks) await new Promise<void>((resolve) => (releaseCheck = resolve));
+        return files.fingerprint(watched);
+      },
+      defer: (work) => {
+        work();
+      },
+    });
+    await cache.get('k');
+    await cache.get('k');
+    now += 10_001;
+    // This caller finds the answer old and sets the refresh off; it lands while the next caller checks.
+    expect(await cache.get('k')).toBe(2);
+    holdChecks = true;
+    const checking = cache.get('k');
+    await vi.waitFor(() => {
+      expect(releaseCheck).not.toBeNull();
+    });
+    holdChecks = false;
+    await vi.waitFor(() => {
+      expect(runs).toBe(3);
+    });
+    releaseCheck?.();
+    expect(await checking).toBe(3);
+    expect(runs).toBe(3);
   });
 });

@@ -57,4 +57,14 @@ describe('QuietTime: background work waits for a moment without requests', () =>
     expect(ranAt).toBeGreaterThanOrEqual(10_000);
     expect(ranAt).toBeLessThanOrEqual(10_500);
   });
+
+  it('drops the work still waiting when the daemon closes', () => {
+    const quiet = new QuietTime(() => Date.now());
+    const work = vi.fn();
+    quiet.later(work);
+    quiet.touch();
+    quiet.stop();
+    vi.advanceTimersByTime(20_000);
+    expect(work).not.toHaveBeenCalled();
+  });
 });

@@ -86,4 +86,12 @@ describe('assertTrustedSocket (DESIGN §3: checked before every connect)', () =>
     expect(error.message).toBe(`refusing to connect: ${socket} is owned by uid ${OTHER}, not by you (uid ${ME}); another user may be posing as sandboxd`);
     expect(error.remedy).toBe(`Remove ${socket}, or set SANDBOXD_RUNTIME_DIR to a directory of your own.`);
   });
+
+  it('refuses a path the file system cannot be asked about (a NUL byte), as it refuses one it cannot reach', async () => {
+    const socket = path.join(runtimeDir(), 'bad\0dir', 'sandboxd.sock');
+    const error = await refusal(socket);
+    expect(error.code).toBe('INSECURE_DIRECTORY');
+    expect(error.message).toMatch(/^refusing to connect: cannot check .*bad\0dir: /);
+    expect(error.remedy).toContain('or set SANDBOXD_RUNTIME_DIR to a directory of your own.');
+  });
 });
