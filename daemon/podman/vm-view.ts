@@ -100,6 +100,8 @@ export class VmView {
     if (this.deps.now() - cached.at >= VIEW_TTL_MS && !cached.refreshing) {
       cached.refreshing = true;
       (this.deps.defer ?? later)(() => {
+        // Dropped meanwhile (its look-up failed): the next session looks the volumes up itself.
+        if (this.machines.get(key) !== cached) return;
         const fresh = this.lookUpVolumes(connection);
         fresh.volumes.then(
           () => {
