@@ -125,7 +125,6 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     engines,
     platform: deps.platform,
     paths: deps.paths,
-    uid: deps.uid,
     idleMs: settings.bridgeIdleMs,
     logger,
     discover: async (input) => ({
