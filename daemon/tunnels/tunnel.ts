@@ -380,6 +380,7 @@ export class Tunnel implements Bridge, IndexedTunnel {
       },
       (error: unknown) => {
         log.error({ err: error }, 'cannot keep a new tunnel root in the state dir');
+        if (this.state === 'stopped') return;
         this.failed(this.failure(`cannot keep a new tunnel root in the state dir: ${error instanceof Error ? error.message : String(error)}`));
       },
     );
