@@ -62,6 +62,11 @@ function sshPidsFor(vmDir: string): number[] {
   return out.split('\n').filter((line) => line !== '').map(Number);
 }
 
+/** The VM directory a session's plan mounts for the agent. */
+function agentDirOf(session: { plan: { mounts: { purpose: string; source: string }[] } }): string {
+  return session.plan.mounts.find((m) => m.purpose === 'ssh agent')?.source ?? '';
+}
+
 async function agentLists(socket: string): Promise<string> {
   return (await execa('ssh-add', ['-l'], { env: { SSH_AUTH_SOCK: socket }, reject: false, timeout: 5_000 })).stdout;
 }
@@ -289,59 +294,59 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     await waitFor(() => !existsSync(path.join(vmDir, 'agent.sock')), 'the VM socket to be removed');
   });
 
-  it('a root another VM user holds is left alone: the next tunnel is ready under a new name, kept, and the log says so', async () => {
-    const { env, sandbox, agent } = await tunnelLab();
+  /**
+   * The lab with a second user of the "VM" and a root the daemon chose, kept and then lost: the
+   * session released, the daemon stopped and the root removed, as a reboot of the VM leaves it.
+   */
+  async function lostRoot() {
+    const lab = await tunnelLab();
     const user = `sbx${randomBytes(3).toString('hex')}`;
     await execa('useradd', ['--no-create-home', '--shell', '/bin/sh', '--password', '*', user]);
     cleanup.add(() => execa('userdel', ['--force', user], { reject: false }));
     const uid = Number((await execa('id', ['-u', user])).stdout);
-    const asOther = (argv: string[]) => execa('setpriv', [`--reuid=${String(uid)}`, `--regid=${String(uid)}`, '--clear-groups', ...argv]);
-    const dirOf = (session: { plan: { mounts: { purpose: string; source: string }[] } }): string => session.plan.mounts.find((m) => m.purpose === 'ssh agent')?.source ?? '';
-    /** A session, then the daemon stopped and the VM's /tmp emptied, as a reboot leaves it. */
-    const firstRoot = async (): Promise<string> => {
-      const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
-      const root = path.dirname(dirOf(session));
-      await session.release();
-      expect((await cli(['stop'], env)).exitCode).toBe(0);
-      removeTunnelRoot(root);
-      return root;
-    };
-    const log = (): string => readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
-
-    // Another user creates the name first.
-    const squatted = await firstRoot();
-    await asOther(['mkdir', '-m', '755', squatted]);
+    const session = await acquireSession({ engine: 'podman', env: lab.env, heartbeat: false });
+    const root = path.dirname(agentDirOf(session));
+    await session.release();
+    expect((await cli(['stop'], lab.env)).exitCode).toBe(0);
+    removeTunnelRoot(root);
+    // Whatever the other user leaves there is theirs to keep; the test removes it at the end.
     cleanup.add(() => {
-      rmSync(squatted, { recursive: true, force: true });
+      rmSync(root, { recursive: true, force: true });
     });
-    const second = await acquireSession({ engine: 'podman', env, heartbeat: false });
-    const moved = path.dirname(dirOf(second));
-    expect(moved).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{16}$/);
-    expect(moved).not.toBe(squatted);
-    expect(tunnelRootsOf(sandbox.env.SANDBOXD_STATE_DIR)).toEqual([moved]);
-    expect(statSync(squatted)).toMatchObject({ uid, mode: 0o40755 });
-    expect(readdirSync(squatted)).toEqual([]);
-    expect(await agentLists(path.join(dirOf(second), 'agent.sock'))).toContain(agent.fingerprint);
-    expect(log()).toContain(JSON.stringify({ taken: squatted, root: moved, msg: 'the tunnel root in the VM belongs to someone else; left it alone and chose a new one' }).slice(1, -1));
-    await second.release();
+    const asOther = (argv: string[]) => execa('setpriv', [`--reuid=${String(uid)}`, `--regid=${String(uid)}`, '--clear-groups', ...argv]);
+    return { ...lab, uid, root, asOther };
+  }
 
-    // Or plants a symlink there to a directory the remote user (root) owns (with
-    // fs.protected_symlinks=0, as on this machine, root follows it).
+  it('a root another VM user created first is left alone: the next tunnel is ready under a new name, kept, and the log says so', async () => {
+    const { env, sandbox, agent, uid, root, asOther } = await lostRoot();
+    await asOther(['mkdir', '-m', '755', root]);
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    cleanup.add(() => session.release());
+    const moved = path.dirname(agentDirOf(session));
+    expect(moved).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{16}$/);
+    expect(moved).not.toBe(root);
+    expect(tunnelRootsOf(sandbox.env.SANDBOXD_STATE_DIR)).toEqual([moved]);
+    expect(statSync(root)).toMatchObject({ uid, mode: 0o40755 });
+    expect(readdirSync(root)).toEqual([]);
+    expect(await agentLists(path.join(agentDirOf(session), 'agent.sock'))).toContain(agent.fingerprint);
+    const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
+    expect(log).toContain(JSON.stringify({ taken: root, root: moved, msg: 'the tunnel root in the VM belongs to someone else; left it alone and chose a new one' }).slice(1, -1));
+  });
+
+  it('a symlink another VM user planted at the root is never followed: its target keeps its mode and gets no tunnel dir', async () => {
+    const { env, sandbox, agent, root, asOther } = await lostRoot();
+    // To a directory the remote user (root) owns; with fs.protected_symlinks=0, as on this
+    // machine, root would follow it.
     const victim = path.join(sandbox.dir, 'victim');
     mkdirSync(victim, { mode: 0o755 });
-    expect((await cli(['stop'], env)).exitCode).toBe(0);
-    removeTunnelRoot(moved);
-    await asOther(['ln', '-s', victim, moved]);
-    cleanup.add(() => {
-      rmSync(moved, { force: true });
-    });
-    const third = await acquireSession({ engine: 'podman', env, heartbeat: false });
-    cleanup.add(() => third.release());
-    expect(path.dirname(dirOf(third))).not.toBe(moved);
-    expect(lstatSync(moved).isSymbolicLink()).toBe(true);
+    await asOther(['ln', '-s', victim, root]);
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    cleanup.add(() => session.release());
+    expect(path.dirname(agentDirOf(session))).not.toBe(root);
+    expect(lstatSync(root).isSymbolicLink()).toBe(true);
     expect(statSync(victim).mode & 0o777).toBe(0o755);
     expect(readdirSync(victim)).toEqual([]);
-    expect(await agentLists(path.join(dirOf(third), 'agent.sock'))).toContain(agent.fingerprint);
+    expect(await agentLists(path.join(agentDirOf(session), 'agent.sock'))).toContain(agent.fingerprint);
   });
 
   it("a running tunnel's directory survives the VM's systemd-tmpfiles ageing out its /tmp (Fedora's 10-day rule)", async () => {
