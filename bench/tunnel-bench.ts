@@ -2,12 +2,11 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { vmRootFor } from '../daemon/agent-bridges.js';
 import path from 'node:path';
 import { execa } from 'execa';
 import { acquireSession, ensureDaemon, getStatus, listTunnels, removeTunnel, requestShutdown, clientPaths } from '../client/index.js';
 import { Cleanup, makeSandbox, startAgent, waitFor } from '../test/helpers.js';
-import { removeTunnelRoot, startSshd, type Sshd } from '../test/lab/sshd.js';
+import { removeTunnelRoots, startSshd, type Sshd } from '../test/lab/sshd.js';
 import { tunnelSshPids } from './soak/invariants.js';
 import { daemonOfUnreapingParent, killToZombie } from '../test/lab/unreaping-parent.js';
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
@@ -167,7 +166,7 @@ async function main(): Promise<void> {
   try {
     const sandbox = makeSandbox(cleanup);
     cleanup.add(() => {
-      removeTunnelRoot(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, 'root'));
+      removeTunnelRoots(sandbox.env.SANDBOXD_STATE_DIR);
     });
     const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
     const agent = await startAgent(sandbox.dir, cleanup);

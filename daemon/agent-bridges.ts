@@ -21,7 +21,6 @@ import { TunnelNames } from './tunnels/tunnel-names.js';
 export interface AgentBridgesOptions {
   platform: Platform;
   paths: SandboxdPaths;
-  uid: number;
   idleMs: number;
   logger: Logger;
   /** The session's connection; `forget` drops a cached answer after a tunnel failure. */
@@ -44,15 +43,6 @@ export function selinuxAccess(mode: string | null, connection: string): { flags:
     flags: ['--security-opt', 'label=disable'],
     warnings: [`SELinux is enforcing in the VM of connection ${connection}; the plan adds --security-opt label=disable so the container can reach the agent socket`],
   };
-}
-
-/**
- * Where tunnels live in the VM: one 0700 directory per host user, sandboxd state dir and *remote*
- * user, so a machine's `<name>` (core) and `<name>-root` (root) connections never share one that
- * only one of them can write.
- */
-export function vmRootFor(uid: number, stateDir: string, remoteUser: string | null = null): string {
-  return `/tmp/sandboxd-${stableHash(`${uid}:${stateDir}:${remoteUser ?? ''}`, 10)}`;
 }
 
 /**
@@ -124,13 +114,18 @@ export class AgentBridges {
     const hash = stableHash(key);
     const id = `tun_${hash}`;
     const dirName = await this.tunnelNames.dirName(key);
+    // One root per connection and *remote* user, so a machine's `<name>` (core) and `<name>-root`
+    // (root) connections never share one that only one of them can write.
+    const login = [connection.name, user ?? '', host].join('\n');
+    const vmRoot = await this.tunnelNames.root(login);
     const held = this.tunnels.acquire(key, () =>
       new Tunnel({
         id,
         dirName,
         connection,
         agentSocket,
-        vmRoot: vmRootFor(this.options.uid, this.options.paths.stateDir, user),
+        vmRoot,
+        replaceRoot: (taken) => this.tunnelNames.replaceRoot(login, taken),
         index: this.tunnelIndex,
         ...(rediscover === undefined ? {} : { rediscover }),
         knownHostsPath: path.join(this.options.paths.stateDir, 'known_hosts'),

@@ -26,7 +26,8 @@ import type { ProcessProbe } from './process-identity.js';
 import { registerSessionRoutes } from './routes/sessions.js';
 import { registerStatusRoutes } from './routes/status.js';
 import { registerTunnelRoutes } from './routes/tunnels.js';
-import { SessionRegistry, type Clock } from './session-registry.js';
+import type { Clock } from './clock.js';
+import { SessionRegistry } from './session-registry.js';
 import { SessionService } from './session-service.js';
 import type { TunnelRecord } from './tunnels/tunnel.js';
 
@@ -109,19 +110,21 @@ function exclusive(job: () => Promise<void>, onError: (error: unknown) => void):
 /** Wires the daemon from injected edges (STYLE 4); `runDaemon` supplies the real ones. */
 export function createDaemon(deps: DaemonDeps): Daemon {
   const { logger, settings } = deps;
-  // Refreshes of old answers (git, podman, docker) wait for a moment without requests.
+  // Every age that decides (caches here, leases in the registry) is monotonic (clock.ts).
+  const monotonic = (): number => deps.clock.monotonic();
+  // Refreshes of old answers (git, podman, docker) wait for a moment without requests. Its timers
+  // are real, so it reads the real monotonic clock rather than the injected one.
   const quiet = new QuietTime(() => performance.now());
   const discovery = perAcquire(
-    createDiscoveryCache((input) => discoverConnection(input, { home: deps.hostHome }), { home: deps.hostHome, now: () => deps.clock.now(), defer: quiet.later }),
+    createDiscoveryCache((input) => discoverConnection(input, { home: deps.hostHome }), { home: deps.hostHome, now: monotonic, defer: quiet.later }),
   );
-  const gitFacts = createGitFactsCache(() => deps.clock.now(), quiet.later);
+  const gitFacts = createGitFactsCache(monotonic, quiet.later);
   const gitConfigs = new GeneratedConfigStore(path.join(deps.paths.runtimeDir, 'git'));
-  const engines = new DockerEngines({ run: runSubprocess, platform: deps.platform, home: deps.hostHome, now: () => deps.clock.now(), defer: quiet.later });
+  const engines = new DockerEngines({ run: runSubprocess, platform: deps.platform, home: deps.hostHome, clock: deps.clock, defer: quiet.later });
   const agentBridges = new AgentBridges({
     engines,
     platform: deps.platform,
     paths: deps.paths,
-    uid: deps.uid,
     idleMs: settings.bridgeIdleMs,
     logger,
     discover: async (input) => ({
@@ -197,7 +200,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       tunnels: agentBridges.tunnelIndex,
       discover: (input) => discovery.connectionFor(input),
       logger,
-      now: () => deps.clock.now(),
+      now: monotonic,
       defer: quiet.later,
     }),
     emptyDir: deps.paths.emptyDir,
@@ -238,6 +241,9 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     void reply.header(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
   });
   installErrorHandlers(app, logger);
+  // Uptime counts on the monotonic clock from a start shown in wall time.
+  const startedAt = deps.clock.now();
+  const startedMonotonic = monotonic();
   // SANDBOXD_LOG_LEVEL=debug: every request with its status and duration.
   app.addHook('onResponse', async (request, reply) => {
     logger.debug({ module: 'http', method: request.method, url: request.url.slice(0, 200), status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
@@ -246,8 +252,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     platform: deps.platform,
     socketPath: deps.paths.socketPath,
     logPath: deps.logPath,
-    startedAt: deps.clock.now(),
-    now: () => deps.clock.now(),
+    startedAt,
+    now: () => startedAt + monotonic() - startedMonotonic,
     registry,
     bridges,
     engines: () => engines.list(),

@@ -2,6 +2,7 @@ import { promises as fs, rmSync } from 'node:fs';
 import os from 'node:os';
 import type { Server } from 'node:net';
 import { SandboxdError } from '../shared/errors.js';
+import { systemClock } from './clock.js';
 import { assertSocketPathFits, currentPlatform, resolvePaths, type SandboxdPaths } from '../shared/paths.js';
 import { createDaemon, DEFAULT_SETTINGS, type DaemonSettings } from './daemon.js';
 import { acquireInstanceLock } from './instance-lock.js';
@@ -132,7 +133,7 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
       platform,
       paths,
       hostHome: home,
-      clock: { now: () => Date.now() },
+      clock: systemClock,
       probe,
       logger,
       logPath: logTarget.kind === 'file' ? logTarget.path : null,

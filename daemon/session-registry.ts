@@ -2,17 +2,19 @@ import { SandboxdError } from '../shared/errors.js';
 import type { SessionInfo } from '../shared/contracts/sessions.js';
 import type { Lease } from './bridges/bridge.js';
 import type { Logger } from './logger.js';
+import type { Clock } from './clock.js';
 import { sameProcess, type ProcessProbe } from './process-identity.js';
 
-export interface Clock {
-  now(): number;
-}
+export type { Clock } from './clock.js';
 
 interface SessionRecord {
   /** As acquired; `lastHeartbeatAt` comes from `lastHeartbeat` (infoOf). */
   info: SessionInfo;
   clientStartTime: string | null;
+  /** Monotonic: the lease runs from here. */
   lastHeartbeat: number;
+  /** Wall time of the same heartbeat, only shown (`lastHeartbeatAt`). */
+  lastHeartbeatWall: number;
   leases: Lease[];
 }
 
@@ -51,7 +53,7 @@ export class SessionRegistry {
   private graceUntil = 0;
 
   constructor(private readonly options: SessionRegistryOptions) {
-    this.lastSweepAt = options.clock.now();
+    this.lastSweepAt = options.clock.monotonic();
   }
 
   get size(): number {
@@ -66,25 +68,32 @@ export class SessionRegistry {
 
   add(info: SessionInfo, clientStartTime: string | null, leases: Lease[]): void {
     this.assertCapacity();
-    this.sessions.set(info.id, { info, clientStartTime, lastHeartbeat: this.options.clock.now(), leases });
+    const { clock } = this.options;
+    this.sessions.set(info.id, { info, clientStartTime, lastHeartbeat: clock.monotonic(), lastHeartbeatWall: clock.now(), leases });
     this.log(info.id).info({ clientPid: info.clientPid, engine: info.engine, ssh: info.ssh.status }, 'session acquired');
   }
 
   heartbeat(id: string): SessionInfo {
     const record = this.sessions.get(id);
     if (record === undefined) throw notFound(id);
-    record.lastHeartbeat = this.options.clock.now();
+    record.lastHeartbeat = this.options.clock.monotonic();
+    record.lastHeartbeatWall = this.options.clock.now();
     return infoOf(record);
   }
 
   /** One heartbeat for many sessions (a client's batch); answers the ids it does not know. */
   heartbeatAll(ids: readonly string[]): string[] {
-    const now = this.options.clock.now();
+    const now = this.options.clock.monotonic();
+    const wall = this.options.clock.now();
     const unknown: string[] = [];
     for (const id of ids) {
       const record = this.sessions.get(id);
-      if (record === undefined) unknown.push(id);
-      else record.lastHeartbeat = now;
+      if (record === undefined) {
+        unknown.push(id);
+      } else {
+        record.lastHeartbeat = now;
+        record.lastHeartbeatWall = wall;
+      }
     }
     return unknown;
   }
@@ -110,11 +119,13 @@ export class SessionRegistry {
   /**
    * Called on a timer; a dead client is noticed within one sweep interval. Heartbeats that could
    * not arrive because the daemon itself was stalled (SIGSTOP, a laptop asleep) do not count
-   * against a live client: after a stall its lease runs one more TTL from the resume.
+   * against a live client: after a stall its lease runs one more TTL from the resume. Every age
+   * here is monotonic (clock.ts): a sleep either ages nothing (the clock stopped) or shows as a
+   * late sweep; a wall clock set either way changes nothing.
    */
   async sweep(): Promise<void> {
     const { clock, leaseTtlMs, sweepIntervalMs, probe } = this.options;
-    const now = clock.now();
+    const now = clock.monotonic();
     if (now - this.lastSweepAt > STALL_FACTOR * sweepIntervalMs) {
       this.graceUntil = now + leaseTtlMs;
       this.options.logger.warn({ module: 'session', stalledMs: now - this.lastSweepAt }, 'the daemon was stalled; leases of live clients get one more TTL');
@@ -151,7 +162,7 @@ export class SessionRegistry {
 
 /** `lastHeartbeatAt` is formatted when asked, not on every heartbeat. */
 function infoOf(record: SessionRecord): SessionInfo {
-  return { ...record.info, lastHeartbeatAt: new Date(record.lastHeartbeat).toISOString() };
+  return { ...record.info, lastHeartbeatAt: new Date(record.lastHeartbeatWall).toISOString() };
 }
 
 function notFound(id: string): SandboxdError {

@@ -68,7 +68,7 @@ export class SessionContainers {
   private dirReady: Promise<void> | null = null;
 
   constructor(private readonly deps: SessionContainersDeps) {
-    this.startedAt = deps.clock.now();
+    this.startedAt = deps.clock.monotonic();
     this.ready = (async () => {
       for (const record of await deps.load()) {
         this.setRecord(record);
@@ -180,7 +180,7 @@ export class SessionContainers {
       .filter((record): record is ContainerRecord => record !== undefined && !this.failed.has(record.key) && !this.deps.isLive(record.sessionId));
     if (orphans.length === 0) return;
     const alive = await this.deps.probe.startTimes([...new Set(orphans.map((record) => record.clientPid))]);
-    const expired = this.deps.clock.now() - this.startedAt > this.deps.claimWindowMs;
+    const expired = this.deps.clock.monotonic() - this.startedAt > this.deps.claimWindowMs;
     for (const record of orphans) {
       if (this.records.get(record.key) !== record || this.deps.isLive(record.sessionId)) continue;
       const gone = !sameProcess(alive, record.clientPid, record.clientStartTime);

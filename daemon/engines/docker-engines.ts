@@ -1,4 +1,5 @@
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
+import type { Clock } from '../clock.js';
 import type { EngineStatus } from '../../shared/contracts/status.js';
 import type { Platform } from '../../shared/paths.js';
 import type { FingerprintCache } from '../fingerprint-cache.js';
@@ -17,7 +18,8 @@ export interface DockerEnginesDeps {
   platform: Platform;
   /** The daemon user's home, where docker finds `~/.docker`. */
   home: string;
-  now(): number;
+  /** Wall time is shown (`identifiedAt`, a probe's time); ages run on the monotonic clock. */
+  clock: Clock;
   probeTimeoutMs?: number;
   /** When refreshes of old answers start (the daemon's quiet time). */
   defer?: Defer;
@@ -40,8 +42,8 @@ export class DockerEngines {
 
   constructor(private readonly deps: DockerEnginesDeps) {
     const defer = deps.defer === undefined ? {} : { defer: deps.defer };
-    this.identifier = createEngineIdentifier({ run: deps.run, platform: deps.platform, now: () => deps.now(), ...defer });
-    this.probes = new ProbeCache({ now: () => deps.now(), ...defer });
+    this.identifier = createEngineIdentifier({ run: deps.run, platform: deps.platform, now: () => deps.clock.monotonic(), ...defer });
+    this.probes = new ProbeCache({ now: () => deps.clock.monotonic(), wall: () => deps.clock.now(), ...defer });
   }
 
   async identify(input: AcquireInput): Promise<IdentifiedEngine> {
@@ -77,14 +79,14 @@ export class DockerEngines {
         endpoint: identity.endpoint,
         bridge: describeBridge(identity.bridge),
         identifiedAt: new Date(at).toISOString(),
-        probe: probe === null ? null : { state: probe.state, detail: probe.detail, keys: probe.keys.length, at: new Date(probe.at).toISOString() },
+        probe: probe === null ? null : { state: probe.state, detail: probe.detail, keys: probe.keys.length, at: new Date(probe.checkedAt).toISOString() },
       };
     });
   }
 
   private remember(engine: IdentifiedEngine): void {
     const { instance } = engine.identity;
-    const at = this.seen.get(instance)?.at ?? this.deps.now();
+    const at = this.seen.get(instance)?.at ?? this.deps.clock.now();
     this.seen.delete(instance);
     this.seen.set(instance, { engine, at });
     for (const old of [...this.seen.keys()].slice(0, Math.max(0, this.seen.size - MAX_REMEMBERED))) {

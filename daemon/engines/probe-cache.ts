@@ -7,12 +7,18 @@ export const PROBE_TTL_MS = 10 * 60_000;
 export const UNVERIFIED_RETRY_MS = 60_000;
 
 export interface ProbeRecord extends ProbeOutcome {
+  /** Monotonic: the record's age runs from here. */
   at: number;
+  /** Wall time of the same moment, only shown (`sandboxd engines`). */
+  checkedAt: number;
   image: string;
 }
 
 export interface ProbeCacheOptions {
+  /** Monotonic (clock.ts): a wall clock set back would keep a record fresh for as long as the step. */
   now(): number;
+  /** Wall time for `checkedAt`; only shown. */
+  wall(): number;
   ttlMs?: number;
   retryMs?: number;
   /** Starts a probe past the TTL (the daemon's quiet time); tests run it at once. */
@@ -62,7 +68,7 @@ export class ProbeCache {
     const current = (): boolean => this.pending.get(instance) === started;
     const started: Promise<ProbeRecord> = probe().then(
       (outcome) => {
-        const done: ProbeRecord = { ...outcome, at: this.options.now(), image };
+        const done: ProbeRecord = { ...outcome, at: this.options.now(), checkedAt: this.options.wall(), image };
         if (current()) this.records.set(instance, done);
         return done;
       },

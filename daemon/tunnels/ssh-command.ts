@@ -8,10 +8,16 @@ export const READY_MARKER = 'sandboxd-ready';
 export const SELINUX_MARKER = 'sandboxd-selinux';
 /** The answer to a visibility query: `sandboxd-seen <id> d|f|-`. */
 export const SEEN_MARKER = 'sandboxd-seen';
+/** The root is not the remote user's own directory (taken first, or a symlink): the daemon picks another. */
+export const ROOT_TAKEN_MARKER = 'sandboxd-root-taken';
+/** The tunnel directory could not be locked (no flock in the VM): tmpfiles may age it out. */
+export const UNLOCKED_MARKER = 'sandboxd-unlocked';
 /** Sent on stdin by a deliberate halt, so the remote side also removes the tunnel directory. */
 export const HALT_WORD = 'halt';
 /** How long the remote side waits for sshd to bind the forwarded socket (polls of 20 ms). */
 const BIND_WAIT_POLLS = 250;
+/** How long the remote side waits for its lock while tmpfiles holds the directory's. */
+const LOCK_WAIT_SECONDS = 2;
 
 /**
  * The whole remote command, the same for every tunnel: it reads one line from stdin and evaluates
@@ -48,20 +54,31 @@ export function tunnelLayout(vmRoot: string, dirName: string, generation: number
 
 /**
  * Runs over the tunnel's own ssh connection, so readiness costs no extra login (DESIGN §6). It
- * prints the VM's SELinux mode, makes the root 0700 (refusing one that is not the remote user's),
- * enters the 0711 tunnel dir, waits for sshd's bind, moves the socket in, makes it usable by any
+ * prints the VM's SELinux mode, enters the root and checks it is what it names (below), enters the
+ * 0711 tunnel dir, locks it, waits for sshd's bind, moves the socket in, makes it usable by any
  * container user (0666), atomically repoints `agent.sock`, removes older generations and prints the
  * ready line. Then it answers visibility queries (`s <id> <path>` → `sandboxd-seen <id> d|f|-`)
  * until stdin closes (halt, crash, or the daemon dying) and removes this generation's socket. The
  * directory itself stays unless the daemon said `halt`: running containers bind-mount that very
  * inode, and a re-created directory would be invisible to them.
  *
+ * The root sits in /tmp, where another user of the VM can create that name first or plant a
+ * symlink there at any moment. So the script never follows the name: it creates it (or finds
+ * something there), enters it with `cd -P`, and then checks `.`, the directory it is in, rather
+ * than the name: the physical path is the root's own (no symlink led there) and the remote user
+ * owns it. From then on every command names paths relative to that directory, so a name swapped
+ * after the check changes nothing. A root that fails the check is left alone: the script prints
+ * ROOT_TAKEN_MARKER and the daemon chooses another name.
+ *
+ * While the tunnel runs, the script holds a shared BSD lock on the tunnel dir: systemd-tmpfiles
+ * skips a directory it cannot lock, with everything in it (tmpfiles.d(5), "Age"), so Fedora's
+ * 10-day ageing of /tmp never removes `agent.sock` under running containers.
+ *
  * `leftovers` are the bind paths of this tunnel's earlier generations that closed before they moved
  * their socket in (ssh or sshd killed in that window); they are removed first.
  *
- * After `cd`, every command names paths relative to the tunnel dir, so no argv shows it; only the
- * `mkdir`/`rmdir` that create and remove it name it, inside a root no other user can enter. One
- * line: the stub reads exactly one.
+ * No argv shows the tunnel dir: only the `mkdir`/`rmdir` that create and remove it name it, inside
+ * a root no other user can enter. One line: the stub reads exactly one.
  */
 export function remoteScript(layout: TunnelLayout, leftovers: readonly string[] = []): string {
   const { root, dir, generationName, bindPath } = layout;
@@ -72,18 +89,19 @@ export function remoteScript(layout: TunnelLayout, leftovers: readonly string[] 
     'umask 077',
     // Bind sockets of earlier generations that died before moving them in: daemon-made names only.
     ...(leftovers.length === 0 ? [] : [removeLeftovers(leftovers)]),
-    `[ -L "$r" ] && ${fail(3, '$r is a symlink')}`,
-    `[ -d "$r" ] || mkdir -m 700 "$r" || ${fail(3, 'cannot create $r')}`,
-    `[ -O "$r" ] || ${fail(3, '$r belongs to another user')}`,
-    `chmod 700 "$r" && cd "$r" || ${fail(3, 'cannot enter $r')}`,
-    `{ [ -d "$n" ] || mkdir -m 711 "$n"; } && cd "$n" || ${fail(3, 'cannot create the tunnel directory in $r')}`,
+    // Something already there (ours from before, or anyone's) is judged below, never followed.
+    `mkdir -m 700 -- "$r" 2>/dev/null || [ -e "$r" ] || [ -L "$r" ] || ${fail(3, 'cannot create $r')}`,
+    `d=$(cd -P -- "\${r%/*}" && pwd -P) || ${fail(3, 'cannot enter the directory of $r')}`,
+    `if cd -P -- "$r" 2>/dev/null && [ "$(pwd -P)" = "$d/\${r##*/}" ] && [ -O . ]; then chmod 700 . || ${fail(3, 'cannot make $r private')}; else echo ${ROOT_TAKEN_MARKER}; exit 6; fi`,
+    `{ [ -d "$n" ] || mkdir -m 711 -- "$n"; } && cd -P -- "$n" && [ -O . ] || ${fail(3, 'cannot create the tunnel directory in $r')}`,
+    `exec 9<. && { flock -s -w ${LOCK_WAIT_SECONDS} 9 2>/dev/null || echo ${UNLOCKED_MARKER}; }`,
     `i=0; while [ ! -S "$b" ]; do i=$((i+1)); [ $i -gt ${BIND_WAIT_POLLS} ] && ${fail(4, 'socket $b never appeared')}; sleep 0.02; done`,
     `mv -f "$b" "$g" && chmod 666 "$g" && ln -sfn "$g" .agent.sock.new && mv -f .agent.sock.new agent.sock || ${fail(5, 'cannot publish $g')}`,
     'for f in a-*.sock; do [ "$f" = "$g" ] || rm -f "$f"; done',
     `echo ${READY_MARKER}`,
     queryLoop(),
     'rm -f "$g"; [ "$(readlink agent.sock)" = "$g" ] && rm -f agent.sock',
-    `[ "$c" = ${HALT_WORD} ] && cd .. && rmdir "$n" 2>/dev/null`,
+    `[ "$c" = ${HALT_WORD} ] && cd .. && rmdir -- "$n" 2>/dev/null`,
     'exit 0',
   ].join('; ');
 }

@@ -5,11 +5,12 @@ import type { Logger } from '../logger.js';
 import type { TunnelRecord } from './tunnel.js';
 
 /**
- * What `vmRootFor` and `TunnelNames` produce: `/tmp/sandboxd-<10 hex>/<32 hex>` (12 hex from
- * daemons before the names became secret, whose orphans an upgraded daemon still reaps). A record
- * naming anything else was not written by sandboxd, and nothing it names is touched.
+ * What `TunnelNames` produces: `/tmp/sandboxd-<16 hex>/<32 hex>` (a 10-hex root from daemons
+ * before roots were random, a 12-hex dir from daemons before the names became secret, whose
+ * orphans an upgraded daemon still reaps). A record naming anything else was not written by
+ * sandboxd, and nothing it names is touched.
  */
-const VM_DIR = /^\/tmp\/sandboxd-[0-9a-f]{10}\/(?:[0-9a-f]{12}|[0-9a-f]{32})$/;
+const VM_DIR = /^\/tmp\/sandboxd-(?:[0-9a-f]{10}|[0-9a-f]{16})\/(?:[0-9a-f]{12}|[0-9a-f]{32})$/;
 
 /**
  * The ssh binds its socket beside the tunnel root (`<root>.<nonce>.sock`), its script on stdin
@@ -98,8 +99,9 @@ export async function reapOrphans(records: readonly TunnelRecord[], deps: Orphan
     const log = logger.child({ tunnelId: record.id, pid: record.pid });
     log.warn('killing an ssh left by a previous daemon');
     deps.kill(record.pid, 'SIGTERM');
-    const deadline = Date.now() + ORPHAN_EXIT_WAIT_MS;
-    while (runs(await deps.commandLine(record.pid), record.argv) && Date.now() < deadline) await deps.sleep(50);
+    // Monotonic: a wall clock set back meanwhile would stretch the wait by as much.
+    const deadline = performance.now() + ORPHAN_EXIT_WAIT_MS;
+    while (runs(await deps.commandLine(record.pid), record.argv) && performance.now() < deadline) await deps.sleep(50);
     if (runs(await deps.commandLine(record.pid), record.argv)) deps.kill(record.pid, 'SIGKILL');
     reaped += 1;
   }

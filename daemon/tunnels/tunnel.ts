@@ -13,11 +13,13 @@ import {
   parseSelinux,
   READY_MARKER,
   remoteScript,
+  ROOT_TAKEN_MARKER,
   SEEN_MARKER,
   SELINUX_MARKER,
   sshArgs,
   sshProbeArgs,
   tunnelLayout,
+  UNLOCKED_MARKER,
   type SelinuxMode,
   type TunnelLayout,
 } from './ssh-command.js';
@@ -34,6 +36,11 @@ const GRACEFUL_EXIT_MS = 2_000;
 /** A whole login plus one `rm`: as long as a connect may take. */
 const CLEANUP_LOGIN_MS = (CONNECT_TIMEOUT_SECONDS + 2) * 1_000;
 const STDERR_KEEP_BYTES = 4_096;
+/**
+ * New root names tried in a row before the tunnel fails: a fresh random name is taken only by
+ * someone who can read the daemon's state, so a third in a row means the VM's /tmp is not usable.
+ */
+const MAX_ROOT_CHOICES = 3;
 
 export type SpawnSsh = (args: string[]) => ChildProcess;
 
@@ -53,7 +60,10 @@ export interface TunnelOptions {
   dirName: string;
   connection: PodmanConnection;
   agentSocket: string;
+  /** The remote user's tunnel root in the VM, as kept in the state dir (TunnelNames). */
   vmRoot: string;
+  /** Chooses and keeps another root when the VM says this one is not the remote user's own. */
+  replaceRoot?: (taken: string) => Promise<string>;
   knownHostsPath: string;
   logger: Logger;
   spawnSsh: SpawnSsh;
@@ -101,14 +111,20 @@ export class Tunnel implements Bridge, IndexedTunnel {
   private readonly published = new WeakSet<ChildProcess>();
   /** The leftovers each generation's script was given to remove. */
   private readonly cleaning = new WeakMap<ChildProcess, readonly string[]>();
+  /** Generations whose script found the root taken: their close chooses another root. */
+  private readonly foundTaken = new WeakSet<ChildProcess>();
+  /** Roots chosen since the last ready generation. */
+  private rootChoices = 0;
   private readonly createdAt = new Date().toISOString();
   private readonly logger: Logger;
-  private readonly dir: string;
+  private root: string;
+  private dir: string;
 
   constructor(private readonly options: TunnelOptions) {
     this.id = options.id;
     this.logger = options.logger.child({ module: 'tunnel', tunnelId: options.id });
     this.connection = options.connection;
+    this.root = options.vmRoot;
     this.dir = tunnelLayout(options.vmRoot, options.dirName, 0, '').dir;
   }
 
@@ -270,7 +286,7 @@ export class Tunnel implements Bridge, IndexedTunnel {
   private launch(): void {
     this.generation += 1;
     // 16 random bytes: the bind path sits in the VM's /tmp, where any user can list it.
-    const layout = tunnelLayout(this.options.vmRoot, this.options.dirName, this.generation, randomBytes(16).toString('hex'));
+    const layout = tunnelLayout(this.root, this.options.dirName, this.generation, randomBytes(16).toString('hex'));
     const args = sshArgs({
       connection: this.connection,
       agentSocket: this.options.agentSocket,
@@ -313,25 +329,61 @@ export class Tunnel implements Bridge, IndexedTunnel {
       this.child = null;
       this.queries?.close(this.failure('the ssh connection closed'));
       this.queries = null;
-      const error = classifySshFailure(this.connection.name, stderr, code, this.selinux);
-      this.stale = error.code === 'TUNNEL_UNREACHABLE';
-      this.lastError = error;
-      log.warn({ code, stderr: stderr.trim().slice(-500) }, 'ssh exited');
-      this.settle(error);
-      if (this.state === 'starting') {
-        this.state = 'failed';
+      if (this.foundTaken.has(child)) {
+        this.chooseRoot(layout.root, log);
         return;
       }
-      this.state = 'restarting';
-      this.restarts += 1;
-      const delay = backoffMs(this.attempt);
-      this.attempt += 1;
-      this.backoffTimer = setTimeout(() => {
-        this.backoffTimer = null;
-        this.relaunch();
-      }, delay);
-      this.backoffTimer.unref();
+      const error = classifySshFailure(this.connection.name, stderr, code, this.selinux);
+      this.stale = error.code === 'TUNNEL_UNREACHABLE';
+      log.warn({ code, stderr: stderr.trim().slice(-500) }, 'ssh exited');
+      this.failed(error);
     });
+  }
+
+  /** A generation ended without a tunnel: a cold start fails, a running tunnel retries with backoff. */
+  private failed(error: SandboxdError): void {
+    this.lastError = error;
+    this.settle(error);
+    if (this.state === 'starting') {
+      this.state = 'failed';
+      return;
+    }
+    this.state = 'restarting';
+    this.restarts += 1;
+    const delay = backoffMs(this.attempt);
+    this.attempt += 1;
+    this.backoffTimer = setTimeout(() => {
+      this.backoffTimer = null;
+      this.relaunch();
+    }, delay);
+    this.backoffTimer.unref();
+  }
+
+  /**
+   * The root's name is held by someone else in the VM (created first, or a symlink planted there):
+   * it is left alone, and the next generation runs at once under a new name, kept in the state dir.
+   */
+  private chooseRoot(taken: string, log: Logger): void {
+    const replace = this.options.replaceRoot;
+    this.rootChoices += 1;
+    if (replace === undefined || this.rootChoices > MAX_ROOT_CHOICES) {
+      log.error({ root: taken }, 'the tunnel root in the VM is not the remote user\'s own; giving up');
+      this.failed(this.failure(`the tunnel root ${taken} in the VM is held by another user, as were the ${String(MAX_ROOT_CHOICES)} names chosen before it (is /tmp in the VM usable?)`));
+      return;
+    }
+    replace(taken).then(
+      (root) => {
+        log.warn({ taken, root }, 'the tunnel root in the VM belongs to someone else; left it alone and chose a new one');
+        this.root = root;
+        this.dir = tunnelLayout(root, this.options.dirName, 0, '').dir;
+        if (this.state !== 'stopped' && this.child === null) this.launch();
+      },
+      (error: unknown) => {
+        log.error({ err: error }, 'cannot keep a new tunnel root in the state dir');
+        if (this.state === 'stopped') return;
+        this.failed(this.failure(`cannot keep a new tunnel root in the state dir: ${error instanceof Error ? error.message : String(error)}`));
+      },
+    );
   }
 
   private onLine(child: ChildProcess, layout: TunnelLayout, line: string, log: Logger): void {
@@ -339,6 +391,10 @@ export class Tunnel implements Bridge, IndexedTunnel {
     const [marker, ...rest] = line.trim().split(' ');
     if (marker === SELINUX_MARKER) {
       this.selinux = parseSelinux(rest[0] ?? '');
+    } else if (marker === ROOT_TAKEN_MARKER) {
+      this.foundTaken.add(child);
+    } else if (marker === UNLOCKED_MARKER) {
+      log.warn('cannot lock the tunnel directory in the VM (is flock installed there?); systemd-tmpfiles may age its socket out of /tmp while the tunnel runs');
     } else if (marker === SEEN_MARKER) {
       this.queries?.answer(rest[0] ?? '', rest[1] ?? '');
     } else if (marker === READY_MARKER) {
@@ -350,6 +406,7 @@ export class Tunnel implements Bridge, IndexedTunnel {
       this.leftovers = this.leftovers.filter((bindPath) => !removed.includes(bindPath));
       this.state = 'ready';
       this.attempt = 0;
+      this.rootChoices = 0;
       this.lastError = null;
       log.info({ generation: layout.generationName, selinux: this.selinux }, 'tunnel ready');
       if (child.pid !== undefined) {

@@ -2,11 +2,10 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
-import { vmRootFor } from '../../daemon/agent-bridges.js';
 import { acquireSession, applyPlan, listTunnels } from '../../dist/client/index.js';
 import { Cleanup, cliEnv, makeSandbox, startAgent } from '../helpers.js';
 import { startRemotePodman } from '../lab/remote-podman.js';
-import { removeTunnelRoot, startSshd, writeContainersConf } from '../lab/sshd.js';
+import { removeTunnelRoots, startSshd, writeContainersConf } from '../lab/sshd.js';
 import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -47,7 +46,7 @@ describe.skipIf(labMissing)('extra host sockets, carried the agent\'s way (real 
   it('Podman machine: the second socket gets its own tunnel over the same connection', async () => {
     const { sandbox, podmanEnv, image, agent, extra } = await setup();
     cleanup.add(() => {
-      removeTunnelRoot(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, 'root'));
+      removeTunnelRoots(sandbox.env.SANDBOXD_STATE_DIR);
     });
     // The "VM": a Podman API service reached over the lab's ssh connection, where the container runs.
     mkdirSync(path.join(sandbox.home, '.ssh'), { recursive: true });

@@ -3,10 +3,9 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession } from '../../dist/client/index.js';
-import { vmRootFor } from '../../daemon/agent-bridges.js';
 import { CLI, Cleanup, cli, cliEnv, makeSandbox, startAgent } from '../helpers.js';
 import { startRemotePodman } from '../lab/remote-podman.js';
-import { removeTunnelRoot, startSshd, writeContainersConf } from '../lab/sshd.js';
+import { removeTunnelRoots, startSshd, writeContainersConf } from '../lab/sshd.js';
 import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -25,7 +24,7 @@ async function remoteLab() {
   const { env: podmanEnv, image } = podmanLab();
   const sandbox = makeSandbox(cleanup);
   cleanup.add(() => {
-    removeTunnelRoot(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, 'root'));
+    removeTunnelRoots(sandbox.env.SANDBOXD_STATE_DIR);
   });
   const hidden = path.join(sandbox.dir, 'hidden');
   const project = path.join(hidden, 'project');
@@ -72,7 +71,7 @@ describe.skipIf(labMissing)('remote Podman over an ssh connection (podman system
     const session = await acquireSession({ engine: 'podman', connection: 'vm', env, heartbeat: false });
     cleanup.add(() => session.release());
     const vmDir = session.plan.mounts.find((mount) => mount.purpose === 'ssh agent')?.source ?? '';
-    expect(vmDir).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{10}\/[0-9a-f]{32}$/);
+    expect(vmDir).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{16}\/[0-9a-f]{32}$/);
     // The "VM" is this host: every process's argv is in /proc.
     const leaks = readdirSync('/proc')
       .filter((entry) => /^\d+$/.test(entry))

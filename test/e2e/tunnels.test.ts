@@ -1,14 +1,13 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { vmRootFor } from '../../daemon/agent-bridges.js';
+import { chmodSync, existsSync, lstatSync, lutimesSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession, listTunnels } from '../../dist/client/index.js';
 import { Cleanup, cli, cliEnv, daemonPid, makeSandbox, pidAlive, startAgent, waitFor, type Sandbox } from '../helpers.js';
-import { startRemotePodman } from '../lab/remote-podman.js';
-import { removeTunnelRoot, startSshd, writeContainersConf, type Sshd } from '../lab/sshd.js';
+import { startRemotePodman, startVmTmp } from '../lab/remote-podman.js';
+import { removeTunnelRoot, removeTunnelRoots, startSshd, tunnelRootsOf, writeContainersConf, type Sshd } from '../lab/sshd.js';
 import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -24,9 +23,10 @@ interface Lab {
 
 /**
  * A sandbox whose podman lists one connection, `lab`, pointing at a real sshd on loopback; with
- * `service`, a podman API service behind it runs the containers that go through the connection.
+ * `service`, a podman API service behind it runs the containers that go through the connection;
+ * with `vmTmpOf`, the sshd runs in that process's mount namespace (a VM with its own /tmp).
  */
-async function tunnelLab(service = false): Promise<Lab> {
+async function tunnelLab(service = false, vmTmpOf?: number): Promise<Lab> {
   const { env: podmanEnv, image } = podmanLab();
   const sandbox = makeSandbox(cleanup);
   // podman's own ssh client asks for a known_hosts file to add the lab's host key to.
@@ -34,9 +34,16 @@ async function tunnelLab(service = false): Promise<Lab> {
   writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '');
   // The "VM" is this machine: its per-user tunnel root lives in /tmp and is removed after the test.
   cleanup.add(() => {
-    removeTunnelRoot(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, 'root'));
+    removeTunnelRoots(sandbox.env.SANDBOXD_STATE_DIR);
   });
-  const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
+  // A VM with its own /tmp cannot see the sandbox (which is in this host's /tmp): its sshd's files go to /run.
+  const sshdDir = vmTmpOf === undefined ? path.join(sandbox.dir, 'vm') : `/run/sbx-vm-${randomBytes(6).toString('hex')}`;
+  if (vmTmpOf !== undefined) {
+    cleanup.add(() => {
+      rmSync(sshdDir, { recursive: true, force: true });
+    });
+  }
+  const sshd = await startSshd(sshdDir, cleanup, vmTmpOf === undefined ? {} : { mountNamespaceOf: vmTmpOf });
   const socketPath = service ? (await startRemotePodman(podmanEnv, [], cleanup)).socketPath : '/run/podman/podman.sock';
   const conf = writeContainersConf(
     path.join(sandbox.dir, 'containers.conf'),
@@ -55,6 +62,11 @@ function sshPidsFor(vmDir: string): number[] {
   return out.split('\n').filter((line) => line !== '').map(Number);
 }
 
+/** The VM directory a session's plan mounts for the agent. */
+function agentDirOf(session: { plan: { mounts: { purpose: string; source: string }[] } }): string {
+  return session.plan.mounts.find((m) => m.purpose === 'ssh agent')?.source ?? '';
+}
+
 async function agentLists(socket: string): Promise<string> {
   return (await execa('ssh-add', ['-l'], { env: { SSH_AUTH_SOCK: socket }, reject: false, timeout: 5_000 })).stdout;
 }
@@ -66,7 +78,7 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     cleanup.add(() => session.release());
     expect(session.info.ssh).toMatchObject({ status: 'forwarded', bridge: 'tunnel', socket: '/run/sandboxd/ssh/agent.sock', hostAgentSocket: agent.socket });
     const mount = session.plan.mounts.find((m) => m.purpose === 'ssh agent');
-    expect(mount?.source).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{10}\/[0-9a-f]{32}$/);
+    expect(mount?.source).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{16}\/[0-9a-f]{32}$/);
     expect(mount).not.toHaveProperty('relabel');
     const vmDir = mount?.source ?? '';
     expect(statSync(path.dirname(vmDir)).mode & 0o777).toBe(0o700);
@@ -244,9 +256,6 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     await execa('useradd', ['--create-home', '--shell', '/bin/sh', '--password', '*', user]);
     cleanup.add(() => execa('userdel', ['--remove', '--force', user], { reject: false }));
     const uid = Number((await execa('id', ['-u', user])).stdout);
-    cleanup.add(() => {
-      removeTunnelRoot(vmRootFor(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR, user));
-    });
     // sshd reads authorized_keys as the user logging in.
     for (const dir of [sandbox.dir, path.join(sandbox.dir, 'vm')]) chmodSync(dir, 0o711);
     chmodSync(path.join(sandbox.dir, 'vm', 'authorized_keys'), 0o644);
@@ -284,4 +293,93 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     expect(sshPidsFor(vmDir)).toEqual([]);
     await waitFor(() => !existsSync(path.join(vmDir, 'agent.sock')), 'the VM socket to be removed');
   });
+
+  /**
+   * The lab with a second user of the "VM" and a root the daemon chose, kept and then lost: the
+   * session released, the daemon stopped and the root removed, as a reboot of the VM leaves it.
+   */
+  async function lostRoot() {
+    const lab = await tunnelLab();
+    const user = `sbx${randomBytes(3).toString('hex')}`;
+    await execa('useradd', ['--no-create-home', '--shell', '/bin/sh', '--password', '*', user]);
+    cleanup.add(() => execa('userdel', ['--force', user], { reject: false }));
+    const uid = Number((await execa('id', ['-u', user])).stdout);
+    const session = await acquireSession({ engine: 'podman', env: lab.env, heartbeat: false });
+    const root = path.dirname(agentDirOf(session));
+    await session.release();
+    expect((await cli(['stop'], lab.env)).exitCode).toBe(0);
+    removeTunnelRoot(root);
+    // Whatever the other user leaves there is theirs to keep; the test removes it at the end.
+    cleanup.add(() => {
+      rmSync(root, { recursive: true, force: true });
+    });
+    const asOther = (argv: string[]) => execa('setpriv', [`--reuid=${String(uid)}`, `--regid=${String(uid)}`, '--clear-groups', ...argv]);
+    return { ...lab, uid, root, asOther };
+  }
+
+  it('a root another VM user created first is left alone: the next tunnel is ready under a new name, kept, and the log says so', async () => {
+    const { env, sandbox, agent, uid, root, asOther } = await lostRoot();
+    await asOther(['mkdir', '-m', '755', root]);
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    cleanup.add(() => session.release());
+    const moved = path.dirname(agentDirOf(session));
+    expect(moved).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{16}$/);
+    expect(moved).not.toBe(root);
+    expect(tunnelRootsOf(sandbox.env.SANDBOXD_STATE_DIR)).toEqual([moved]);
+    expect(statSync(root)).toMatchObject({ uid, mode: 0o40755 });
+    expect(readdirSync(root)).toEqual([]);
+    expect(await agentLists(path.join(agentDirOf(session), 'agent.sock'))).toContain(agent.fingerprint);
+    const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
+    expect(log).toContain(JSON.stringify({ taken: root, root: moved, msg: 'the tunnel root in the VM belongs to someone else; left it alone and chose a new one' }).slice(1, -1));
+  });
+
+  it('a symlink another VM user planted at the root is never followed: its target keeps its mode and gets no tunnel dir', async () => {
+    const { env, sandbox, agent, root, asOther } = await lostRoot();
+    // To a directory the remote user (root) owns; with fs.protected_symlinks=0, as on this
+    // machine, root would follow it.
+    const victim = path.join(sandbox.dir, 'victim');
+    mkdirSync(victim, { mode: 0o755 });
+    await asOther(['ln', '-s', victim, root]);
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    cleanup.add(() => session.release());
+    expect(path.dirname(agentDirOf(session))).not.toBe(root);
+    expect(lstatSync(root).isSymbolicLink()).toBe(true);
+    expect(statSync(victim).mode & 0o777).toBe(0o755);
+    expect(readdirSync(victim)).toEqual([]);
+    expect(await agentLists(path.join(agentDirOf(session), 'agent.sock'))).toContain(agent.fingerprint);
+  });
+
+  it("a running tunnel's directory survives the VM's systemd-tmpfiles ageing out its /tmp (Fedora's 10-day rule)", async () => {
+    const vm = await startVmTmp(cleanup);
+    const { env, agent } = await tunnelLab(false, vm.pid);
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    cleanup.add(() => session.release());
+    const vmDir = session.plan.mounts.find((m) => m.purpose === 'ssh agent')?.source ?? '';
+    /** The VM's path as this host reaches it. */
+    const inVm = (vmPath: string): string => path.join(vm.tmp, path.relative('/tmp', vmPath));
+    expect(await agentLists(path.join(inVm(vmDir), 'agent.sock'))).toContain(agent.fingerprint);
+    // What a tunnel that is not running leaves: the same shape, nobody holding it.
+    const idle = path.join(vm.tmp, 'sandboxd-idle', 'dir');
+    mkdirSync(idle, { recursive: true });
+    symlinkSync('a-1.sock', path.join(idle, 'agent.sock'));
+    await execa(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(path.join(idle, 'a-1.sock'))}, () => process.exit(0))`]);
+    // Everything in the VM's /tmp eleven days old by access and modification time, children first
+    // (ctime cannot be set back; the rule below ignores it, so it cleans more than Fedora's).
+    const old = new Date(Date.now() - 11 * 24 * 3_600_000);
+    const age = (entry: string): void => {
+      if (lstatSync(entry).isDirectory()) for (const name of readdirSync(entry)) age(path.join(entry, name));
+      lutimesSync(entry, old, old);
+    };
+    for (const name of readdirSync(vm.tmp)) age(path.join(vm.tmp, name));
+    const conf = path.join(`/proc/${String(vm.pid)}/root/run`, `sbx-tmpfiles-${randomBytes(4).toString('hex')}.conf`);
+    writeFileSync(conf, 'q /tmp 1777 root root amAM:10d\n');
+    cleanup.add(() => {
+      rmSync(conf, { force: true });
+    });
+    await execa('nsenter', [`--mount=/proc/${String(vm.pid)}/ns/mnt`, 'systemd-tmpfiles', '--clean', path.join('/run', path.basename(conf))]);
+    expect(existsSync(path.join(vm.tmp, 'sandboxd-idle'))).toBe(false);
+    expect(await agentLists(path.join(inVm(vmDir), 'agent.sock'))).toContain(agent.fingerprint);
+    expect((await listTunnels(env))[0]).toMatchObject({ state: 'ready', restarts: 0 });
+  });
 });
+

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { Cleanup, waitFor } from '../helpers.js';
@@ -60,4 +60,22 @@ export async function startRemotePodman(engineEnv: Record<string, string>, hidde
     return existsSync(socketPath) && (await answers(socketPath));
   }, 'podman system service to listen', 30_000, 100);
   return { socketPath, pid: child.pid ?? 0 };
+}
+
+/**
+ * Stands in for a VM's own /tmp: a process holding a mount namespace in which /tmp is a fresh
+ * sticky tmpfs, so what the lab's sshd does there (started with `mountNamespaceOf: pid`) and what
+ * systemd-tmpfiles cleans there (run with `nsenter --mount=/proc/<pid>/ns/mnt`) never touch this
+ * host's /tmp. The host sees that /tmp at `/proc/<pid>/root/tmp`.
+ */
+export async function startVmTmp(cleanup: Cleanup): Promise<{ pid: number; tmp: string }> {
+  // Test-side shell with no outside values; the holder sleeps until the cleanup kills it.
+  const child = spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs -o mode=1777,size=16m sbx-vm-tmp /tmp && exec sleep 3600'], { stdio: 'ignore' });
+  const pid = child.pid ?? 0;
+  cleanup.add(() => child.kill('SIGKILL'));
+  await waitFor(() => {
+    if (child.exitCode !== null) throw new Error(`the VM's mount namespace exited with ${String(child.exitCode)}`);
+    return readFileSync(`/proc/${String(pid)}/mountinfo`, 'utf8').includes(' sbx-vm-tmp ');
+  }, "the VM's own /tmp");
+  return { pid, tmp: `/proc/${String(pid)}/root/tmp` };
 }

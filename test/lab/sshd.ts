@@ -135,6 +135,21 @@ export function writeContainersConf(
   return file;
 }
 
+/** The VM tunnel roots a daemon with this state dir chose and kept (`tunnel-roots.json`). */
+export function tunnelRootsOf(stateDir: string): string[] {
+  try {
+    const kept = JSON.parse(readFileSync(path.join(stateDir, 'tunnel-roots.json'), 'utf8')) as { roots: Record<string, string> };
+    return Object.values(kept.roots).map((name) => `/tmp/sandboxd-${name}`);
+  } catch {
+    return [];
+  }
+}
+
+/** Removes every tunnel root a daemon with this state dir kept in the lab's "VM" (this host). */
+export function removeTunnelRoots(stateDir: string): void {
+  for (const root of tunnelRootsOf(stateDir)) removeTunnelRoot(root);
+}
+
 /**
  * Removes a tunnel root the lab's "VM" (this host) got, and the sockets sshd bound beside it that
  * no script moved in (a generation killed before it published its socket).

@@ -53,6 +53,7 @@ describe('ProbeCache: one probe per engine instance', () => {
     let finish = null as (() => void) | null;
     const cache = new ProbeCache({
       now: () => now,
+      wall: () => 0,
       ttlMs: 1000,
       retryMs: 100,
       defer: (work) => {
@@ -98,6 +99,7 @@ describe('ProbeCache: one probe per engine instance', () => {
     const waiting: (() => void)[] = [];
     const cache = new ProbeCache({
       now: () => now,
+      wall: () => 0,
       ttlMs: 1000,
       defer: (work) => {
         waiting.push(work);

@@ -1,6 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { systemClock } from '../../daemon/clock.js';
 import { createDaemon, DEFAULT_SETTINGS } from '../../daemon/daemon.js';
 import { createLogger, rotateLog } from '../../daemon/logger.js';
 import { resolvePaths } from '../../shared/paths.js';
@@ -41,7 +42,7 @@ describe('the running daemon log', () => {
       platform: 'linux',
       paths: resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_STATE_DIR: dir, SANDBOXD_LOG_DIR: dir }, uid: 0, home: dir }),
       hostHome: dir,
-      clock: { now: () => Date.now() },
+      clock: systemClock,
       probe: { cheapStartTime: true, startTime: () => Promise.resolve('1'), isSame: () => Promise.resolve(true), startTimes: () => Promise.resolve(new Map()) },
       logger: createLogger({ kind: 'file', path: logPath, rotateBytes: limit }, 'info'),
       logPath,

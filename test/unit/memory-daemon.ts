@@ -1,3 +1,4 @@
+import { systemClock, type Clock } from '../../daemon/clock.js';
 import { createDaemon, DEFAULT_SETTINGS, type Daemon, type DaemonSettings } from '../../daemon/daemon.js';
 import type { ProcessProbe } from '../../daemon/process-identity.js';
 import { createLogger } from '../../daemon/logger.js';
@@ -10,13 +11,16 @@ const EVERY_PID_ALIVE: ProcessProbe = {
   startTimes: (pids) => Promise.resolve(new Map(pids.map((pid) => [pid, '1']))),
 };
 
-/** The whole daemon in memory (STYLE 4), its dirs in `dir`; by default every client pid counts as alive. */
-export function memoryDaemon(dir: string, settings: Partial<DaemonSettings> = {}, probe: ProcessProbe = EVERY_PID_ALIVE): Daemon {
+/**
+ * The whole daemon in memory (STYLE 4), its dirs in `dir`; by default every client pid counts as
+ * alive and the clocks are the real ones.
+ */
+export function memoryDaemon(dir: string, settings: Partial<DaemonSettings> = {}, probe: ProcessProbe = EVERY_PID_ALIVE, clock: Clock = systemClock): Daemon {
   return createDaemon({
     platform: 'linux',
     paths: resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_STATE_DIR: dir, SANDBOXD_LOG_DIR: dir }, uid: 0, home: dir }),
     hostHome: dir,
-    clock: { now: () => Date.now() },
+    clock,
     probe,
     logger: createLogger({ kind: 'silent' }),
     logPath: null,

@@ -47,7 +47,7 @@ function setup(inherited: ContainerRecord[] = [], failing = new Set<string>()) {
     dir,
     owner: 'owner0123456789ab',
     probe,
-    clock: { now: () => now },
+    clock: { now: () => now, monotonic: () => now },
     isLive: (id) => live.has(id),
     claimWindowMs: 60_000,
     load: () => Promise.resolve(inherited),

@@ -11,13 +11,22 @@ function info(id: string, pid: number): SessionInfo {
   return { id, engine: 'podman', label: null, clientPid: pid, createdAt: now, lastHeartbeatAt: now, ssh: { status: 'skipped', reason: 'off' }, container: null };
 }
 
+/** Both clocks advance together; `stepWall` sets the wall clock alone, as an NTP step or a user does. */
 function setup(maxSessions = 10) {
-  let now = 0;
+  let monotonic = 0;
+  let wall = 0;
   const probe = fakeProbe();
   const released: string[] = [];
-  const registry = new SessionRegistry({ clock: { now: () => now }, probe, leaseTtlMs: 30_000, sweepIntervalMs: 2_000, maxSessions, logger: createLogger({ kind: 'silent' }) });
+  const logger = createLogger({ kind: 'silent' });
+  const warnings: string[] = [];
+  logger.warn = ((_fields: unknown, message: string) => void warnings.push(message)) as typeof logger.warn;
+  const registry = new SessionRegistry({ clock: { now: () => wall, monotonic: () => monotonic }, probe, leaseTtlMs: 30_000, sweepIntervalMs: 2_000, maxSessions, logger });
   const lease = (id: string) => ({ bridgeId: id, release: () => void released.push(id) });
-  return { registry, probe, released, lease, advance: (ms: number) => (now += ms) };
+  const advance = (ms: number) => {
+    monotonic += ms;
+    wall += ms;
+  };
+  return { registry, probe, released, lease, advance, warnings, stepWall: (ms: number) => (wall += ms), monotonicNow: () => monotonic };
 }
 
 describe('SessionRegistry', () => {
@@ -144,5 +153,47 @@ describe('SessionRegistry', () => {
       await registry.sweep();
     }
     expect(registry.size).toBe(0);
+  });
+
+  describe.each([
+    ['back', -3 * 3_600_000],
+    ['forward', 3 * 3_600_000],
+  ])('a wall clock stepped %s by 3 h', (_direction, step) => {
+    it('neither stops nor hastens the expiry of a stopped client, and is no stall', async () => {
+      const { registry, probe, advance, stepWall, warnings, monotonicNow } = setup();
+      /** Sweeps every 2 s until the session is gone (within two minutes): the monotonic time it went. */
+      const goneAt = async (id: string): Promise<number> => {
+        while (registry.has(id) && monotonicNow() < 120_000) {
+          advance(2_000);
+          await registry.sweep();
+        }
+        return monotonicNow();
+      };
+      // A stopped client (Ctrl-Z): its pid is alive, its heartbeats never come.
+      probe.processes.set(1, 's');
+      registry.add(info('ses_aaaaaaaa', 1), 's', []);
+      advance(2_000);
+      await registry.sweep();
+      stepWall(step);
+      // One acquired after the step, as the issue's was.
+      registry.add(info('ses_bbbbbbbb', 1), 's', []);
+      // Each lease ends at the first sweep more than the TTL (30 s) after its acquire.
+      expect(await goneAt('ses_aaaaaaaa')).toBe(32_000);
+      expect(await goneAt('ses_bbbbbbbb')).toBe(34_000);
+      expect(warnings).toEqual([]);
+    });
+
+    it('keeps a live session that heartbeats, and shows its heartbeat in wall time', async () => {
+      const { registry, probe, advance, stepWall } = setup();
+      probe.processes.set(1, 's');
+      registry.add(info('ses_aaaaaaaa', 1), 's', []);
+      for (let tick = 1; tick <= 60; tick += 1) {
+        if (tick === 15) stepWall(step);
+        advance(2_000);
+        if (tick % 5 === 0) registry.heartbeat('ses_aaaaaaaa');
+        await registry.sweep();
+      }
+      expect(registry.list().map((s) => [s.id, s.lastHeartbeatAt])).toEqual([['ses_aaaaaaaa', new Date(120_000 + step).toISOString()]]);
+    });
   });
 });

@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lstatSync, lutimesSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -9,6 +9,7 @@ import {
   parseSelinux,
   REMOTE_STUB,
   remoteScript,
+  ROOT_TAKEN_MARKER,
   sshArgs,
   sshProbeArgs,
   tunnelLayout,
@@ -90,8 +91,8 @@ describe('ssh command', () => {
 });
 
 /** Runs the stub in a local /bin/sh standing in for the VM's login shell, the script on its stdin. */
-function runRemote(script: string): { output: Promise<{ stdout: string; stderr: string; code: number | null }>; send(text: string): void; end(text: string): void } {
-  const child = spawn('/bin/sh', ['-c', REMOTE_STUB], { stdio: ['pipe', 'pipe', 'pipe'] });
+function runRemote(script: string, env: NodeJS.ProcessEnv = process.env): { output: Promise<{ stdout: string; stderr: string; code: number | null }>; send(text: string): void; end(text: string): void } {
+  const child = spawn('/bin/sh', ['-c', REMOTE_STUB], { stdio: ['pipe', 'pipe', 'pipe'], env });
   cleanup.add(() => {
     child.kill('SIGKILL');
   });
@@ -156,13 +157,106 @@ describe('the remote script in a real shell (this host stands in for the VM)', (
     expect((await remote.output).code).toBe(0);
   });
 
-  it.skipIf(process.getuid?.() !== 0)('refuses a root that another user created first', async () => {
+  /** Stands in for sshd binding this generation's -R socket. */
+  function bind(at: TunnelLayout): void {
+    const server = net.createServer().listen(at.bindPath);
+    cleanup.add(() => {
+      server.close();
+    });
+  }
+
+  it.skipIf(process.getuid?.() !== 0)('leaves a root that another user created first alone and says it is taken', async () => {
     const at = tempLayout();
     mkdirSync(at.root, { mode: 0o777 });
+    chmodSync(at.root, 0o777);
     chownSync(at.root, 65534, 65534);
-    const { stderr, code } = await runRemote(remoteScript(at)).output;
-    expect(code).toBe(3);
-    expect(stderr).toContain(`sandboxd-error ${at.root} belongs to another user`);
-    expect(existsSync(at.dir)).toBe(false);
+    const { stdout, code } = await runRemote(remoteScript(at)).output;
+    expect(code).toBe(6);
+    expect(stdout.split('\n')).toContain(ROOT_TAKEN_MARKER);
+    expect(statSync(at.root).mode & 0o777).toBe(0o777);
+    expect(readdirSync(at.root)).toEqual([]);
+  });
+
+  it('never follows a symlink planted at the root: its target keeps its mode and gets no tunnel dir', async () => {
+    const at = tempLayout();
+    const victim = path.join(path.dirname(at.root), 'victim');
+    mkdirSync(victim, { mode: 0o755 });
+    symlinkSync(victim, at.root);
+    const { stdout, code } = await runRemote(remoteScript(at)).output;
+    expect(code).toBe(6);
+    expect(stdout.split('\n')).toContain(ROOT_TAKEN_MARKER);
+    expect(statSync(victim).mode & 0o777).toBe(0o755);
+    expect(readdirSync(victim)).toEqual([]);
+  });
+
+  it('acts only on the directory it verified, even when the root is swapped for a symlink right after the check', async () => {
+    const at = tempLayout();
+    const parent = path.dirname(at.root);
+    const victim = path.join(parent, 'victim');
+    mkdirSync(victim, { mode: 0o755 });
+    // Makes the race window deterministic: the script's first chmod finds the root's name swapped
+    // for a symlink to a directory the remote user owns, as another VM user winning the race would
+    // leave it (a /tmp without the sticky bit, or a kernel that follows such links).
+    const shims = path.join(parent, 'bin');
+    mkdirSync(shims);
+    writeFileSync(
+      path.join(shims, 'chmod'),
+      '#!/bin/sh\nif mkdir "$SWAP_ROOT.swapped" 2>/dev/null; then mv "$SWAP_ROOT" "$SWAP_ROOT.moved" && ln -s "$SWAP_VICTIM" "$SWAP_ROOT"; fi\nexec /bin/chmod "$@"\n',
+      { mode: 0o755 },
+    );
+    const remote = runRemote(remoteScript(at), { PATH: `${shims}:${process.env.PATH ?? '/usr/bin:/bin'}`, SWAP_ROOT: at.root, SWAP_VICTIM: victim });
+    bind(at);
+    const moved = path.join(`${at.root}.moved`, path.basename(at.dir));
+    await expect.poll(() => existsSync(path.join(moved, 'agent.sock')), { timeout: 10_000 }).toBe(true);
+    expect(lstatSync(at.root).isSymbolicLink()).toBe(true);
+    expect(statSync(victim).mode & 0o777).toBe(0o755);
+    expect(readdirSync(victim)).toEqual([]);
+    expect(statSync(`${at.root}.moved`).mode & 0o777).toBe(0o700);
+    remote.end('');
+    expect((await remote.output).code).toBe(0);
+  });
+
+  it('holds a lock on the tunnel dir that keeps systemd-tmpfiles from ageing it out under running containers', async () => {
+    const at = tempLayout();
+    const parent = path.dirname(at.root);
+    const remote = runRemote(remoteScript(at));
+    bind(at);
+    const agentSock = path.join(at.dir, 'agent.sock');
+    await expect.poll(() => existsSync(agentSock), { timeout: 10_000 }).toBe(true);
+    // The same tree, unlocked: what tmpfiles does to a tunnel dir nobody holds.
+    const control = path.join(parent, 'control');
+    mkdirSync(control);
+    symlinkSync('a.sock', path.join(control, 'agent.sock'));
+    // A socket /proc/net/unix does not list under its name, as sshd's is not once the script moved
+    // it: a process that exits while listening leaves its socket file behind.
+    execFileSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(path.join(control, 'a.sock'))}, () => process.exit(0))`]);
+    // Eleven days old by access and change time (ctime cannot be set back; the rule below ignores
+    // it, which only cleans more than the default rule does), children before their directories.
+    const old = new Date(Date.now() - 11 * 24 * 3_600_000);
+    const entries = [
+      ...[at.dir, control].flatMap((dir) => readdirSync(dir).map((name) => path.join(dir, name))),
+      at.dir,
+      control,
+      at.root,
+    ];
+    for (const entry of entries) lutimesSync(entry, old, old);
+    // Fedora's /tmp rule is `q /tmp 1777 root root 10d`; the same age on this test's own directory.
+    const conf = path.join(parent, 'tmp.conf');
+    writeFileSync(conf, `d ${parent} 0700 root root amAM:10d\n`);
+    execFileSync('systemd-tmpfiles', ['--clean', conf]);
+    expect(existsSync(control)).toBe(false);
+    expect(readdirSync(at.dir).sort()).toEqual([at.generationName, 'agent.sock']);
+    const connected = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(agentSock, () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => {
+        resolve(false);
+      });
+    });
+    expect(connected).toBe(true);
+    remote.end('halt\n');
+    expect((await remote.output).code).toBe(0);
   });
 });

@@ -2,6 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import pino from 'pino';
 import { createLogger } from '../../daemon/logger.js';
 import { parseSshUri, type PodmanConnection } from '../../daemon/podman/connections.js';
 import { REMOTE_STUB } from '../../daemon/tunnels/ssh-command.js';
@@ -49,19 +50,21 @@ const DIR_NAME = '0123456789abcdef0123456789abcdef';
 /** The VM-side bind path a generation's `ssh -R` asked for. */
 const bindOf = (child: FakeSsh | undefined) => (child?.args[child.args.indexOf('-R') + 1] ?? '').split(':')[0] ?? '';
 
-function setup(rediscover?: () => Promise<PodmanConnection>) {
+function setup(rediscover?: () => Promise<PodmanConnection>, replaceRoot?: (taken: string) => Promise<string>) {
   const children: FakeSsh[] = [];
   const records: (TunnelRecord | null)[] = [];
+  const logs: { msg: string; taken?: string; root?: string; tunnelId?: string }[] = [];
   const uri = 'ssh://core@127.0.0.1:2222/run/podman.sock';
   const tunnel = new Tunnel({
     ...(rediscover === undefined ? {} : { rediscover }),
+    ...(replaceRoot === undefined ? {} : { replaceRoot }),
     id: 'tun_abcdef123456',
     dirName: DIR_NAME,
     connection: { name: 'machine', uri, identity: '/k', isDefault: true, target: parseSshUri(uri, 'machine') },
     agentSocket: '/agent.sock',
     vmRoot: '/tmp/sandboxd-x',
     knownHostsPath: '/kh',
-    logger: createLogger({ kind: 'silent' }),
+    logger: pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line) as (typeof logs)[number]) }),
     spawnSsh: (args) => {
       const child = new FakeSsh(1000 + children.length, args);
       children.push(child);
@@ -77,7 +80,7 @@ function setup(rediscover?: () => Promise<PodmanConnection>) {
     children[0]?.ready(selinux);
     await pending;
   };
-  return { tunnel, children, records, ready };
+  return { tunnel, children, records, ready, logs };
 }
 
 describe('Tunnel state machine (fake ssh, fake time)', () => {
@@ -287,6 +290,16 @@ describe('Tunnel and the VM (fake ssh)', () => {
     await tunnel.halt();
   });
 
+  it('says in the log when the VM could not lock the tunnel dir against tmpfiles, and runs anyway', async () => {
+    const { tunnel, children, logs } = setup();
+    tunnel.start();
+    const ready = tunnel.whenReady();
+    children[0]?.stdout.write('sandboxd-selinux none\nsandboxd-unlocked\nsandboxd-ready\n');
+    await ready;
+    expect(logs).toContainEqual(expect.objectContaining({ msg: expect.stringContaining('cannot lock the tunnel directory in the VM') as string, tunnelId: 'tun_abcdef123456' }));
+    await tunnel.halt();
+  });
+
   it('a refused bind in a VM that enforces SELinux names SELinux as the likely cause', async () => {
     const { tunnel, children } = setup();
     tunnel.start();
@@ -302,6 +315,70 @@ describe('Tunnel and the VM (fake ssh)', () => {
       message: 'sshd behind connection machine refused to bind the agent socket: Error: remote port forwarding failed for listen path /tmp/sandboxd-x.ab.sock; SELinux enforces in that VM and is the likely cause (it can deny sshd-session the bind)',
     });
     expect(tunnel.describe(0).lastError).toContain('SELinux enforces');
+  });
+});
+
+describe('Tunnel and a root another VM user holds (fake ssh)', () => {
+  /** As the remote script does when the root is not the remote user's own: says so, and exits. */
+  const taken = (child: FakeSsh | undefined) => {
+    child?.stdout.write('sandboxd-selinux none\nsandboxd-root-taken\n');
+    setImmediate(() => child?.exit(6));
+  };
+  const rootOf = (child: FakeSsh | undefined) => /^r='([^']*)'/.exec(child?.stdinText ?? '')?.[1];
+
+  it('leaves it alone, chooses a new root at once, is ready there and says so in the log', async () => {
+    const replaced: string[] = [];
+    const replaceRoot = (old: string) => {
+      replaced.push(old);
+      return Promise.resolve('/tmp/sandboxd-0123456789abcdef');
+    };
+    const { tunnel, children, records, logs } = setup(undefined, replaceRoot);
+    tunnel.start();
+    const ready = tunnel.whenReady();
+    taken(children[0]);
+    await vi.waitFor(() => {
+      expect(children).toHaveLength(2);
+    });
+    expect(replaced).toEqual(['/tmp/sandboxd-x']);
+    expect(rootOf(children[1])).toBe('/tmp/sandboxd-0123456789abcdef');
+    expect(bindOf(children[1])).toMatch(/^\/tmp\/sandboxd-0123456789abcdef\.[0-9a-f]{32}\.sock$/);
+    // The first generation's bind socket sits beside the old root: the next script removes it.
+    expect(children[1]?.stdinText).toContain(`rm -f '${bindOf(children[0])}'`);
+    children[1]?.ready();
+    await ready;
+    expect(tunnel.vmDir).toBe(`/tmp/sandboxd-0123456789abcdef/${DIR_NAME}`);
+    expect(tunnel.describe(1)).toMatchObject({ state: 'ready', socketPath: `/tmp/sandboxd-0123456789abcdef/${DIR_NAME}/agent.sock`, lastError: null });
+    expect(records.at(-1)).toMatchObject({ vmDir: `/tmp/sandboxd-0123456789abcdef/${DIR_NAME}` });
+    expect(logs).toContainEqual(
+      expect.objectContaining({
+        msg: 'the tunnel root in the VM belongs to someone else; left it alone and chose a new one',
+        taken: '/tmp/sandboxd-x',
+        root: '/tmp/sandboxd-0123456789abcdef',
+        tunnelId: 'tun_abcdef123456',
+      }),
+    );
+    await tunnel.halt();
+  });
+
+  it('fails with TUNNEL_FAILED once three new names in a row were taken too', async () => {
+    let next = 0;
+    const replaceRoot = () => Promise.resolve(`/tmp/sandboxd-000000000000000${String((next += 1))}`);
+    const { tunnel, children } = setup(undefined, replaceRoot);
+    tunnel.start();
+    const ready = tunnel.whenReady();
+    ready.catch(() => undefined);
+    for (let attempt = 0; attempt < 4; attempt += 1) {
+      await vi.waitFor(() => {
+        expect(children).toHaveLength(attempt + 1);
+      });
+      taken(children[attempt]);
+    }
+    await expect(ready).rejects.toMatchObject({
+      code: 'TUNNEL_FAILED',
+      message: 'tunnel tun_abcdef123456: the tunnel root /tmp/sandboxd-0000000000000003 in the VM is held by another user, as were the 3 names chosen before it (is /tmp in the VM usable?)',
+    });
+    expect(children).toHaveLength(4);
+    expect(tunnel.describe(0).state).toBe('failed');
   });
 });
 

@@ -1,0 +1,23 @@
+/**
+ * The daemon's two clocks. Wall time is only shown to people (when a session was acquired, when a
+ * probe ran); every age and deadline that decides something (leases, stall detection, grace, cache
+ * ages) is measured on the monotonic clock, which nobody sets: a wall clock stepped back would
+ * otherwise switch lease expiry off for as long as the step, and one stepped forward would expire
+ * every lease at once.
+ */
+export interface Clock {
+  /** Wall time in ms since the epoch: shown, never compared with another reading. */
+  now(): number;
+  /** Monotonic ms from an arbitrary origin: only differences of two readings mean anything. */
+  monotonic(): number;
+}
+
+/**
+ * The real clocks. `performance.now()` stops while the machine sleeps on Linux (CLOCK_MONOTONIC)
+ * and runs on through sleep on macOS (libuv's clock there): a sleep then either ages nothing or
+ * looks like a late sweep, which the session registry's stall grace covers.
+ */
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  monotonic: () => performance.now(),
+};
