@@ -19,6 +19,8 @@ export interface Exchange {
   timeoutMs: number;
   /** Keep the connection for the next exchange with the same socket (default true). */
   keepAlive?: boolean;
+  /** Called once the request is written: the caller may start work it needs only for the answer. */
+  onSent?: () => void;
 }
 
 export interface Reply {
@@ -243,6 +245,7 @@ function exchangeOn(socket: net.Socket, exchange: Exchange, keepAlive: boolean, 
     socket.on('data', onData).once('end', onEnd).once('error', onError).once('close', onClose);
     socket.write(requestText(exchange, keepAlive), (error) => {
       if (error !== undefined && error !== null) fail(error);
+      else exchange.onSent?.();
     });
   });
 }

@@ -1,27 +1,29 @@
-import {
+import type {
+  AcquireRequest,
   AcquireResponse,
-  ReleaseResponse,
-  CLIENT_ENV_NAMES,
-  SESSIONS_ROUTE,
+  ClientEnv,
+  ContainerUser,
+  SessionInfo,
+  SshAgentSetting,
   SshBridgeSetting,
-  sessionRoute,
-  type AcquireRequest,
-  type ClientEnv,
-  type ContainerUser,
-  type SessionInfo,
-  type SshAgentSetting,
-  type HostSocketRequest,
-  type HostSocketStatus,
+  HostSocketRequest,
+  HostSocketStatus,
 } from '../shared/contracts/sessions.js';
+import { CLIENT_ENV_NAMES, SESSIONS_ROUTE, SSH_BRIDGE_SETTINGS, sessionRoute } from '../shared/contracts/session-routes.js';
 import type { Engine } from '../shared/contracts/common.js';
 import type { Plan } from '../shared/contracts/plan.js';
 import { SandboxdError } from '../shared/errors.js';
-import { ensureDaemon } from './autostart.js';
 import { envFlag } from './env-flags.js';
-import { startHeartbeats } from './heartbeats.js';
-import { stopOlderIdleDaemon } from './replace-daemon.js';
 import { clientPaths, type ConnectionOptions } from './connection.js';
 import { request } from './transport.js';
+
+/*
+ * Only what sending the acquire takes is loaded up front: the schemas (and zod) load while the
+ * daemon works on the answer, and starting a daemon, replacing an older one and heartbeats load
+ * when they are first needed. A program that embeds the client pays for nothing else before its
+ * first request.
+ */
+const contracts = () => import('../shared/contracts/sessions.js');
 
 /** Acquire may wait for a cold tunnel, which is bounded at 20 s by the daemon. */
 const ACQUIRE_TIMEOUT_MS = 30_000;
@@ -89,17 +91,20 @@ function pickEnv(env: NodeJS.ProcessEnv): ClientEnv {
   return picked;
 }
 
+function isBridgeSetting(value: string): value is SshBridgeSetting {
+  return (SSH_BRIDGE_SETTINGS as readonly string[]).includes(value);
+}
+
 function bridgeSetting(options: AcquireOptions, env: NodeJS.ProcessEnv): SshBridgeSetting {
   if (options.sshBridge !== undefined) return options.sshBridge;
   const fromEnv = env.SANDBOXD_SSH_BRIDGE;
   if (fromEnv === undefined || fromEnv === '') return 'auto';
-  const parsed = SshBridgeSetting.safeParse(fromEnv);
-  if (!parsed.success) {
-    throw new SandboxdError('BAD_REQUEST', `SANDBOXD_SSH_BRIDGE is "${fromEnv}"; it must be one of ${SshBridgeSetting.options.join(', ')}`, {
+  if (!isBridgeSetting(fromEnv)) {
+    throw new SandboxdError('BAD_REQUEST', `SANDBOXD_SSH_BRIDGE is "${fromEnv}"; it must be one of ${SSH_BRIDGE_SETTINGS.join(', ')}`, {
       remedy: 'Fix or unset SANDBOXD_SSH_BRIDGE.',
     });
   }
-  return parsed.data;
+  return fromEnv;
 }
 
 export async function acquireSession(options: AcquireOptions): Promise<Session> {
@@ -134,11 +139,17 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
   const post = (renews?: string) =>
     request(
       { socketPath: paths.socketPath, method: 'POST', route: SESSIONS_ROUTE, body: renews === undefined ? body : { ...body, renews }, timeoutMs: ACQUIRE_TIMEOUT_MS },
-      AcquireResponse,
+      async () => (await contracts()).AcquireResponse,
     );
   const autoStart = (options.autoStart ?? true) && !envFlag(env, 'SANDBOXD_NO_AUTOSTART');
-  const start = () =>
-    ensureDaemon({ paths, env, autoStart, ...(options.daemonCommand === undefined ? {} : { daemonCommand: options.daemonCommand }) });
+  const start = async () => {
+    const { ensureDaemon } = await import('./autostart.js');
+    return ensureDaemon({ paths, env, autoStart, ...(options.daemonCommand === undefined ? {} : { daemonCommand: options.daemonCommand }) });
+  };
+  const olderIdleDaemonStopped = async () => {
+    const { stopOlderIdleDaemon } = await import('./replace-daemon.js');
+    return stopOlderIdleDaemon(paths.socketPath);
+  };
   let acquired: AcquireResponse;
   try {
     // Every reply carries the protocol version, so a running daemon needs no status call first.
@@ -148,7 +159,7 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     // SANDBOXD_NO_AUTOSTART=1 is the user's word for every auto-starting caller.
     if (code === 'DAEMON_NOT_RUNNING') await start();
     // An idle daemon of an older release gives way to this one (shared/protocol-policy.ts).
-    else if (!(code === 'PROTOCOL_MISMATCH' && autoStart && (await stopOlderIdleDaemon(paths.socketPath)))) throw error;
+    else if (!(code === 'PROTOCOL_MISMATCH' && autoStart && (await olderIdleDaemonStopped()))) throw error;
     else await start();
     acquired = await post();
   }
@@ -170,6 +181,7 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     return renewing;
   };
   if (options.heartbeat ?? true) {
+    const { startHeartbeats } = await import('./heartbeats.js');
     // One timer and one request per interval for all of this process's sessions (client/heartbeats.ts).
     stopHeartbeats = startHeartbeats(paths.socketPath, acquired.heartbeatIntervalMs, {
       id: () => (renewing === null ? current.id : null),
@@ -186,7 +198,7 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
       // A renewal under way ends with the lease this release must drop.
       await renewing;
       try {
-        await request({ socketPath: paths.socketPath, method: 'DELETE', route: sessionRoute(current.id) }, ReleaseResponse);
+        await request({ socketPath: paths.socketPath, method: 'DELETE', route: sessionRoute(current.id) }, async () => (await contracts()).ReleaseResponse);
       } catch (error) {
         // A daemon that is gone has already dropped the lease.
         if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;

@@ -1,7 +1,5 @@
 import type * as z from 'zod/mini';
 import { SandboxdError } from '../shared/errors.js';
-import { ErrorBody } from '../shared/contracts/errors.js';
-import { ENGLISH } from '../shared/contracts/messages.js';
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 import { exchange, ExchangeTimeout, MalformedReply, unreachable, type Reply } from './http1.js';
 import { assertTrustedSocket } from './trust.js';
@@ -24,11 +22,17 @@ export interface RequestOptions {
   closeConnection?: boolean;
 }
 
+let parseOptions: Promise<z.core.ParseContext<z.core.$ZodIssue>> | undefined;
+
 /**
  * A client parses each answer once: zod's compiled fast path (a `new Function` per object
- * schema, built on first use) costs more than it saves, about 8 ms of every CLI call.
+ * schema, built on first use) costs more than it saves, about 8 ms of every CLI call. Loaded with
+ * the first answer, as zod is: nothing before the first request needs it.
  */
-const ONE_SHOT = { jitless: true, ...ENGLISH } as const;
+function oneShot(): Promise<z.core.ParseContext<z.core.$ZodIssue>> {
+  parseOptions ??= import('../shared/contracts/messages.js').then(({ ENGLISH }) => ({ jitless: true, ...ENGLISH }));
+  return parseOptions;
+}
 
 function parseJson(text: string): unknown {
   try {
@@ -39,11 +43,19 @@ function parseJson(text: string): unknown {
 }
 
 /**
+ * The answer's schema, or how to load it: loaded once the request is written, it (and zod) load
+ * while the daemon works on the answer instead of before the request leaves.
+ */
+export type SchemaSource<T extends z.ZodMiniType> = T | (() => Promise<T>);
+
+/**
  * One JSON request over the daemon's Unix socket, with the response checked against its shared
  * schema (STYLE 1) and the daemon's protocol version checked on every reply. Nothing is sent to a
  * socket another user could have placed (client/trust.ts).
  */
-export async function request<T extends z.ZodMiniType>(options: RequestOptions, schema: T): Promise<z.output<T>> {
+export async function request<T extends z.ZodMiniType>(options: RequestOptions, schema: SchemaSource<T>): Promise<z.output<T>> {
+  let loading: Promise<T> | undefined;
+  const expected = (): Promise<T> => (loading ??= schema instanceof Function ? schema() : Promise.resolve(schema));
   const { socketPath, method, route } = options;
   await assertTrustedSocket(socketPath);
   const timeoutMs = options.timeoutMs ?? REQUEST_TIMEOUT_MS;
@@ -60,6 +72,11 @@ export async function request<T extends z.ZodMiniType>(options: RequestOptions, 
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
       timeoutMs,
       keepAlive: options.closeConnection !== true,
+      onSent: () => {
+        // Awaited once the answer is in; a request that fails first must not leave it unhandled.
+        expected().catch(() => undefined);
+        oneShot().catch(() => undefined);
+      },
     });
   } catch (error) {
     if (error instanceof ExchangeTimeout) throw new SandboxdError('DAEMON_TIMEOUT', `the daemon did not answer ${method} ${route} within ${timeoutMs} ms`);
@@ -77,12 +94,14 @@ export async function request<T extends z.ZodMiniType>(options: RequestOptions, 
     );
   }
   const json = parseJson(response.text);
+  const checks = await oneShot();
   if (response.status >= 400) {
-    const error = ErrorBody.safeParse(json, ONE_SHOT);
+    const { ErrorBody } = await import('../shared/contracts/errors.js');
+    const error = ErrorBody.safeParse(json, checks);
     if (error.success) throw SandboxdError.fromObject(error.data.error);
     throw new SandboxdError('INVALID_RESPONSE', `the daemon answered ${response.status} without an error body`);
   }
-  const parsed = schema.safeParse(json, ONE_SHOT);
+  const parsed = (await expected()).safeParse(json, checks);
   if (!parsed.success) {
     throw new SandboxdError('INVALID_RESPONSE', `the daemon's answer to ${method} ${route} does not match the contract: ${parsed.error.issues[0]?.message ?? 'unknown'}`);
   }

@@ -1,17 +1,14 @@
 import * as z from 'zod/mini';
 import { AbsolutePath, Engine, ExecText, Id, Timestamp } from './common.js';
 import { Plan, SshStatus } from './plan.js';
+import { CLIENT_ENV_NAMES, SSH_BRIDGE_SETTINGS, sessionRoute } from './session-routes.js';
 
-export const SESSIONS_ROUTE = '/v1/sessions';
-export const sessionRoute = (id: string): string => `${SESSIONS_ROUTE}/${encodeURIComponent(id)}`;
-export const heartbeatRoute = (id: string): string => `${sessionRoute(id)}/heartbeat`;
-/** One heartbeat for every session a client process holds (`heartbeatRoute` stays for one). */
-export const HEARTBEATS_ROUTE = '/v1/heartbeats';
+export { CLIENT_ENV_NAMES, HEARTBEATS_ROUTE, SESSIONS_ROUTE, SSH_BRIDGE_SETTINGS, heartbeatRoute, sessionRoute } from './session-routes.js';
 
 export const SshAgentSetting = z.enum(['auto', 'on', 'off']);
 export type SshAgentSetting = z.infer<typeof SshAgentSetting>;
 
-export const SshBridgeSetting = z.enum(['auto', 'mount', 'tunnel', 'desktop', 'none']);
+export const SshBridgeSetting = z.enum(SSH_BRIDGE_SETTINGS);
 export type SshBridgeSetting = z.infer<typeof SshBridgeSetting>;
 
 export const ContainerUser = z.strictObject({
@@ -26,25 +23,6 @@ export const ContainerUser = z.strictObject({
 });
 export type ContainerUser = z.infer<typeof ContainerUser>;
 
-/**
- * The few variables of the client's environment the daemon may use; nothing else is sent, so a
- * request can never carry a whole environment (DESIGN §9).
- */
-export const CLIENT_ENV_NAMES = [
-  'CONTAINER_CONNECTION',
-  'CONTAINER_HOST',
-  'CONTAINER_SSHKEY',
-  'CONTAINERS_CONF',
-  'CONTAINERS_STORAGE_CONF',
-  'PODMAN_CONNECTIONS_CONF',
-  'DOCKER_HOST',
-  'DOCKER_CONTEXT',
-  'DOCKER_CONFIG',
-  'XDG_CONFIG_HOME',
-  'TERM',
-  'COLORTERM',
-  'GOOGLE_APPLICATION_CREDENTIALS',
-] as const;
 export const ClientEnv = z.strictObject(
   Object.fromEntries(CLIENT_ENV_NAMES.map((name) => [name, z.optional(ExecText(4096))])) as Record<
     (typeof CLIENT_ENV_NAMES)[number],

@@ -1,0 +1,33 @@
+/*
+ * The session contract's plain values, apart from its schemas: a client builds and sends its
+ * request with these alone, and loads zod (sessions.ts) only to check the answer.
+ */
+
+export const SESSIONS_ROUTE = '/v1/sessions';
+export const sessionRoute = (id: string): string => `${SESSIONS_ROUTE}/${encodeURIComponent(id)}`;
+export const heartbeatRoute = (id: string): string => `${sessionRoute(id)}/heartbeat`;
+/** One heartbeat for every session a client process holds (`heartbeatRoute` stays for one). */
+export const HEARTBEATS_ROUTE = '/v1/heartbeats';
+
+/** How the agent reaches the container; `auto` decides from engine, platform and connection. */
+export const SSH_BRIDGE_SETTINGS = ['auto', 'mount', 'tunnel', 'desktop', 'none'] as const;
+
+/**
+ * The few variables of the client's environment the daemon may use; nothing else is sent, so a
+ * request can never carry a whole environment (DESIGN §9).
+ */
+export const CLIENT_ENV_NAMES = [
+  'CONTAINER_CONNECTION',
+  'CONTAINER_HOST',
+  'CONTAINER_SSHKEY',
+  'CONTAINERS_CONF',
+  'CONTAINERS_STORAGE_CONF',
+  'PODMAN_CONNECTIONS_CONF',
+  'DOCKER_HOST',
+  'DOCKER_CONTEXT',
+  'DOCKER_CONFIG',
+  'XDG_CONFIG_HOME',
+  'TERM',
+  'COLORTERM',
+  'GOOGLE_APPLICATION_CREDENTIALS',
+] as const;
