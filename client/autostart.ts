@@ -3,13 +3,13 @@ import { closeSync, openSync, promises as fs } from 'node:fs';
 import { SandboxdError } from '../shared/errors.js';
 import type { StatusResponse } from '../shared/contracts/status.js';
 import { currentPlatform, type SandboxdPaths } from '../shared/paths.js';
-import { CLI_ENTRY } from '../daemon/package-files.js';
 import { readPidRecord } from '../daemon/pid-record.js';
 import { createProcessProbe, type ProcessProbe } from '../daemon/process-identity.js';
 import { ensureSecureDir } from '../daemon/secure-dir.js';
-import { DAEMON_CWD, daemonEnvironment, resolveDaemonCommand, type DaemonCommand } from './daemon-launch.js';
+import { DAEMON_CWD, daemonEnvironment, resolveDaemonCommand, thisModuleDir, type DaemonCommand } from './daemon-launch.js';
 import { POLL_INTERVAL_MS, START_TIMEOUT_MS, statusIfRunning, statusOrColdStart, waitForService } from './daemon-status.js';
 import { startThroughService } from './service/control.js';
+import { acquireSpawnLock } from './spawn-lock.js';
 
 /**
  * A daemon this client spawned answers within a few hundred ms; polling finely until then keeps
@@ -17,7 +17,6 @@ import { startThroughService } from './service/control.js';
  */
 const FAST_POLL_MS = 10;
 const FAST_POLL_FOR_MS = 2_000;
-const SPAWN_LOCK_STALE_MS = 10_000;
 const STDERR_TAIL_BYTES = 2_000;
 
 async function tail(file: string): Promise<string> {
@@ -51,21 +50,7 @@ export async function ensureDaemon(options: EnsureDaemonOptions): Promise<Status
     throw new SandboxdError('DAEMON_NOT_RUNNING', `sandboxd is not running (no daemon on ${paths.socketPath}) and auto-start is off`);
   }
   await ensureSecureDir(paths.runtimeDir);
-  // Loaded only to spawn: a connect to a running daemon (every `status`) never pays for it.
-  const { default: lockfile } = await import('proper-lockfile');
-  const release = await lockfile
-    .lock(paths.runtimeDir, {
-      lockfilePath: paths.spawnLockPath,
-      realpath: false,
-      stale: SPAWN_LOCK_STALE_MS,
-      retries: { retries: START_TIMEOUT_MS / 100, factor: 1, minTimeout: 100, maxTimeout: 100 },
-    })
-    .catch((error: unknown) => {
-      throw new SandboxdError('DAEMON_START_FAILED', `another client held the start lock ${paths.spawnLockPath} for over ${START_TIMEOUT_MS} ms`, {
-        remedy: 'Run `sandboxd status`; if no daemon answers, run `sandboxd daemon` in a terminal to see why.',
-        cause: error,
-      });
-    });
+  const release = await acquireSpawnLock(paths.spawnLockPath, START_TIMEOUT_MS);
   try {
     return (await statusIfRunning(paths.socketPath)) ?? (await spawnAndWait(options));
   } finally {
@@ -108,7 +93,7 @@ async function spawnAndWait({ paths, env, daemonCommand }: EnsureDaemonOptions):
   const platform = currentPlatform();
   const service = await startThroughService(env, platform);
   if (service !== null) return waitForService(paths, service.kind);
-  const command = await resolveDaemonCommand({ option: daemonCommand, env, packageEntry: CLI_ENTRY, execPath: process.execPath });
+  const command = await resolveDaemonCommand({ option: daemonCommand, env, moduleDir: thisModuleDir(), execPath: process.execPath, bun: process.versions.bun !== undefined });
   const daemonEnv = daemonEnvironment(env, command, process.execPath, platform);
   const probe = createProcessProbe(platform);
   const stderrPath = `${paths.runtimeDir}/daemon.stderr`;

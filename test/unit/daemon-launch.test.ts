@@ -14,9 +14,20 @@ interface Layout {
   onPath: string;
   /** `<dir>/opt/sandboxd`, named by SANDBOXD_BIN. */
   bin: string;
-  /** `<dir>/pkg/cli/main.js`, this package's entry. */
+  /** `<dir>/pkg/dist/bin/sandboxd.js`, this package's CLI. */
   entry: string;
+  /** `<dir>/pkg/dist/client`, where this package's client code runs from. */
+  moduleDir: string;
   pathValue: string;
+}
+
+/** A sandboxd package at `root` (package.json named sandboxd), with or without its built CLI. */
+function sandboxdPackage(root: string, built = true, name = 'sandboxd'): string {
+  mkdirSync(path.join(root, 'dist', 'bin'), { recursive: true });
+  writeFileSync(path.join(root, 'package.json'), JSON.stringify({ name, version: '0.1.0' }));
+  const cli = path.join(root, 'dist', 'bin', 'sandboxd.js');
+  if (built) writeFileSync(cli, '');
+  return cli;
 }
 
 function executable(file: string): string {
@@ -31,21 +42,22 @@ function layout(): Layout {
   cleanup.add(() => {
     rmSync(dir, { recursive: true, force: true });
   });
-  const entry = path.join(dir, 'pkg', 'cli', 'main.js');
-  mkdirSync(path.dirname(entry), { recursive: true });
-  writeFileSync(entry, '');
+  const entry = sandboxdPackage(path.join(dir, 'pkg'));
+  const moduleDir = path.join(dir, 'pkg', 'dist', 'client');
+  mkdirSync(moduleDir, { recursive: true });
   mkdirSync(path.join(dir, 'empty'));
   return {
     dir,
     onPath: executable(path.join(dir, 'bin', 'sandboxd')),
     bin: executable(path.join(dir, 'opt', 'sandboxd')),
     entry,
+    moduleDir,
     pathValue: ['relative/bin', path.join(dir, 'empty'), path.join(dir, 'bin')].join(':'),
   };
 }
 
 function inputs(l: Layout, env: NodeJS.ProcessEnv, option?: string[]): LaunchInputs {
-  return { env, packageEntry: l.entry, execPath: '/usr/bin/node', ...(option === undefined ? {} : { option }) };
+  return { env, moduleDir: l.moduleDir, execPath: '/usr/bin/node', bun: false, ...(option === undefined ? {} : { option }) };
 }
 
 async function failure(promise: Promise<unknown>): Promise<SandboxdError> {
@@ -86,9 +98,34 @@ describe('resolveDaemonCommand: option, SANDBOXD_BIN, PATH, package (DESIGN §10
     });
   });
 
+  it('4. bundled into a program, finds the sandboxd package the program installed beside itself', async () => {
+    const l = layout();
+    const app = path.join(l.dir, 'app');
+    const cli = sandboxdPackage(path.join(app, 'node_modules', 'sandboxd'));
+    // What a bundle's directory holds: its own package.json (the program's), no sandboxd.
+    sandboxdPackage(path.join(app, 'bundle'), false, 'llxprt');
+    const bundled: LaunchInputs = { env: { PATH: path.join(l.dir, 'empty') }, moduleDir: path.join(app, 'bundle'), execPath: '/usr/bin/node', bun: false };
+    expect(await resolveDaemonCommand(bundled)).toEqual({ file: '/usr/bin/node', args: [cli, 'daemon'], source: 'package' });
+  });
+
+  it('4. a package whose CLI is not built is passed over for the next one up', async () => {
+    const l = layout();
+    const outer = sandboxdPackage(path.join(l.dir, 'node_modules', 'sandboxd'));
+    rmSync(l.entry);
+    expect((await resolveDaemonCommand(inputs(l, { PATH: path.join(l.dir, 'empty') }))).args).toEqual([outer, 'daemon']);
+  });
+
+  it('4. a client on Bun runs the package\'s CLI on node from PATH, else on Bun', async () => {
+    const l = layout();
+    const node = executable(path.join(l.dir, 'nodebin', 'node'));
+    const onBun = (pathValue: string): LaunchInputs => ({ env: { PATH: pathValue }, moduleDir: l.moduleDir, execPath: '/usr/local/bin/bun', bun: true });
+    expect(await resolveDaemonCommand(onBun(path.dirname(node)))).toEqual({ file: node, args: [l.entry, 'daemon'], source: 'package' });
+    expect(await resolveDaemonCommand(onBun(path.join(l.dir, 'empty')))).toEqual({ file: '/usr/local/bin/bun', args: [l.entry, 'daemon'], source: 'package' });
+  });
+
   it('refuses an option that names no executable, pointing at SANDBOXD_BIN', async () => {
     const l = layout();
-    const error = await failure(resolveDaemonCommand(inputs(l, { PATH: l.pathValue }, [path.join(l.dir, 'pkg', 'cli', 'main.js')])));
+    const error = await failure(resolveDaemonCommand(inputs(l, { PATH: l.pathValue }, [l.entry])));
     expect(error.code).toBe('DAEMON_START_FAILED');
     expect(error.message).toBe(`the daemonCommand option names "${l.entry}", which is not an executable file`);
     expect(error.remedy).toBe('Pass the path of the `sandboxd` executable in daemonCommand, or drop the option and set SANDBOXD_BIN to it.');
@@ -103,15 +140,24 @@ describe('resolveDaemonCommand: option, SANDBOXD_BIN, PATH, package (DESIGN §10
     expect(error.remedy).toBe('Set SANDBOXD_BIN to the path of the `sandboxd` executable, or unset it.');
   });
 
-  it('when bundled (no package entry) and nothing else is set, names SANDBOXD_BIN in the remedy', async () => {
+  it('bundled with no sandboxd anywhere: says every place it looked, and names SANDBOXD_BIN in the remedy', async () => {
     const l = layout();
-    const bundled: LaunchInputs = { env: { PATH: path.join(l.dir, 'empty') }, packageEntry: path.join(l.dir, 'bundle', 'cli', 'main.js'), execPath: '/usr/bin/node' };
+    const empty = path.join(l.dir, 'empty');
+    const bundled: LaunchInputs = { env: { PATH: empty }, moduleDir: path.join(l.dir, 'app', 'bundle'), execPath: '/usr/bin/node', bun: false };
     const error = await failure(resolveDaemonCommand(bundled));
     expect(error.code).toBe('DAEMON_START_FAILED');
     expect(error.message).toBe(
-      `cannot find the sandboxd executable: no daemonCommand option, SANDBOXD_BIN unset, no sandboxd on PATH, and no ${bundled.packageEntry}`,
+      `cannot find the sandboxd executable. Looked at: the daemonCommand option (not given), SANDBOXD_BIN (not set), \`sandboxd\` in PATH (${empty}); no sandboxd package with a built dist/bin/sandboxd.js in ${bundled.moduleDir ?? ''} or any directory above it, or in their node_modules`,
     );
+    expect(error.message).not.toContain('/nonexistent');
     expect(error.remedy).toBe('Set SANDBOXD_BIN to the path of the `sandboxd` executable, or put `sandboxd` on PATH.');
+  });
+
+  it('in a CommonJS bundle (no import.meta.url) it says it could not look for a package', async () => {
+    const error = await failure(resolveDaemonCommand({ env: {}, moduleDir: null, execPath: '/usr/bin/node', bun: false }));
+    expect(error.message).toBe(
+      'cannot find the sandboxd executable. Looked at: the daemonCommand option (not given), SANDBOXD_BIN (not set), `sandboxd` in PATH (not set); no package could be looked for: the runtime does not say where this code is',
+    );
   });
 });
 
