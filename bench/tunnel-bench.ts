@@ -12,6 +12,7 @@ import { daemonOfUnreapingParent, killToZombie } from '../test/lab/unreaping-par
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 import { DISCOVERY_TTL_MS } from '../daemon/podman/discovery-cache.js';
 import { GIT_FACTS_TTL_MS } from '../daemon/plan/git-host.js';
+import { llxprtImportCost } from './llxprt-import.js';
 
 /**
  * `npm run bench`: the tunnel figures of issue 3 and the speed figures of issue 13, measured in one
@@ -31,6 +32,11 @@ const HELD = SHORT ? 100 : 1000;
 const IDLE_WINDOW_MS = SHORT ? 2_000 : 10_000;
 /** Acquires each after the caches' TTL has passed (11 s apart), the bridge still up. */
 const IDLE_RUNS = SHORT ? 1 : 3;
+/** `npm run bench -- --llxprt`: only the rows of what llxprt's launcher pays for the adapter. */
+const ONLY_LLXPRT = process.argv.includes('--llxprt');
+const LLXPRT_RUNS = SHORT ? 3 : 15;
+/** Bun runs llxprt; the bench measures the adapter under it as under Node. */
+const BUN = fileURLToPath(new URL('../../node_modules/.bin/bun', import.meta.url));
 
 /** utime + stime of a process, from /proc (clock ticks are 10 ms on Linux). */
 function processCpuMs(pid: number): number {
@@ -161,6 +167,32 @@ async function freshStartToFirstAcquire(env: NodeJS.ProcessEnv): Promise<number>
   return ms;
 }
 
+/**
+ * (10) what llxprt's launcher pays for `sandboxd/llxprt` before sandboxd can answer: the import,
+ * and the time to the first request's arrival at the daemon, from the program's first line, under
+ * Node and Bun; and until llxprt's argument list is merged, a warm daemon answering. The daemon is
+ * warm and local (a mount bridge), so the figures are the client's own.
+ */
+async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string, string, string][]> {
+  const rows: [string, string, string][] = [];
+  const daemonSocket = clientPaths(env).socketPath;
+  for (const [name, runtime] of [['node', process.execPath], ['bun', BUN]] as const) {
+    const cost = await llxprtImportCost(runtime, env, daemonSocket, path.join(dir, `llxprt-${name}`), LLXPRT_RUNS);
+    rows.push(
+      [`(10) sandboxd/llxprt under ${name}: import`, `${median(cost.importMs).toFixed(1)} ms`, `CPU ${median(cost.importCpuMs).toFixed(1)} ms`],
+      [`(10) sandboxd/llxprt under ${name}: first request at the daemon`, `${median(cost.firstRequestMs).toFixed(1)} ms`, 'from the program\'s first line: what the launcher pays before sandboxd is asked'],
+      [`(10) sandboxd/llxprt under ${name}: arguments merged (warm daemon)`, `${median(cost.mergedMs).toFixed(1)} ms`, `CPU ${median(cost.mergedCpuMs).toFixed(1)} ms: llxprt's agent step, whole`],
+    );
+  }
+  return rows;
+}
+
+function printRows(rows: [string, string, string][], runs: string): void {
+  const width = Math.max(...rows.map(([name]) => name.length));
+  process.stdout.write(`sandboxd benchmark (node ${process.version}${SHORT ? ', short' : ''}; ${runs}; medians)\n`);
+  for (const [name, value, note] of rows) process.stdout.write(`${name.padEnd(width)}  ${value.padStart(9)}  ${note}\n`);
+}
+
 async function main(): Promise<void> {
   const cleanup = new Cleanup();
   try {
@@ -175,6 +207,12 @@ async function main(): Promise<void> {
     const env: NodeJS.ProcessEnv = { ...process.env, ...sandbox.env, SSH_AUTH_SOCK: agent.socket, CONTAINERS_CONF: conf, SANDBOXD_SSH_BRIDGE: 'tunnel' };
     cleanup.add(() => requestShutdown(env).catch(() => undefined));
     await ensureDaemon({ paths: clientPaths(env), env, autoStart: true });
+    // Issue 13's shape: a local engine (mount bridge), so the figures are sandboxd's own.
+    const localEnv: NodeJS.ProcessEnv = { ...process.env, ...sandbox.env, SSH_AUTH_SOCK: agent.socket, SANDBOXD_SSH_BRIDGE: 'mount' };
+    if (ONLY_LLXPRT) {
+      printRows(await llxprtRows(localEnv, sandbox.dir), `${String(LLXPRT_RUNS)} runs per runtime`);
+      return;
+    }
     const acquire = () => acquireSession({ engine: 'podman', env, heartbeat: false });
 
     // Warm up ssh, podman and the daemon's code paths once, unmeasured.
@@ -276,13 +314,12 @@ async function main(): Promise<void> {
       return runs.map(median);
     };
     const [nodeMs = 0, versionMs = 0, statusMs = 0] = await cliStarts([['-e', '0'], [CLI, '--version'], [CLI, 'status']]);
+    const llxprt = await llxprtRows(localEnv, sandbox.dir);
 
     await stopDaemon(env);
     const restart: number[] = [];
     const fresh: number[] = [];
-    // Issue 13's shape: a local engine (mount bridge), so the figure is sandboxd's own start. The
-    // remote connection's first plan also logs in to the VM once, to learn what it shares.
-    const localEnv: NodeJS.ProcessEnv = { ...process.env, ...sandbox.env, SSH_AUTH_SOCK: agent.socket, SANDBOXD_SSH_BRIDGE: 'mount' };
+    // The remote connection's first plan also logs in to the VM once, to learn what it shares.
     const remoteFresh: number[] = [];
     for (let run = 0; run < RESTART_RUNS; run += 1) {
       restart.push(await killedDaemonToNextAcquire(localEnv));
@@ -319,10 +356,9 @@ async function main(): Promise<void> {
       ['(6) kill -9 daemon (left a zombie) -> next acquire, local engine', `${median(restart).toFixed(0)} ms`, `max ${Math.max(...restart).toFixed(0)} ms of ${RESTART_RUNS}; target < 1000 ms (was 20 s)`],
       ['(6) no daemon at all -> auto-start and first plan', `${median(fresh).toFixed(0)} ms`, 'target <= 500 ms; the kill -9 figure minus this is what the dead daemon costs'],
       ['    the same through the remote podman connection', `${median(remoteFresh).toFixed(0)} ms`, `+ one ssh login to learn what the VM shares (bare handshake ${bareMs.toFixed(0)} ms)`],
+      ...llxprt,
     ];
-    const width = Math.max(...rows.map(([name]) => name.length));
-    process.stdout.write(`sandboxd benchmark (node ${process.version}${SHORT ? ', short' : ''}; ${COLD_RUNS} cold runs, ${WARM_RUNS} warm runs; medians)\n`);
-    for (const [name, value, note] of rows) process.stdout.write(`${name.padEnd(width)}  ${value.padStart(9)}  ${note}\n`);
+    printRows(rows, `${String(COLD_RUNS)} cold runs, ${String(WARM_RUNS)} warm runs`);
   } finally {
     await cleanup.run();
   }

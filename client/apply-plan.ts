@@ -23,6 +23,8 @@ export interface AppliedPlan {
   spawnEnv: Record<string, string>;
   /** Engine arguments that go before `run` (e.g. `--connection NAME`). */
   globalArgs: string[];
+  /** The plan's arguments that were added, and where: `args.slice(at, at + added.length)`. */
+  inserted: { at: number; added: string[] };
 }
 
 /** What the arguments seen so far decide, and who decided it. */
@@ -98,5 +100,6 @@ export function applyPlan(runArgs: readonly string[], plan: Pick<Plan, 'args' | 
     skipped,
     spawnEnv: Object.fromEntries(Object.entries(plan.spawnEnv).filter(([name]) => keptEnv.has(name))),
     globalArgs: [...plan.globalArgs],
+    inserted: { at: caller.optionsEnd, added },
   };
 }

@@ -1,8 +1,8 @@
 // Bundles the `sandboxd` command into dist/bin: a small entry, and one self-contained bundle per
 // command module (client/cli/entries/*), so a start reads two files instead of hundreds of
 // node_modules or a graph of shared chunks (issue 13). Each process loads one command bundle, so
-// what they share (commander, zod) is never loaded twice. The library entries (`sandboxd/client`
-// and friends) stay tsc's output: their users bundle them.
+// what they share (commander, zod) is never loaded twice. `sandboxd/llxprt` is one file too (see
+// the end); the other library entries (`sandboxd/client`, `sandboxd/shared`) stay tsc's output.
 import { build } from 'esbuild';
 import { chmodSync, readdirSync, rmSync } from 'node:fs';
 import process from 'node:process';
@@ -46,10 +46,8 @@ const entryPoints = {
   ...Object.fromEntries(readdirSync(ENTRIES).filter((name) => name.endsWith('.ts')).map((name) => [`entries/${name.slice(0, -3)}`, `${ENTRIES}/${name}`])),
 };
 
-rmSync(OUT, { recursive: true, force: true });
-await build({
-  entryPoints,
-  outdir: OUT,
+/** Both builds: one ESM file per entry for Node >= 20.19, node's builtins without their facades. */
+const SHARED = {
   bundle: true,
   format: 'esm',
   platform: 'node',
@@ -60,7 +58,21 @@ await build({
   minifySyntax: true,
   plugins: [builtinsWithoutFacade],
   logLevel: 'warning',
+};
+
+rmSync(OUT, { recursive: true, force: true });
+await build({
+  ...SHARED,
+  entryPoints,
+  outdir: OUT,
   // CommonJS dependencies (pino, fastify, proper-lockfile) call require() for node's builtins.
   banner: { js: "import { createRequire as __sandboxdRequire } from 'node:module'; const require = __sandboxdRequire(import.meta.url);" },
 });
 chmodSync(`${OUT}/sandboxd.js`, 0o755);
+
+// `sandboxd/llxprt` replaces tsc's dist/client/llxprt/index.js with one file (its types stay
+// tsc's): llxprt imports it on every sandbox launch, and the zod it carries, tree-shaken, loads in
+// a fraction of the time of zod's own modules. What it loads only when needed (the answer's
+// schemas, starting a daemon) stays behind a lazy initialiser. No banner: the client imports no
+// CommonJS, so this build also proves an ESM bundle of it needs no `require`.
+await build({ ...SHARED, entryPoints: { 'client/llxprt/index': 'client/llxprt/index.ts' }, outdir: 'dist' });

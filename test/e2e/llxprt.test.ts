@@ -1,11 +1,12 @@
+import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { prepareLlxprtSandbox, type LlxprtSandbox } from '../../dist/client/llxprt/index.js';
-import { Cleanup, cliEnv, daemonsFor, makeSandbox, startAgent, startDaemon, type Agent, type Sandbox } from '../helpers.js';
+import { forwardCredentialSocket, forwardSshAgent, releaseSandboxd, type AdapterLog, type ForwardOptions } from '../../dist/client/llxprt/index.js';
+import { mountDestination, parseRunArgs } from '../../client/run-args.js';
+import { Cleanup, cli, cliEnv, daemonsFor, makeSandbox, startAgent, startDaemon, waitFor, type Agent, type Sandbox } from '../helpers.js';
 import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -13,35 +14,109 @@ afterAll(() => cleanup.run());
 const perTest = new Cleanup();
 afterEach(() => perTest.run());
 
+const ADAPTER = path.join(import.meta.dirname, '../../dist/client/llxprt/index.js');
 const GIT_FILES = ['.gitconfig', '.config/git/config', '.gitignore_global', '.ssh/known_hosts'];
+const CREDENTIAL_IN_CONTAINER = '/run/sandboxd/sockets/credential-proxy/agent.sock';
 
-/** The `run` arguments llxprt builds for its own path, in its order (../shared/llxprt.md). */
-function llxprtArgs(home: string, cwd: string, image: string, script: string): string[] {
-  const tmp = os.tmpdir();
-  return [
-    'run', '-i', '--rm', '--init', '--workdir', cwd,
-    '--cap-drop=ALL', '--security-opt', 'no-new-privileges',
-    '--network', 'none',
-    '--volume', `${cwd}:${cwd}`,
-    '--volume', `${home}/.llxprt:${home}/.llxprt:z`,
-    ...GIT_FILES.filter((file) => existsSync(path.join(home, file))).flatMap((file) => [
-      '--volume', `${home}/${file}:${home}/${file}:ro`,
-      '--volume', `${home}/${file}:/home/node/${file}:ro`,
-    ]),
-    '--volume', `${tmp}:${tmp}`,
-    '--env', 'GIT_DISCOVERY_ACROSS_FILESYSTEM=1', '--env', 'TERM=xterm-256color', '--env', 'SANDBOX=llxprt-sandbox',
-    '--user', '1000', '-e', 'HOME=/home/node',
-    image, 'sh', '-c', script,
-  ];
+/** What the adapter said, by kind: the lines llxprt's user would see, and the debug ones. */
+function recordingLog(): AdapterLog & { warnings: string[]; debugLines: string[] } {
+  const warnings: string[] = [];
+  const debugLines: string[] = [];
+  return {
+    warnings,
+    debugLines,
+    warn: (message) => warnings.push(message),
+    debug: (message) => debugLines.push(message),
+  };
 }
 
-function used(result: LlxprtSandbox) {
-  if (!result.used) throw new Error(`sandboxd was not used: ${result.code} ${result.reason}`);
-  perTest.add(() => result.release());
-  return result;
+interface LlxprtLaunch {
+  /** The one array llxprt changes in place from its first step to its spawn. */
+  args: string[];
+  forwarded: boolean;
+  /** What the credential step gave the container as LLXPRT_CREDENTIAL_SOCKET. */
+  credentialSocket: string;
 }
 
-describe.skipIf(labMissing)('prepareLlxprtSandbox with llxprt\'s own arguments and the real podman', () => {
+interface LaunchShape {
+  home: string;
+  cwd: string;
+  image: string;
+  /** llxprt's SANDBOX_SET_UID_GID decision: the container runs as this host user (root here). */
+  setUidGid: boolean;
+  /** The host socket llxprt's credential proxy listens on (in its tmpdir). */
+  proxySocket: string;
+  env: NodeJS.ProcessEnv;
+  options?: Omit<ForwardOptions, 'env' | 'cwd' | 'setUidGid'>;
+  extraFlags?: string[];
+}
+
+/**
+ * llxprt's launcher, step by step, in its order and with its argument shapes (../shared/llxprt.md,
+ * read at llxprt-code f80a695): prepareContainerImageAndArgs builds `args`;
+ * prepareContainerNetworkAndEnv runs the agent step, where the adapter goes, else llxprt's own
+ * Linux forwarding; then the name, addContainerEnvVars, setupCredentialProxy (the adapter's second
+ * call, then llxprt's own `--env LLXPRT_CREDENTIAL_SOCKET=…` and capability env file) and
+ * setupContainerUser. The spawn (runLlxprtContainer) adds only the image and command: no global
+ * arguments, no environment of its own.
+ */
+async function llxprtLaunch(shape: LaunchShape): Promise<LlxprtLaunch> {
+  const { home, cwd, env } = shape;
+  const containerHome = shape.setUidGid ? home : '/home/node';
+  const tmp = path.dirname(shape.proxySocket);
+  const args = ['run', '-i', '--rm', '--init', '--workdir', cwd, '--cap-drop=ALL', '--security-opt', 'no-new-privileges', ...(shape.extraFlags ?? []), '--network', 'none'];
+  args.push('--volume', `${cwd}:${cwd}`);
+  args.push('--volume', `${home}/.llxprt:${home}/.llxprt:z`, '--env', `LLXPRT_CONFIG_HOME=${home}/.llxprt`);
+  for (const file of GIT_FILES.filter((name) => existsSync(path.join(home, name)))) {
+    args.push('--volume', `${home}/${file}:${home}/${file}:ro`);
+    if (containerHome !== home) args.push('--volume', `${home}/${file}:${containerHome}/${file}:ro`);
+  }
+  args.push('--volume', `${tmp}:${tmp}`);
+
+  const forwarded = await forwardSshAgent({ command: 'podman', image: shape.image }, args, { ...shape.options, env, cwd, setUidGid: shape.setUidGid });
+  const agentSetting = env.LLXPRT_SANDBOX_SSH_AGENT ?? env.SANDBOX_SSH_AGENT;
+  if (!forwarded && agentSetting !== 'off' && env.SSH_AUTH_SOCK !== undefined && env.SSH_AUTH_SOCK !== '' && existsSync(env.SSH_AUTH_SOCK)) {
+    // llxprt's own Linux agent step (setupSshAgentLinux).
+    args.push('--volume', `${env.SSH_AUTH_SOCK}:/ssh-agent:z`, '--env', 'SSH_AUTH_SOCK=/ssh-agent');
+  }
+
+  args.push('--name', 'llxprt-sandbox-0', '--hostname', 'llxprt-sandbox-0');
+  args.push('--env', 'TERM=xterm-256color', '--env', 'GIT_DISCOVERY_ACROSS_FILESYSTEM=1', '--env', 'SANDBOX=llxprt-sandbox-0');
+
+  const carried = await forwardCredentialSocket(args, shape.proxySocket);
+  const credentialSocket = carried ?? shape.proxySocket;
+  args.push('--env', `LLXPRT_CREDENTIAL_SOCKET=${credentialSocket}`);
+  const envFile = path.join(home, 'capability.env');
+  writeFileSync(envFile, 'LLXPRT_CAPABILITY_TOKEN=0123456789abcdef\n', { mode: 0o600 });
+  args.push('--env-file', envFile);
+
+  // setupContainerUser: llxprt runs the image's node user, or root that becomes the host user
+  // (useradd + su, which the lab image stands in for with --user: the host user is root here).
+  if (shape.setUidGid) args.push('--user', String(process.getuid?.() ?? 0), '--env', `HOME=${home}`);
+  perTest.add(() => releaseSandboxd(args));
+  return { args, forwarded, credentialSocket };
+}
+
+/** executeContainerSandbox: `spawn(config.command, args, { stdio: 'inherit' })` once the image and command are pushed. */
+function runLlxprtContainer(launch: LlxprtLaunch, image: string, script: string, env: NodeJS.ProcessEnv) {
+  return execa('podman', [...launch.args, image, 'sh', '-c', script], { env, extendEnv: false, reject: false, timeout: 90_000, input: '' });
+}
+
+function destinations(args: readonly string[]): string[] {
+  return parseRunArgs(args).options.map(mountDestination).filter((target) => target !== null);
+}
+
+function envValues(args: readonly string[], name: string): string[] {
+  return parseRunArgs(args)
+    .options.filter((option) => option.name === 'env' && option.value?.startsWith(`${name}=`) === true)
+    .map((option) => option.value?.slice(name.length + 1) ?? '');
+}
+
+async function sessionsOf(env: NodeJS.ProcessEnv): Promise<{ id: string; label: string | null; clientPid: number }[]> {
+  return JSON.parse((await cli(['sessions', 'ls', '--json'], env)).stdout) as { id: string; label: string | null; clientPid: number }[];
+}
+
+describe.skipIf(labMissing)('llxprt\'s launcher with the adapter, against the real podman', () => {
   let sandbox: Sandbox;
   let env: NodeJS.ProcessEnv;
   let image: string;
@@ -51,119 +126,229 @@ describe.skipIf(labMissing)('prepareLlxprtSandbox with llxprt\'s own arguments a
 
   beforeAll(async () => {
     const lab = podmanLab();
-    image = lab.image;
     sandbox = makeSandbox(cleanup);
+    // llxprt's image runs as its node user (USER node: uid 1000, HOME /home/node).
+    image = 'localhost/sandboxd-lab-llxprt';
+    writeFileSync(path.join(sandbox.dir, 'Containerfile'), `FROM ${lab.image}\nUSER 1000:1000\nENV HOME=/home/node\n`);
+    await execa('podman', ['build', '--pull=never', '-q', '-t', image, sandbox.dir], { env: { ...process.env, ...lab.env } });
+    cleanup.add(() => execa('podman', ['rmi', '-f', image], { env: { ...process.env, ...lab.env }, reject: false }));
     const { home } = sandbox;
     // llxprt mounts the whole tmpdir, and this host home lives in it: uid 1000 must traverse it, as
     // it can a real /home/<user>.
     chmodSync(sandbox.dir, 0o755);
     for (const dir of ['.llxprt', '.config/git', '.ssh']) mkdirSync(path.join(home, dir), { recursive: true });
-    writeFileSync(path.join(home, '.gitconfig'), '[user]\n\tname = Host User\n\temail = host@example.com\n[safe]\n\tdirectory = *\n');
+    writeFileSync(path.join(home, '.gitconfig'), '[user]\n\tname = Host User\n\temail = host@example.com\n');
     writeFileSync(path.join(home, '.config/git/config'), '[core]\n\tautocrlf = false\n');
     writeFileSync(path.join(home, '.gitignore_global'), '*.secret\n');
     writeFileSync(path.join(home, '.ssh/known_hosts'), 'example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n');
     project = path.join(sandbox.dir, 'project');
     mkdirSync(project, { recursive: true });
     await execa('git', ['init', '-q', '-b', 'main'], { cwd: project });
-    // Without SANDBOX_SET_UID_GID the container runs as llxprt's node user, uid 1000: it owns the tree.
+    await execa('git', ['-c', 'user.name=Host User', '-c', 'user.email=host@example.com', 'commit', '-q', '--allow-empty', '-m', 'first'], { cwd: project });
+    // The image's node user (uid 1000) works in the tree, as in llxprt's default container.
     await execa('chown', ['-R', '1000:1000', project]);
     agent = await startAgent(sandbox.dir, cleanup);
-    // Stands in for llxprt's credential proxy: another socket a uid-1000 container must reach.
+    // Stands in for llxprt's credential proxy: a socket in its tmpdir that only its owner (root)
+    // may open, which a uid-1000 container must reach.
     proxy = await startAgent(sandbox.dir, cleanup, 'proxy');
     chmodSync(proxy.socket, 0o600);
-    env = cliEnv(sandbox, { ...lab.env, SSH_AUTH_SOCK: agent.socket, LLXPRT_CREDENTIAL_SOCKET: proxy.socket });
+    env = cliEnv(sandbox, { ...lab.env, SSH_AUTH_SOCK: agent.socket });
     await startDaemon(env, cleanup);
   });
 
-  function runEngine(prepared: { globalArgs: string[]; args: string[]; spawnEnv: Record<string, string> }) {
-    return execa('podman', [...prepared.globalArgs, ...prepared.args], { env: { ...env, ...prepared.spawnEnv }, extendEnv: false, reject: false, timeout: 90_000, input: '' });
-  }
+  it('as llxprt\'s node user: the agent, the host identity, a commit, the credential proxy; one destination each', async () => {
+    const log = recordingLog();
+    const launch = await llxprtLaunch({ home: sandbox.home, cwd: project, image, setUidGid: false, proxySocket: proxy.socket, env, options: { log } });
+    expect(launch.forwarded).toBe(true);
+    expect(launch.credentialSocket).toBe(CREDENTIAL_IN_CONTAINER);
+    expect(log.warnings).toEqual([]);
+    const mounted = destinations(launch.args);
+    expect(new Set(mounted).size).toBe(mounted.length);
+    expect(envValues(launch.args, 'SSH_AUTH_SOCK')).toEqual(['/run/sandboxd/ssh/agent.sock']);
+    expect(envValues(launch.args, 'LLXPRT_CREDENTIAL_SOCKET')).toEqual([CREDENTIAL_IN_CONTAINER]);
+    // The credential step took the session again with the socket and gave the first one back.
+    const sessions = await sessionsOf(env);
+    expect(sessions.filter((session) => session.label === 'llxprt')).toHaveLength(1);
+    expect(launch.args.filter((arg) => arg.startsWith('sandboxd.session='))).toEqual([`sandboxd.session=${sessions[0]?.id ?? ''}`]);
 
-  it('runs: no duplicate destination, the agent, the host identity, the credential proxy as uid 1000', async () => {
-    const data = path.join(sandbox.dir, 'data');
-    mkdirSync(data, { recursive: true });
-    writeFileSync(path.join(data, 'in.txt'), 'custom mount\n');
     const script = [
       'echo "uid=$(id -u) home=$HOME"',
       'ssh-add -l',
-      'echo "proxy at $LLXPRT_CREDENTIAL_SOCKET"',
       'SSH_AUTH_SOCK="$LLXPRT_CREDENTIAL_SOCKET" ssh-add -l',
       'git config user.email',
-      'cat /data/in.txt',
+      'echo change > file.txt && git add file.txt && git commit -q -m "from the sandbox" && echo committed',
+      'touch .git/hooks/post-commit 2>/dev/null && echo hooks-writable || echo hooks-read-only',
     ].join('; ');
-    const prepared = used(
-      await prepareLlxprtSandbox({ engine: 'podman', args: llxprtArgs(sandbox.home, project, image, script), env: { ...env, LLXPRT_SANDBOX_MOUNTS: `${data}:/data` }, cwd: project }),
-    );
-    expect(prepared.sshForwarded).toBe(true);
-    expect(prepared.skipped.filter((entry) => entry.kind === 'mount').map((entry) => entry.key)).toContain('/home/node/.gitconfig');
-    const result = await runEngine(prepared);
+    const result = await runLlxprtContainer(launch, image, script, env);
     expect(result.stderr).toBe('');
     expect(result.exitCode).toBe(0);
     const lines = result.stdout.split('\n');
     expect(lines[0]).toBe('uid=1000 home=/home/node');
     expect(lines[1]).toContain(agent.fingerprint);
-    expect(lines[2]).toBe('proxy at /run/sandboxd/sockets/credential-proxy/agent.sock');
-    expect(lines[3]).toContain(proxy.fingerprint);
-    expect(lines.slice(4)).toEqual(['host@example.com', 'custom mount']);
+    expect(lines[2]).toContain(proxy.fingerprint);
+    expect(lines.slice(3)).toEqual(['host@example.com', 'committed', 'hooks-read-only']);
+    // The host's own git (root, in a tree uid 1000 owns) reads the repository whole, with the
+    // sandbox's commit by the host identity.
+    const hostGit = (...gitArgs: string[]) => execa('git', ['-c', 'safe.directory=*', ...gitArgs], { cwd: project });
+    await hostGit('fsck', '--strict');
+    expect((await hostGit('log', '--format=%an <%ae> %s')).stdout.split('\n')).toEqual([
+      'Host User <host@example.com> from the sandbox',
+      'Host User <host@example.com> first',
+    ]);
   });
 
-  it('SANDBOX_SET_UID_GID: the session is the host user\'s, whose HOME is the host home', async () => {
-    const script = 'echo "uid=$(id -u)"; ssh-add -l; git config user.email';
-    const args = ['run', '--rm', '--network', 'none', '--user', String(process.getuid?.() ?? 0), '-e', `HOME=${sandbox.home}`, image, 'sh', '-c', script];
-    const prepared = used(await prepareLlxprtSandbox({ engine: 'podman', args, env: { ...env, SANDBOX_SET_UID_GID: 'true' }, cwd: project }));
-    expect(prepared.args.join(' ')).not.toContain('/home/node');
-    const result = await runEngine(prepared);
+  it('SANDBOX_SET_UID_GID: the plan is the host user\'s, whose HOME is the host home', async () => {
+    const launch = await llxprtLaunch({ home: sandbox.home, cwd: project, image, setUidGid: true, proxySocket: proxy.socket, env, options: { log: recordingLog() } });
+    expect(launch.args.join(' ')).not.toContain('/home/node');
+    const result = await runLlxprtContainer(launch, image, 'echo "uid=$(id -u) home=$HOME"; ssh-add -l; SSH_AUTH_SOCK="$LLXPRT_CREDENTIAL_SOCKET" ssh-add -l; git config user.email', env);
     expect(result.exitCode).toBe(0);
-    expect(result.stdout).toContain(agent.fingerprint);
-    expect(result.stdout).toContain('host@example.com');
+    const lines = result.stdout.split('\n');
+    expect(lines[0]).toBe(`uid=${String(process.getuid?.() ?? 0)} home=${sandbox.home}`);
+    expect(lines[1]).toContain(agent.fingerprint);
+    expect(lines[2]).toContain(proxy.fingerprint);
+    expect(lines[3]).toBe('host@example.com');
   });
 
-  it('LLXPRT_SANDBOX_SSH_AGENT=off: no agent in the container; llxprt\'s own SSH_AUTH_SOCK is reported, not doubled', async () => {
-    const off = used(await prepareLlxprtSandbox({ engine: 'podman', args: ['run', '--rm', image, 'true'], env: { ...env, LLXPRT_SANDBOX_SSH_AGENT: 'off' }, cwd: project }));
-    expect(off.sshForwarded).toBe(false);
-    expect(off.args).not.toContain('SSH_AUTH_SOCK=/run/sandboxd/ssh/agent.sock');
-    const own = used(await prepareLlxprtSandbox({ engine: 'podman', args: ['run', '--rm', '-e', 'SSH_AUTH_SOCK=/ssh-agent', image, 'true'], env, cwd: project }));
-    expect(own.sshForwarded).toBe(false);
-    expect(own.args.filter((arg) => arg.startsWith('SSH_AUTH_SOCK='))).toEqual(['SSH_AUTH_SOCK=/ssh-agent']);
-    expect(own.warnings).toContain('llxprt\'s run arguments set SSH_AUTH_SOCK themselves, so sandboxd\'s forwarded socket is not used; leave llxprt\'s own forwarding to the fallback path');
+  it('LLXPRT_SANDBOX_SSH_AGENT=off: no agent from either side; git and the credential proxy still come', async () => {
+    const offEnv = { ...env, LLXPRT_SANDBOX_SSH_AGENT: 'off' };
+    const launch = await llxprtLaunch({ home: sandbox.home, cwd: project, image, setUidGid: false, proxySocket: proxy.socket, env: offEnv, options: { log: recordingLog() } });
+    expect(launch.forwarded).toBe(false);
+    expect(envValues(launch.args, 'SSH_AUTH_SOCK')).toEqual([]);
+    expect(launch.credentialSocket).toBe(CREDENTIAL_IN_CONTAINER);
+    const result = await runLlxprtContainer(launch, image, 'echo "agent=${SSH_AUTH_SOCK:-none}"; git config user.email', offEnv);
+    expect(result.stdout.split('\n')).toEqual(['agent=none', 'host@example.com']);
   });
 
-  it('a credential socket that is not there is a warning, and the launch goes on', async () => {
-    const prepared = used(await prepareLlxprtSandbox({ engine: 'podman', args: ['run', '--rm', image, 'true'], env: { ...env, LLXPRT_CREDENTIAL_SOCKET: path.join(sandbox.dir, 'gone.sock') }, cwd: project }));
-    expect(prepared.warnings).toContain(`socket credential-proxy is not forwarded: socket credential-proxy ${path.join(sandbox.dir, 'gone.sock')} does not exist`);
-    expect(prepared.args.some((arg) => arg.startsWith('LLXPRT_CREDENTIAL_SOCKET='))).toBe(false);
+  it('a credential socket that is not there: llxprt\'s own value stands, the session and its arguments are kept', async () => {
+    const log = recordingLog();
+    const gone = path.join(sandbox.dir, 'gone.sock');
+    const launch = await llxprtLaunch({ home: sandbox.home, cwd: project, image, setUidGid: false, proxySocket: gone, env, options: { log } });
+    expect(launch.forwarded).toBe(true);
+    expect(launch.credentialSocket).toBe(gone);
+    expect(log.debugLines).toContain(`the credential proxy is left to llxprt: sandboxd does not carry it: socket credential-proxy ${gone} does not exist`);
+    expect(envValues(launch.args, 'SSH_AUTH_SOCK')).toEqual(['/run/sandboxd/ssh/agent.sock']);
+    expect((await sessionsOf(env)).filter((session) => session.label === 'llxprt')).toHaveLength(1);
   });
 
-  it('fails the launch, with the remedy, when the Podman connection it needs does not exist', async () => {
-    const error = await prepareLlxprtSandbox({ engine: 'podman', args: ['run', image], env: { ...env, CONTAINER_CONNECTION: 'no-such-machine' }, cwd: project }).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: 'PODMAN_CONNECTION_NOT_FOUND' });
+  it('a Podman connection that does not exist: llxprt\'s own path runs, and the user is told why', async () => {
+    const log = recordingLog();
+    const args = ['run', '--rm', '--volume', `${project}:${project}`];
+    const forwarded = await forwardSshAgent({ command: 'podman' }, args, { env: { ...env, CONTAINER_CONNECTION: 'no-such-machine' }, cwd: project, log });
+    expect(forwarded).toBe(false);
+    expect(args).toEqual(['run', '--rm', '--volume', `${project}:${project}`]);
+    expect(log.warnings).toHaveLength(1);
+    expect(log.warnings[0]).toMatch(/^not used, llxprt forwards the agent itself: .*no-such-machine.* \(List them with `podman system connection list`\.\)$/);
+    expect(await forwardCredentialSocket(args, proxy.socket)).toBeUndefined();
+  });
+
+  it('llxprt exits without a word: the daemon ends its session', async () => {
+    const child = spawn(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `const { forwardSshAgent } = await import(${JSON.stringify(ADAPTER)});
+         const forwarded = await forwardSshAgent({ command: 'podman' }, ['run', '--rm'], { cwd: ${JSON.stringify(project)} });
+         console.log(forwarded ? 'forwarded' : 'not forwarded');
+         process.stdin.once('data', () => process.exit(0));`,
+      ],
+      { env, stdio: ['pipe', 'pipe', 'inherit'] },
+    );
+    perTest.add(() => child.kill('SIGKILL'));
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    await waitFor(() => stdout.includes('forwarded'), 'the child to take a session');
+    expect(stdout.trim()).toBe('forwarded');
+    const pid = child.pid ?? 0;
+    expect((await sessionsOf(env)).map((session) => session.clientPid)).toContain(pid);
+    child.stdin.write('exit\n');
+    await waitFor(async () => !(await sessionsOf(env)).some((session) => session.clientPid === pid), 'the daemon to end the exited client\'s session');
   });
 });
 
-describe('prepareLlxprtSandbox: when llxprt falls back to its own path', () => {
-  const args = ['run', '--rm', 'img', 'true'];
+describe('what llxprt pays before sandboxd is asked', () => {
+  /**
+   * A program that imports the adapter and runs llxprt's agent step, noting what it had loaded
+   * when its first byte went to the daemon: zod marks globalThis when it loads, and Node lists the
+   * builtins it loaded. Structure, not timing: the figures are the bench's (rows 10).
+   */
+  const PROBE = `
+    import net from 'node:net';
+    const loaded = () => ({ zod: '__zod_globalConfig' in globalThis, childProcess: process.moduleLoadList?.includes('NativeModule child_process') ?? null });
+    let atFirstWrite = null;
+    const write = net.Socket.prototype.write;
+    net.Socket.prototype.write = function (...args) {
+      atFirstWrite ??= loaded();
+      return write.apply(this, args);
+    };
+    const { forwardSshAgent } = await import(${JSON.stringify(ADAPTER)});
+    const afterImport = loaded();
+    const args = ['run', '--rm'];
+    const forwarded = await forwardSshAgent({ command: 'podman' }, args, { cwd: process.cwd(), log: { warn: (line) => console.error(line), debug: () => undefined } });
+    console.log(JSON.stringify({ afterImport, atFirstWrite, atEnd: loaded(), merged: args.length > 2, forwarded }));
+  `;
 
-  it('LLXPRT_SANDBOXD=0 opts out without touching the daemon', async () => {
+  it.each([
+    ['Node', process.execPath],
+    ['Bun', path.join(import.meta.dirname, '../../node_modules/.bin/bun')],
+  ])('%s: the request goes out before zod loads, and a warm acquire never loads child_process', async (_runtime, binary) => {
     const sandbox = makeSandbox(perTest);
-    const result = await prepareLlxprtSandbox({ engine: 'podman', args, env: cliEnv(sandbox, { LLXPRT_SANDBOXD: '0' }), cwd: sandbox.dir });
-    expect(result).toEqual({ used: false, code: 'OPTED_OUT', reason: 'LLXPRT_SANDBOXD=0: sandboxd is not used' });
+    const agent = await startAgent(sandbox.dir, perTest);
+    const env = cliEnv(sandbox, { SSH_AUTH_SOCK: agent.socket });
+    await startDaemon(env, perTest);
+    writeFileSync(path.join(sandbox.dir, 'probe.mjs'), PROBE);
+    const result = await execa(binary, [path.join(sandbox.dir, 'probe.mjs')], { cwd: sandbox.dir, env, extendEnv: false, reject: false, timeout: 45_000 });
+    expect(result.stderr).toBe('');
+    expect(JSON.parse(result.stdout)).toEqual({
+      afterImport: { zod: false, childProcess: false },
+      atFirstWrite: { zod: false, childProcess: false },
+      atEnd: { zod: true, childProcess: false },
+      merged: true,
+      forwarded: true,
+    });
+  });
+});
+
+describe('the adapter: when llxprt\'s own path runs', () => {
+  const args = () => ['run', '--rm', '--volume', '/tmp:/tmp'];
+
+  it('LLXPRT_SANDBOXD=0 opts out without touching the daemon, at debug level', async () => {
+    const sandbox = makeSandbox(perTest);
+    const log = recordingLog();
+    const launch = args();
+    expect(await forwardSshAgent({ command: 'podman' }, launch, { env: cliEnv(sandbox, { LLXPRT_SANDBOXD: '0' }), cwd: sandbox.dir, log })).toBe(false);
+    expect(launch).toEqual(args());
+    expect(log).toMatchObject({ warnings: [], debugLines: ['not used, llxprt forwards the agent itself: LLXPRT_SANDBOXD is 0'] });
+    expect(await forwardCredentialSocket(launch, '/tmp/x.sock')).toBeUndefined();
     expect(daemonsFor(sandbox.env.SANDBOXD_RUNTIME_DIR)).toEqual([]);
   });
 
-  it('not running with auto-start off: DAEMON_NOT_RUNNING', async () => {
-    const sandbox = makeSandbox(perTest);
-    const result = await prepareLlxprtSandbox({ engine: 'podman', args, env: cliEnv(sandbox, { SANDBOXD_NO_AUTOSTART: '1' }), cwd: sandbox.dir });
-    expect(result).toMatchObject({ used: false, code: 'DAEMON_NOT_RUNNING' });
+  it('sandbox-exec is not a container engine: left to llxprt, at debug level', async () => {
+    const log = recordingLog();
+    expect(await forwardSshAgent({ command: 'sandbox-exec' }, args(), { log })).toBe(false);
+    expect(log).toMatchObject({ warnings: [], debugLines: ['not used, llxprt forwards the agent itself: llxprt\'s sandbox runs with sandbox-exec, not a container engine'] });
   });
 
-  it('not installed where it is looked for: DAEMON_START_FAILED', async () => {
+  it('not running with auto-start off: DAEMON_NOT_RUNNING, at debug level', async () => {
     const sandbox = makeSandbox(perTest);
-    const result = await prepareLlxprtSandbox({ engine: 'podman', args, env: cliEnv(sandbox, { SANDBOXD_BIN: path.join(sandbox.dir, 'no-sandboxd') }), cwd: sandbox.dir });
-    expect(result).toMatchObject({ used: false, code: 'DAEMON_START_FAILED' });
+    const log = recordingLog();
+    expect(await forwardSshAgent({ command: 'podman' }, args(), { env: cliEnv(sandbox, { SANDBOXD_NO_AUTOSTART: '1' }), cwd: sandbox.dir, log })).toBe(false);
+    expect(log.warnings).toEqual([]);
+    expect(log.debugLines[0]).toMatch(/^not used, llxprt forwards the agent itself: sandboxd is not running/);
+  });
+
+  it('not installed where it is looked for: the user sees where it looked', async () => {
+    const sandbox = makeSandbox(perTest);
+    const log = recordingLog();
+    const missing = path.join(sandbox.dir, 'no-sandboxd');
+    expect(await forwardSshAgent({ command: 'podman' }, args(), { env: cliEnv(sandbox, { SANDBOXD_BIN: missing }), cwd: sandbox.dir, log })).toBe(false);
+    expect(log.warnings).toEqual([
+      `not used, llxprt forwards the agent itself: SANDBOXD_BIN is ${missing}, which is not an executable file (Set SANDBOXD_BIN to the path of the \`sandboxd\` executable, or unset it.)`,
+    ]);
     expect(daemonsFor(sandbox.env.SANDBOXD_RUNTIME_DIR)).toEqual([]);
   });
 
-  it('a daemon of another protocol version: PROTOCOL_MISMATCH', async () => {
+  it('a daemon of another protocol version: PROTOCOL_MISMATCH, shown', async () => {
     const sandbox = makeSandbox(perTest);
     const rt = sandbox.env.SANDBOXD_RUNTIME_DIR;
     mkdirSync(rt, { recursive: true, mode: 0o700 });
@@ -176,17 +361,22 @@ describe('prepareLlxprtSandbox: when llxprt falls back to its own path', () => {
     });
     await new Promise<void>((resolve) => server.listen(path.join(rt, 'sandboxd.sock'), resolve));
     perTest.add(() => new Promise((resolve) => server.close(resolve)));
-    const result = await prepareLlxprtSandbox({ engine: 'podman', args, env: cliEnv(sandbox), cwd: sandbox.dir });
-    expect(result).toMatchObject({ used: false, code: 'PROTOCOL_MISMATCH' });
+    const log = recordingLog();
+    expect(await forwardSshAgent({ command: 'podman' }, args(), { env: cliEnv(sandbox), cwd: sandbox.dir, log })).toBe(false);
+    expect(log.warnings).toHaveLength(1);
+    // The client first tries to replace an older idle daemon; this one answers with its own error.
+    expect(log.warnings).toEqual(['not used, llxprt forwards the agent itself: this daemon serves protocols 98 and 99 (x)']);
   });
 
-  it('llxprt arguments it cannot read: RUN_ARGS_UNPARSABLE, and the session is given back', async () => {
+  it('llxprt arguments it cannot read (SANDBOX_FLAGS): RUN_ARGS_UNPARSABLE, the arguments untouched and the session given back', async () => {
     const sandbox = makeSandbox(perTest);
     const env = cliEnv(sandbox, { SSH_AUTH_SOCK: '' });
     await startDaemon(env, perTest);
-    const result = await prepareLlxprtSandbox({ engine: 'podman', args: ['run', '--brand-new-flag', 'x', 'img'], env, cwd: sandbox.dir });
-    expect(result).toMatchObject({ used: false, code: 'RUN_ARGS_UNPARSABLE' });
-    const sessions = await execa(process.execPath, [path.join(import.meta.dirname, '../../dist/bin/sandboxd.js'), 'sessions', 'ls', '--json'], { env, extendEnv: false });
-    expect(JSON.parse(sessions.stdout)).toEqual([]);
+    const log = recordingLog();
+    const launch = ['run', '--brand-new-flag', 'x', '--rm'];
+    expect(await forwardSshAgent({ command: 'podman' }, launch, { env, cwd: sandbox.dir, log })).toBe(false);
+    expect(launch).toEqual(['run', '--brand-new-flag', 'x', '--rm']);
+    expect(log.warnings[0]).toMatch(/^not used, llxprt forwards the agent itself: unknown run option --brand-new-flag/);
+    expect(await sessionsOf(env)).toEqual([]);
   });
 });

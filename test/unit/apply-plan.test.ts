@@ -44,6 +44,15 @@ describe('applyPlan: where the image starts', () => {
     expect(thrown).toMatchObject({ code: 'RUN_ARGS_UNPARSABLE', message });
   });
 
+  it('says where the plan\'s arguments went: splicing them into the caller\'s own array gives the same list', () => {
+    const caller = ['run', '--rm', '-e', 'TERM=x', 'img', 'sh'];
+    const result = applyPlan(caller, plan(['-e', 'TERM=y', '-v', '/a:/b', '--label', 'l=1']));
+    expect(result.inserted).toEqual({ at: 4, added: ['-v', '/a:/b', '--label', 'l=1'] });
+    const inPlace = [...caller];
+    inPlace.splice(result.inserted.at, 0, ...result.inserted.added);
+    expect(inPlace).toEqual(result.args);
+  });
+
   it('refuses a plan whose args are not all options', () => {
     expect(() => applyPlan(['img'], plan(['-v', '/a:/b', 'stray']))).toThrow(/not all options: stray/);
   });

@@ -1,41 +1,31 @@
 import { describe, expect, it } from 'vitest';
-import { FALLBACK_CODES, fallsBack } from '../../client/llxprt/fallback.js';
-import { llxprtSettings, parseLlxprtMounts } from '../../client/llxprt/settings.js';
-import { ERROR_SPECS, type ErrorCode } from '../../shared/errors.js';
+import { CONNECTION_NOT_CARRIED, NOT_A_CONTAINER, OPTED_OUT, describeFallback, isQuiet } from '../../client/llxprt/fallback.js';
+import { llxprtSettings } from '../../client/llxprt/settings.js';
+import { fitsLlxprtSpawn } from '../../client/llxprt/spawn-fit.js';
 
-const existing = new Set(['/data', '/home/me/notes', '/run/user/1000/llxprt/cred.sock']);
-const host = { uid: 1234, gid: 1235, home: '/home/me', exists: (file: string) => existing.has(file) };
+const host = { uid: 1234, gid: 1235, home: '/home/me' };
 
 describe('llxprt\'s settings, read as llxprt reads them', () => {
-  it('defaults: auto agent, the image\'s node user, nothing else', () => {
-    expect(llxprtSettings({}, host)).toEqual({
-      optedOut: false,
-      sshAgent: 'auto',
-      warnIfAgentSkipped: false,
-      containerUser: { uid: 1000, gid: 1000, home: '/home/node' },
-      mounts: [],
-      sockets: [],
-      warnings: [],
-    });
+  it('defaults: auto agent, the image\'s node user', () => {
+    expect(llxprtSettings({}, host)).toEqual({ optedOut: false, sshAgent: 'auto', containerUser: { uid: 1000, gid: 1000, home: '/home/node' } });
   });
 
   it.each([
-    [{ LLXPRT_SANDBOX_SSH_AGENT: 'off' }, 'off', false],
-    [{ SANDBOX_SSH_AGENT: 'off' }, 'off', false],
-    [{ LLXPRT_SANDBOX_SSH_AGENT: 'on' }, 'auto', true],
-    [{ SANDBOX_SSH_AGENT: 'ON' }, 'auto', true],
-    [{ LLXPRT_SANDBOX_SSH_AGENT: 'auto', SANDBOX_SSH_AGENT: 'off' }, 'auto', false],
-    [{ LLXPRT_SANDBOX_SSH_AGENT: '', SANDBOX_SSH_AGENT: 'off' }, 'off', false],
-    [{ LLXPRT_SANDBOX_SSH_AGENT: 'sometimes' }, 'auto', false],
-  ])('ssh agent %o → %s (never `on`: llxprt only warns)', (env, sshAgent, warn) => {
-    const settings = llxprtSettings(env, host);
-    expect(settings.sshAgent).toBe(sshAgent);
-    expect(settings.warnIfAgentSkipped).toBe(warn);
+    [{ LLXPRT_SANDBOX_SSH_AGENT: 'off' }, 'off'],
+    [{ SANDBOX_SSH_AGENT: 'off' }, 'off'],
+    [{ LLXPRT_SANDBOX_SSH_AGENT: 'on' }, 'auto'],
+    [{ LLXPRT_SANDBOX_SSH_AGENT: 'auto', SANDBOX_SSH_AGENT: 'off' }, 'auto'],
+    // llxprt reads `LLXPRT_SANDBOX_SSH_AGENT ?? SANDBOX_SSH_AGENT` and compares with 'off' exactly.
+    [{ LLXPRT_SANDBOX_SSH_AGENT: '', SANDBOX_SSH_AGENT: 'off' }, 'auto'],
+    [{ LLXPRT_SANDBOX_SSH_AGENT: 'OFF' }, 'auto'],
+  ])('ssh agent %o → %s (never `on`: llxprt\'s own step decides when sandboxd forwards none)', (env, sshAgent) => {
+    expect(llxprtSettings(env, host).sshAgent).toBe(sshAgent);
   });
 
   it.each([
     [{ SANDBOX_SET_UID_GID: '1' }, undefined, { uid: 1234, gid: 1235, home: '/home/me' }],
-    [{ SANDBOX_SET_UID_GID: 'true' }, undefined, { uid: 1234, gid: 1235, home: '/home/me' }],
+    [{ SANDBOX_SET_UID_GID: ' TRUE ' }, undefined, { uid: 1234, gid: 1235, home: '/home/me' }],
+    [{ SANDBOX_SET_UID_GID: 'yes' }, undefined, { uid: 1000, gid: 1000, home: '/home/node' }],
     [{ SANDBOX_SET_UID_GID: '0' }, undefined, { uid: 1000, gid: 1000, home: '/home/node' }],
     [{}, true, { uid: 1234, gid: 1235, home: '/home/me' }],
     [{ SANDBOX_SET_UID_GID: 'true' }, false, { uid: 1000, gid: 1000, home: '/home/node' }],
@@ -43,60 +33,52 @@ describe('llxprt\'s settings, read as llxprt reads them', () => {
     expect(llxprtSettings(env, host, setUidGid).containerUser).toEqual(user);
   });
 
-  it.each(['0', 'false', 'off', 'NO'])('LLXPRT_SANDBOXD=%s opts out', (value) => {
+  it.each(['0', 'false', 'off', 'NO', ' no '])('LLXPRT_SANDBOXD=%j opts out', (value) => {
     expect(llxprtSettings({ LLXPRT_SANDBOXD: value }, host).optedOut).toBe(true);
   });
 
-  it('LLXPRT_CREDENTIAL_SOCKET becomes the credential-proxy socket named in the same variable', () => {
-    expect(llxprtSettings({ LLXPRT_CREDENTIAL_SOCKET: '/run/user/1000/llxprt/cred.sock' }, host).sockets).toEqual([
-      { name: 'credential-proxy', hostPath: '/run/user/1000/llxprt/cred.sock', env: 'LLXPRT_CREDENTIAL_SOCKET' },
-    ]);
-    const relative = llxprtSettings({ LLXPRT_CREDENTIAL_SOCKET: 'cred.sock' }, host);
-    expect(relative.sockets).toEqual([]);
-    expect(relative.warnings).toEqual(['LLXPRT_CREDENTIAL_SOCKET is cred.sock, not an absolute path; the credential proxy is not forwarded']);
-  });
-
-  it('LLXPRT_SANDBOX_MOUNTS wins over SANDBOX_MOUNTS', () => {
-    expect(llxprtSettings({ LLXPRT_SANDBOX_MOUNTS: '/data', SANDBOX_MOUNTS: '/home/me/notes' }, host).mounts).toEqual(['/data:/data:ro']);
-    expect(llxprtSettings({ SANDBOX_MOUNTS: '/home/me/notes' }, host).mounts).toEqual(['/home/me/notes:/home/me/notes:ro']);
+  it.each(['1', 'yes', ''])('LLXPRT_SANDBOXD=%j does not', (value) => {
+    expect(llxprtSettings({ LLXPRT_SANDBOXD: value }, host).optedOut).toBe(false);
   });
 });
 
-describe('llxprt\'s mount grammar: from[:to][:ro|rw], read-only by default', () => {
-  it.each([
-    ['/data', ['/data:/data:ro']],
-    ['/data:rw', ['/data:/data:rw']],
-    ['/data:/mnt/data', ['/data:/mnt/data:ro']],
-    ['/data:/mnt/data:rw', ['/data:/mnt/data:rw']],
-    [' /data:/a , /home/me/notes:ro ,', ['/data:/a:ro', '/home/me/notes:/home/me/notes:ro']],
-    ['', []],
-  ])('%j', (value, mounts) => {
-    expect(parseLlxprtMounts(value, host)).toEqual({ mounts, warnings: [] });
-  });
-
-  it.each([
-    ['data', 'sandbox mount "data" is not from[:to][:ro|rw] with absolute paths; it is left out'],
-    ['/data:mnt', 'sandbox mount "/data:mnt" is not from[:to][:ro|rw] with absolute paths; it is left out'],
-    ['/data:/a:/b', 'sandbox mount "/data:/a:/b" is not from[:to][:ro|rw] with absolute paths; it is left out'],
-    ['/missing:/m', 'sandbox mount "/missing:/m" names /missing, which does not exist; it is left out'],
-  ])('leaves out %j with a warning', (value, warning) => {
-    expect(parseLlxprtMounts(`${value},/data`, host)).toEqual({ mounts: ['/data:/data:ro'], warnings: [warning] });
+describe('what llxprt\'s user is told when llxprt\'s own path runs', () => {
+  it('the user\'s own choices are debug lines; everything else is shown, with its remedy', () => {
+    expect([OPTED_OUT, NOT_A_CONTAINER, 'DAEMON_NOT_RUNNING'].filter((code) => isQuiet(code as typeof OPTED_OUT))).toHaveLength(3);
+    for (const code of ['DAEMON_START_FAILED', 'PROTOCOL_MISMATCH', 'INSECURE_DIRECTORY', 'PODMAN_NO_DEFAULT_CONNECTION', CONNECTION_NOT_CARRIED] as const) {
+      expect(isQuiet(code)).toBe(false);
+    }
+    expect(describeFallback({ code: 'PROTOCOL_MISMATCH', reason: 'the daemon speaks protocol 3', remedy: 'Run `sandboxd restart`.' })).toBe(
+      'the daemon speaks protocol 3 (Run `sandboxd restart`.)',
+    );
+    expect(describeFallback({ code: OPTED_OUT, reason: 'LLXPRT_SANDBOXD is 0', remedy: null })).toBe('LLXPRT_SANDBOXD is 0');
   });
 });
 
-describe('which failures fall back to llxprt\'s own path', () => {
-  const fallBack: ErrorCode[] = ['DAEMON_NOT_RUNNING', 'DAEMON_START_FAILED', 'PROTOCOL_MISMATCH', 'DAEMON_TIMEOUT', 'INVALID_RESPONSE', 'RUN_ARGS_UNPARSABLE', 'SOCKET_PATH_TOO_LONG', 'INTERNAL', 'HEADERS_TOO_LARGE', 'REQUEST_TIMEOUT'];
-  const fail: ErrorCode[] = ['PODMAN_NOT_FOUND', 'PODMAN_NO_DEFAULT_CONNECTION', 'PODMAN_CONNECTION_NOT_FOUND', 'TUNNEL_UNREACHABLE', 'TUNNEL_AUTH_FAILED', 'INVALID_MOUNT', 'UNSUPPORTED_PATH', 'ENGINE_NOT_FOUND'];
+describe('a plan fits llxprt\'s spawn: no engine arguments before `run`, no engine environment', () => {
+  const plan = (globalArgs: string[], spawnEnv: Record<string, string> = {}) => ({ globalArgs, spawnEnv });
 
-  it.each(fallBack)('%s falls back', (code) => {
-    expect(fallsBack(code)).toBe(true);
+  it.each([
+    ['no global arguments', [], {}, 'linux'],
+    ['the connection CONTAINER_CONNECTION names', ['--connection', 'dev'], { CONTAINER_CONNECTION: 'dev' }, 'linux'],
+    ['on macOS, the default connection the daemon found', ['--connection', 'podman-machine-default'], {}, 'darwin'],
+    ['on macOS, the connection CONTAINER_CONNECTION names', ['--connection', 'dev'], { CONTAINER_CONNECTION: 'dev' }, 'darwin'],
+  ] as const)('fits: %s', (_name, globalArgs, env, platform) => {
+    expect(fitsLlxprtSpawn(plan([...globalArgs]), env, platform)).toBeNull();
   });
 
-  it.each(fail)('%s fails the launch', (code) => {
-    expect(fallsBack(code)).toBe(false);
+  it.each([
+    ['a tunnel forced onto a local podman (SANDBOXD_SSH_BRIDGE=tunnel)', ['--connection', 'vm'], {}, 'linux'],
+    ['another connection than CONTAINER_CONNECTION', ['--connection', 'vm'], { CONTAINER_CONNECTION: 'dev' }, 'darwin'],
+  ] as const)('does not fit: %s', (_name, globalArgs, env, platform) => {
+    expect(fitsLlxprtSpawn(plan([...globalArgs]), env, platform)).toEqual({
+      code: CONNECTION_NOT_CARRIED,
+      reason: 'the plan runs the container with `podman --connection vm run`, a connection llxprt\'s podman would not choose by itself',
+      remedy: 'set CONTAINER_CONNECTION=vm, or unset SANDBOXD_SSH_BRIDGE',
+    });
   });
 
-  it('names only codes that exist', () => {
-    for (const code of FALLBACK_CODES) expect(Object.keys(ERROR_SPECS)).toContain(code);
+  it('does not fit: variables passed through the engine\'s environment', () => {
+    expect(fitsLlxprtSpawn(plan([], { TOKEN: 'x' }), {}, 'linux')?.code).toBe('INTERNAL');
   });
 });
