@@ -8,6 +8,7 @@ import { forwardCredentialSocket, forwardSshAgent, releaseSandboxd, type Adapter
 import { mountDestination, parseRunArgs } from '../../client/run-args.js';
 import { Cleanup, cli, cliEnv, daemonsFor, makeSandbox, startAgent, startDaemon, waitFor, type Agent, type Sandbox } from '../helpers.js';
 import { labMissing, podmanLab } from './lab.js';
+import { startRemoteVm } from './remote-lab.js';
 
 const cleanup = new Cleanup();
 afterAll(() => cleanup.run());
@@ -207,6 +208,39 @@ describe.skipIf(labMissing)('llxprt\'s launcher with the adapter, against the re
     expect(lines[1]).toContain(agent.fingerprint);
     expect(lines[2]).toContain(proxy.fingerprint);
     expect(lines[3]).toBe('host@example.com');
+  });
+
+  it('a Podman machine (podman over ssh, as on a Mac): both sockets through tunnels and no host network where llxprt\'s podman picks the connection itself, llxprt\'s own path where it would not', async () => {
+    const conf = await startRemoteVm(sandbox, [], perTest);
+    // On a Mac podman always goes through a connection; here CONTAINER_CONNECTION says which.
+    const vmEnv = { ...env, CONTAINERS_CONF: conf, CONTAINER_CONNECTION: 'vm' };
+    const log = recordingLog();
+    const launch = await llxprtLaunch({ home: sandbox.home, cwd: project, image, setUidGid: false, proxySocket: proxy.socket, env: vmEnv, options: { log } });
+    expect(log.warnings).toEqual([]);
+    expect(launch).toMatchObject({ forwarded: true, credentialSocket: CREDENTIAL_IN_CONTAINER });
+    expect(parseRunArgs(launch.args).options.filter((option) => option.name === 'network').map((option) => option.value)).toEqual(['none']);
+    const tunnels = JSON.parse((await cli(['tunnels', 'ls', '--json'], vmEnv)).stdout) as { kind: string; connection: string | null }[];
+    expect(tunnels.map((tunnel) => [tunnel.kind, tunnel.connection])).toEqual([
+      ['tunnel', 'vm'],
+      ['tunnel', 'vm'],
+    ]);
+    const result = await runLlxprtContainer(launch, image, 'id -u; ssh-add -l; SSH_AUTH_SOCK="$LLXPRT_CREDENTIAL_SOCKET" ssh-add -l; git config user.email', vmEnv);
+    expect(result.exitCode).toBe(0);
+    const lines = result.stdout.split('\n');
+    expect(lines[0]).toBe('1000');
+    expect(lines[1]).toContain(agent.fingerprint);
+    expect(lines[2]).toContain(proxy.fingerprint);
+    expect(lines[3]).toBe('host@example.com');
+
+    // A tunnel forced onto this host's own podman would need `podman --connection vm run`, which
+    // llxprt's spawn does not pass: llxprt's own path runs, and the user is told how to align them.
+    const forced = recordingLog();
+    const args = ['run', '--rm'];
+    expect(await forwardSshAgent({ command: 'podman' }, args, { env: { ...env, CONTAINERS_CONF: conf, SANDBOXD_SSH_BRIDGE: 'tunnel' }, cwd: project, log: forced })).toBe(false);
+    expect(args).toEqual(['run', '--rm']);
+    expect(forced.warnings).toEqual([
+      'not used, llxprt forwards the agent itself: the plan runs the container with `podman --connection vm run`, a connection llxprt\'s podman would not choose by itself (set CONTAINER_CONNECTION=vm, or unset SANDBOXD_SSH_BRIDGE)',
+    ]);
   });
 
   it('LLXPRT_SANDBOX_SSH_AGENT=off: no agent from either side; git and the credential proxy still come', async () => {

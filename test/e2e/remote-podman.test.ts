@@ -4,9 +4,8 @@ import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession } from '../../dist/client/index.js';
 import { CLI, Cleanup, cli, cliEnv, makeSandbox, startAgent } from '../helpers.js';
-import { startRemotePodman } from '../lab/remote-podman.js';
-import { removeTunnelRoots, startSshd, writeContainersConf } from '../lab/sshd.js';
 import { labMissing, podmanLab } from './lab.js';
+import { startRemoteVm } from './remote-lab.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -17,28 +16,17 @@ interface ErrorJson {
 
 /**
  * The shape of a Mac (issue 10): podman reaches a Podman API service over ssh, and that service,
- * the "VM", sees this host's files except the sandbox's HOME and `hidden/`, which its own mount
- * namespace covers with empty tmpfs mounts.
+ * the "VM", sees this host's files except the sandbox's HOME and `hidden/`.
  */
 async function remoteLab() {
   const { env: podmanEnv, image } = podmanLab();
   const sandbox = makeSandbox(cleanup);
-  cleanup.add(() => {
-    removeTunnelRoots(sandbox.env.SANDBOXD_STATE_DIR);
-  });
   const hidden = path.join(sandbox.dir, 'hidden');
   const project = path.join(hidden, 'project');
   mkdirSync(project, { recursive: true });
   writeFileSync(path.join(hidden, 'host-only-marker'), 'on the host\n');
   writeFileSync(path.join(sandbox.home, '.gitconfig'), '[user]\n\tname = Lab User\n');
-  // podman's own ssh client asks for a known_hosts file to add the VM's key to.
-  mkdirSync(path.join(sandbox.home, '.ssh'), { recursive: true });
-  writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '');
-  const service = await startRemotePodman(podmanEnv, [sandbox.home, hidden], cleanup);
-  const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup, { mountNamespaceOf: service.pid });
-  const conf = writeContainersConf(path.join(sandbox.dir, 'containers.conf'), podmanEnv.CONTAINERS_CONF ?? '', [
-    { name: 'vm', uri: `ssh://root@127.0.0.1:${sshd.port}${service.socketPath}`, identity: sshd.clientKey },
-  ]);
+  const conf = await startRemoteVm(sandbox, [sandbox.home, hidden], cleanup);
   const agent = await startAgent(sandbox.dir, cleanup);
   const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket });
   return { sandbox, hidden, project, env, agent, image };
