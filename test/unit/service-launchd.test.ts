@@ -4,7 +4,7 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LAUNCHD_LABEL, launchdManager, parseProgramArguments, renderPlist } from '../../client/service/launchd.js';
-import { executeSteps } from '../../client/service/manager.js';
+import { assertReachable, executeSteps } from '../../client/service/manager.js';
 import type { CommandRunner, ServiceSpec } from '../../client/service/service.js';
 import { readTemplate } from '../../client/service/templates.js';
 import { resolvePaths } from '../../shared/paths.js';
@@ -112,6 +112,19 @@ describe('launchd LaunchAgent', () => {
       EnvironmentVariables: tricky.env,
       StandardOutPath: `${tricky.paths.logDir}/launchd.log`,
     });
+  });
+
+  it('without a GUI login (ssh only) install stops before anything: SERVICE_MANAGER_UNREACHABLE with a remedy that works there', async () => {
+    const manager = launchdManager({ home: '/Users/me', uid: 501, template: () => readTemplate('launchd', 'sandboxd.plist') });
+    // What launchctl answers over ssh with nobody logged in graphically as the user.
+    const noGui: CommandRunner = (file, args) => Promise.resolve(file === 'launchctl' && args.join(' ') === 'print gui/501' ? { exitCode: 125, stdout: '', stderr: 'Bad request.\nCould not find domain for port identifier: 125: Domain does not support specified action' } : { exitCode: 0, stdout: '', stderr: '' });
+    await expect(assertReachable(manager, noGui)).rejects.toMatchObject({
+      code: 'SERVICE_MANAGER_UNREACHABLE',
+      message: 'launchd cannot be reached from this shell: `launchctl print gui/501` failed: Bad request. Could not find domain for port identifier: 125: Domain does not support specified action',
+      remedy: expect.stringContaining('Log in graphically') as string,
+    });
+    expect(manager.lastExit('gui/501/dev.sandboxd.daemon = {\n\tactive count = 1\n\tstate = running\n\tlast exit code = (never exited)\n}')).toBe('running, last exit code (never exited)');
+    expect(manager.lastExit('\tstate = not running\n\tlast exit code = 78: EX_CONFIG\n')).toBe('not running, last exit code 78: EX_CONFIG');
   });
 
   it('install waits out an asynchronous bootout before bootstrap; uninstall unloads and removes (launchctl stand-in)', async () => {

@@ -84,6 +84,12 @@ describe('systemd user units', () => {
     expect(directives(units.service)).toEqual(['Description', 'Requires', 'After', 'Type', 'ExecStart', 'WorkingDirectory', 'Environment', 'Environment', 'Environment', 'Restart', 'RestartSec', 'TimeoutStopSec', 'WantedBy']);
   });
 
+  it('reads how the service\'s last run ended from `systemctl --user show`', () => {
+    const manager = systemdManager({ unitDir: '/x', templates });
+    expect(manager.lastExit('ActiveState=failed\nExecMainStatus=203\nResult=exit-code\n')).toBe('failed, last exit status 203 (exit-code)');
+    expect(manager.lastExit('Failed to connect to bus')).toBeNull();
+  });
+
   it('installs under $XDG_CONFIG_HOME/systemd/user (else ~/.config), reloads and enables the socket', () => {
     expect(systemdUnitDir({ XDG_CONFIG_HOME: '/x/cfg' }, '/home/me')).toBe('/x/cfg/systemd/user');
     expect(systemdUnitDir({}, '/home/me')).toBe('/home/me/.config/systemd/user');
