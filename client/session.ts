@@ -19,7 +19,6 @@ import { SandboxdError } from '../shared/errors.js';
 import { ensureDaemon } from './autostart.js';
 import { envFlag } from './env-flags.js';
 import { startHeartbeats } from './heartbeats.js';
-import { stopOlderIdleDaemon } from './replace-daemon.js';
 import { clientPaths, type ConnectionOptions } from './connection.js';
 import { request } from './transport.js';
 
@@ -145,11 +144,10 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     acquired = await post();
   } catch (error) {
     const code = error instanceof SandboxdError ? error.code : null;
-    // SANDBOXD_NO_AUTOSTART=1 is the user's word for every auto-starting caller.
-    if (code === 'DAEMON_NOT_RUNNING') await start();
-    // An idle daemon of an older release gives way to this one (shared/protocol-policy.ts).
-    else if (!(code === 'PROTOCOL_MISMATCH' && autoStart && (await stopOlderIdleDaemon(paths.socketPath)))) throw error;
-    else await start();
+    // SANDBOXD_NO_AUTOSTART=1 is the user's word for every auto-starting caller. A daemon of an
+    // older release makes way for this one (shared/protocol-policy.ts): ensureDaemon sees to it.
+    if (!(code === 'DAEMON_NOT_RUNNING' || (code === 'PROTOCOL_MISMATCH' && autoStart))) throw error;
+    await start();
     acquired = await post();
   }
   let current = acquired.session;

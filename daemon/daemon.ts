@@ -3,7 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { SandboxdError } from '../shared/errors.js';
 import { BODY_LIMIT_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 import { protocolMismatch, requestedProtocol } from '../shared/protocol-policy.js';
-import { SHUTDOWN_ROUTE, STATUS_ROUTE } from '../shared/contracts/status.js';
+import { DRAIN_ROUTE, SHUTDOWN_ROUTE, STATUS_ROUTE } from '../shared/contracts/status.js';
 import type { Platform, SandboxdPaths } from '../shared/paths.js';
 import { AgentBridges } from './agent-bridges.js';
 import { createSessionContainers } from './containers/wiring.js';
@@ -30,6 +30,7 @@ import type { Clock } from './clock.js';
 import { SessionRegistry } from './session-registry.js';
 import { SessionService } from './session-service.js';
 import type { TunnelRecord } from './tunnels/tunnel.js';
+import type { DaemonIdentity } from './containers/container-store.js';
 
 export interface DaemonSettings {
   leaseTtlMs: number;
@@ -57,9 +58,9 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 
 /**
  * Answered whatever version the client speaks (shared/protocol-policy.ts): any client can learn
- * which daemon runs and how busy it is, and a newer one can stop an idle older one.
+ * which daemon runs and how busy it is, and a newer one can have an older one make way.
  */
-const VERSION_FREE_ROUTES = new Set([`GET ${STATUS_ROUTE}`, `POST ${SHUTDOWN_ROUTE}`]);
+const VERSION_FREE_ROUTES = new Set([`GET ${STATUS_ROUTE}`, `POST ${SHUTDOWN_ROUTE}`, `POST ${DRAIN_ROUTE}`]);
 
 /** Stands in for fastify's schema compilers: a route that declared a JSON schema fails to register. */
 function noSchemaCompiler(): () => never {
@@ -78,6 +79,10 @@ export interface DaemonDeps {
   logPath: string | null;
   settings: DaemonSettings;
   uid: number;
+  /** This daemon's pid and start time, as its container records name it. */
+  identity: DaemonIdentity;
+  /** Whether a daemon of an earlier layout answers: what it may own is left alone. */
+  strayAnswers(): Promise<boolean>;
   requestShutdown(reason: string): void;
   /** Persists a tunnel's running ssh (the state file); null once it stopped. */
   onTunnelChild(id: string, record: TunnelRecord | null): void;
@@ -146,8 +151,13 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     clock: deps.clock,
     leaseTtlMs: settings.leaseTtlMs,
     logger,
+    identity: deps.identity,
+    strayAnswers: () => deps.strayAnswers(),
+    defer: quiet.later,
     isLive: (id) => registry.has(id),
   });
+  /** A newer client asked this daemon to make way once its last session ends. */
+  let draining = false;
   /** Container work a session's end or start time set off: a graceful close waits for it. */
   const containerWork = new Set<Promise<void>>();
   const track = (work: Promise<void>): void => {
@@ -170,6 +180,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
           },
         ),
       );
+      if (draining && !closing && registry.size === 0) deps.requestShutdown('the last session ended; a newer sandboxd takes over');
     },
     onStartTime: (info, startTime) => {
       track(
@@ -259,6 +270,11 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     engines: () => engines.list(),
     requestShutdown: (reason) => {
       deps.requestShutdown(reason);
+    },
+    drain: () => {
+      draining = true;
+      logger.info({ sessions: registry.size }, 'a newer client asked this daemon to make way; it stops once its last session ends');
+      return registry.size;
     },
   });
   registerSessionRoutes(app, service, registry, containers);

@@ -38,7 +38,7 @@ export interface SessionServiceDeps {
   /** Stores a generated GIT_CONFIG_GLOBAL file and returns its host path. */
   writeGitConfig(content: string): Promise<string>;
   /** Labels the session's container and names its cidfile; removes it when the session dies. */
-  containers: Pick<SessionContainers, 'prepare' | 'ended'>;
+  containers: Pick<SessionContainers, 'prepare' | 'abandon'>;
   /** Where the session's containers run (a Podman connection's VM, or here) and what it sees. */
   site(input: AcquireInput): Promise<ContainerSite>;
   leaseTtlMs: number;
@@ -157,7 +157,7 @@ export class SessionService {
       // forgotten only once it is written, or the write would bring it back (one never written
       // is nothing to forget).
       await recorded.catch(() => undefined);
-      await deps.containers.ended(id, 'released');
+      await deps.containers.abandon(id);
       throw error;
     }
   }

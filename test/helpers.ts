@@ -93,9 +93,10 @@ export function pidAlive(pid: number): boolean {
   }
 }
 
-export function daemonPid(env: { SANDBOXD_RUNTIME_DIR: string }): number | null {
+/** The daemon's pid record lives beside the state its lock guards. */
+export function daemonPid(env: { SANDBOXD_STATE_DIR: string }): number | null {
   try {
-    const record = JSON.parse(readFileSync(path.join(env.SANDBOXD_RUNTIME_DIR, 'daemon.pid'), 'utf8')) as { pid: number };
+    const record = JSON.parse(readFileSync(path.join(env.SANDBOXD_STATE_DIR, 'daemon.pid'), 'utf8')) as { pid: number };
     return pidAlive(record.pid) ? record.pid : null;
   } catch {
     return null;
