@@ -266,6 +266,10 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   const sweepSessions = exclusive(() => registry.sweep(), (error) => {
     logger.error({ err: error }, 'session sweep failed');
   });
+  // Each bridge looks at its socket: one that is not the socket it bound is re-created.
+  const checkBridges = exclusive(() => bridges.check(), (error) => {
+    logger.error({ err: error }, 'bridge check failed');
+  });
   return {
     app,
     registry,
@@ -276,6 +280,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       sweeper = setInterval(() => {
         sweepContainers();
         sweepSessions();
+        checkBridges();
       }, settings.sweepIntervalMs);
       sweeper.unref();
     },

@@ -50,9 +50,12 @@ export function relayRunArgs(options: { name: string; upstream: string; uid: num
   ];
 }
 
-/** What a session adds to `run`: the volume, where the socket is `agent.sock`. */
+/**
+ * What a session adds to `run`: the volume, where the socket is `agent.sock`, read-only, so no
+ * session can put a listener of its own there for the others (connecting needs no write access).
+ */
 export function sessionMountFlags(name: string, target: string): string[] {
-  return ['--mount', `type=volume,source=${name},target=${target}`];
+  return ['--mount', `type=volume,source=${name},target=${target},readonly`];
 }
 
 /**

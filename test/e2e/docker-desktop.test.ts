@@ -1,10 +1,11 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Cleanup, cli, cliEnv, makeSandbox, startAgent, type Agent } from '../helpers.js';
+import { Cleanup, cli, cliEnv, makeSandbox, startAgent, waitFor, type Agent } from '../helpers.js';
 import { dockerLabUnavailable, startDockerd, type Dockerd } from '../lab/dockerd.js';
+import { ATTACK, ATTACKER_TOOLS } from './agent-attack.js';
 import { lab } from './lab.js';
 
 /** Docker Desktop's fixed path in its VM; on Linux the "VM" is this host, so tests here run one at a time. */
@@ -47,13 +48,14 @@ async function desktopSocket(agent: Agent | 'hang'): Promise<void> {
 
 /**
  * Stands in for the docker CLI of a Docker Desktop install: `info` reports Docker Desktop, anything
- * else goes to the real CLI (and the engine under test); each probe run is counted in `probes.log`.
+ * else goes to the real CLI (and the engine under test); each `run` the daemon makes is logged in
+ * `runs.log`, and its probes are counted.
  */
-function desktopCli(dir: string): { path: string; probes: () => number } {
+function desktopCli(dir: string): { path: string; probes: () => number; runs: () => string[] } {
   const bin = path.join(dir, 'desktop-bin');
   mkdirSync(bin, { recursive: true });
   const real = execFileSync('sh', ['-c', 'command -v docker'], { encoding: 'utf8' }).trim();
-  const log = path.join(dir, 'probes.log');
+  const log = path.join(dir, 'runs.log');
   writeFileSync(
     path.join(bin, 'docker'),
     [
@@ -64,18 +66,44 @@ function desktopCli(dir: string): { path: string; probes: () => number } {
       `  printf '%s\\n' "$out" | sed -e 's/"OperatingSystem":"[^"]*"/"OperatingSystem":"Docker Desktop"/'`,
       '  exit 0',
       'fi',
-      `case " $* " in *" sandboxd.probe=1 "*) echo probe >> '${log}' ;; esac`,
+      `[ "$1" = run ] && echo "$*" >> '${log}'`,
       'exec "$real" "$@"',
       '',
     ].join('\n'),
   );
   chmodSync(path.join(bin, 'docker'), 0o755);
-  return { path: `${bin}:${process.env.PATH ?? ''}`, probes: () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => line !== '').length : 0) };
+  const runs = (): string[] => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => line !== '') : []);
+  return { path: `${bin}:${process.env.PATH ?? ''}`, probes: () => runs().filter((line) => / sandboxd\.(probe=1|helper=probe) /.test(` ${line} `)).length, runs };
 }
 
 interface PlanJson {
   session: { ssh: { status: string; bridge?: string; reason?: string } };
   plan: { warnings: string[]; args: string[] };
+}
+
+interface TunnelJson {
+  kind: string;
+  state: string;
+  socketPath: string;
+  restarts: number;
+  lastError: string | null;
+  hostAgentSocket: string;
+}
+
+async function tunnels(env: NodeJS.ProcessEnv): Promise<TunnelJson[]> {
+  return JSON.parse((await cli(['tunnels', 'ls', '--json'], env)).stdout) as TunnelJson[];
+}
+
+/** The relay container's name, which its volume shares (`tunnels ls` shows `<name>:/agent.sock`). */
+async function relayName(env: NodeJS.ProcessEnv): Promise<string> {
+  const relays = (await tunnels(env)).filter((bridge) => bridge.kind === 'container-relay');
+  expect(relays).toHaveLength(1);
+  return relays[0]?.socketPath.split(':')[0] ?? '';
+}
+
+/** Where the engine mounted the relay's volume on this host (the "VM"): its socket, as the relay bound it. */
+async function volumeSocket(name: string): Promise<string> {
+  return path.join((await dockerd.docker(['volume', 'inspect', '--format', '{{.Mountpoint}}', name])).stdout.trim(), 'agent.sock');
 }
 
 describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker Desktop emulated over a real engine: the built-in agent socket', () => {
@@ -94,7 +122,8 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
     const fake = desktopCli(sandbox.dir);
     const env = cliEnv(sandbox, { SSH_AUTH_SOCK: shellAgent.socket, DOCKER_HOST: dockerd.host, PATH: fake.path });
     const plan = async (args: string[] = []): Promise<PlanJson> => {
-      const result = await cli(['plan', '--engine', 'docker', '--image', dockerd.image, '--json', ...args], env, 60_000);
+      const image = args.includes('--image') ? [] : ['--image', dockerd.image];
+      const result = await cli(['plan', '--engine', 'docker', ...image, '--json', ...args], env, 60_000);
       expect(result.stderr).toBe('');
       return JSON.parse(result.stdout) as PlanJson;
     };
@@ -162,5 +191,30 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
         remedy: 'Update Docker Desktop (it serves the agent at /run/host-services/ssh-auth.sock since 2.2), or pass --ssh-agent off.',
       },
     });
+  });
+
+  const planAs1000 = ['--container-user', '1000:1000'];
+  const victimRun = (env: NodeJS.ProcessEnv) =>
+    cli(['run', '--quiet', '--engine', 'docker', '--', '--rm', '--network', 'none', '--user', '1000:1000', dockerd.image, 'ssh-add', '-l'], env, 90_000);
+
+  it('the relay volume is read-only in every session: a uid-1000 container cannot serve its own agent to another session', async () => {
+    const { env, shellAgent, plan } = await setup('agent');
+    const attacker = await plan(planAs1000);
+    expect(attacker.session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
+    const started = await dockerd.docker(['run', '--detach', '--network', 'none', ...attacker.plan.args, '--user', '1000:1000', ...ATTACKER_TOOLS, dockerd.image, 'sh', '-c', ATTACK, 'attack', '/run/sandboxd/ssh']);
+    expect(started.exitCode).toBe(0);
+    const id = started.stdout.trim();
+    cleanup.add(() => dockerd.docker(['rm', '--force', id]));
+    const attempted = await waitFor(async () => {
+      const logs = await dockerd.docker(['logs', id]);
+      return logs.stdout.includes('attacked') ? logs.stdout : null;
+    }, 'the attack to finish', 30_000, 200);
+
+    const result = await victimRun(env);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toContain(shellAgent.fingerprint);
+    expect(attempted).toBe('attacked');
+    expect(readdirSync(path.dirname(await volumeSocket(await relayName(env))))).toEqual(['agent.sock']);
+    expect((await tunnels(env))[0]).toMatchObject({ kind: 'container-relay', restarts: 0, lastError: null });
   });
 });

@@ -22,7 +22,7 @@ describe('the shared relay container (least privilege for non-root container use
         '--entrypoint /sandboxd-relay sandboxd-relay:abc /upstream.sock /srv/agent.sock',
     );
     // The session mounts the volume only: no group, no VM socket.
-    expect(sessionMountFlags('r', '/run/sandboxd/ssh')).toEqual(['--mount', 'type=volume,source=r,target=/run/sandboxd/ssh']);
+    expect(sessionMountFlags('r', '/run/sandboxd/ssh')).toEqual(['--mount', 'type=volume,source=r,target=/run/sandboxd/ssh,readonly']);
   });
 
   it('the relay image is one static file in a ustar archive that tar reads back', () => {
