@@ -275,8 +275,9 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     registry,
     bridges,
     start() {
-      // At once: the containers of sessions a killed daemon left, whose clients are gone.
+      // At once: the containers of sessions a killed daemon left, whose clients are gone, and its helpers.
       sweepContainers();
+      agentBridges.start();
       sweeper = setInterval(() => {
         sweepContainers();
         sweepSessions();
