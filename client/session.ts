@@ -48,7 +48,7 @@ export interface AcquireOptions extends ConnectionOptions {
   gitConfig?: 'readonly' | 'writable';
   containerUser?: ContainerUser;
   label?: string;
-  /** The image the session runs: a Docker Desktop-style engine's agent socket is verified with it (never pulled). */
+  /** The image the session runs; accepted and unused (sandboxd verifies a built-in agent socket with its own image). */
   image?: string;
   /** Extra host sockets, each mounted at `/run/sandboxd/sockets/<name>/` and named in `env` (at most 8). */
   sockets?: HostSocketRequest[];

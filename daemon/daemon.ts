@@ -132,6 +132,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     paths: deps.paths,
     idleMs: settings.bridgeIdleMs,
     logger,
+    uid: deps.uid,
     discover: async (input) => ({
       connection: await discovery.connectionFor(input),
       forget: () => {
@@ -288,16 +289,22 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   const sweepSessions = exclusive(() => registry.sweep(), (error) => {
     logger.error({ err: error }, 'session sweep failed');
   });
+  // Each bridge looks at its socket: one that is not the socket it bound is re-created.
+  const checkBridges = exclusive(() => bridges.check(), (error) => {
+    logger.error({ err: error }, 'bridge check failed');
+  });
   return {
     app,
     registry,
     bridges,
     start() {
-      // At once: the containers of sessions a killed daemon left, whose clients are gone.
+      // At once: the containers of sessions a killed daemon left, whose clients are gone, and its helpers.
       sweepContainers();
+      agentBridges.start();
       sweeper = setInterval(() => {
         sweepContainers();
         sweepSessions();
+        checkBridges();
       }, settings.sweepIntervalMs);
       sweeper.unref();
     },
