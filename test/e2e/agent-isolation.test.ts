@@ -1,4 +1,4 @@
-import { readdirSync, renameSync } from 'node:fs';
+import { readdirSync, readlinkSync, renameSync, symlinkSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { execa } from 'execa';
@@ -122,8 +122,33 @@ describe.skipIf(labMissing)('each session\'s agent is its own: a container canno
     const tunnels = await listTunnels(env);
     expect(tunnels).toHaveLength(2);
     for (const tunnel of tunnels) {
-      expect(readdirSync(path.dirname(tunnel.socketPath)).filter((name) => !name.startsWith('a-'))).toEqual(['agent.sock']);
+      // `.bound` is the script's own hard link to the socket it published (the check below).
+      expect(readdirSync(path.dirname(tunnel.socketPath)).filter((name) => !name.startsWith('a-'))).toEqual(['.bound', 'agent.sock']);
       expect(tunnel).toMatchObject({ state: 'ready', lastError: null });
     }
+  });
+
+  it('a tunnel whose agent.sock in the VM was repointed anyway (by a VM process of the remote user, standing in for a bug) notices on the sweep, re-creates it and says so', async () => {
+    const { sandbox, podmanEnv, image, agent, sockets, realKeys } = await setup();
+    const conf = await startPodmanMachine(sandbox, podmanEnv, cleanup);
+    const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket });
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false, sshBridge: 'tunnel', sockets });
+    cleanup.add(() => session.release());
+    const tunnelOf = async () => (await listTunnels(env)).find((bridge) => bridge.kind === 'tunnel' && bridge.hostAgentSocket === agent.socket);
+    const socket = (await tunnelOf())?.socketPath ?? '';
+    // The lab's "VM" shares this /tmp: an impostor beside the real socket, and agent.sock pointed at it.
+    const impostor = net.createServer((client) => client.destroy());
+    cleanup.add(() => new Promise((resolve) => impostor.close(resolve)));
+    await new Promise<void>((resolve) => impostor.listen(path.join(path.dirname(socket), 'a-0-impostor.sock'), resolve));
+    symlinkSync('a-0-impostor.sock', `${socket}.new`);
+    renameSync(`${socket}.new`, socket);
+
+    await waitFor(async () => {
+      const tunnel = await tunnelOf();
+      return tunnel?.state === 'ready' && tunnel.lastError !== null ? tunnel : null;
+    }, 'the sweep to notice and re-create it', 20_000, 100);
+    expect(await tunnelOf()).toMatchObject({ restarts: 1, lastError: expect.stringMatching(/no longer led to the socket this tunnel published/) as string });
+    expect(readlinkSync(socket)).not.toBe('a-0-impostor.sock');
+    expect(await keysSeen(env, image, session)).toEqual(realKeys);
   });
 });
