@@ -1,0 +1,176 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { clip } from '../clip.js';
+import type { RunSubprocess } from '../subprocess.js';
+import { isCredentialStore, isPrivateSshFile, parseConfigList } from './git-config.js';
+import { renderConfig } from './git-config-text.js';
+import { translateConfig, type NamedFile, type Translation } from './git-translate.js';
+
+/** git stops at this include depth (MAX_INCLUDE_DEPTH); deeper files are never read. */
+const MAX_INCLUDE_DEPTH = 10;
+/** Bound on the files followed: a config with more is not a shape worth a slower acquire. */
+const MAX_CONFIG_FILES = 64;
+const GIT_TIMEOUT_MS = 5_000;
+
+export interface UserConfigInput {
+  git: string;
+  env: Record<string, string>;
+  hostHome: string;
+  /** `$XDG_CONFIG_HOME`, or `~/.config` when unset. */
+  xdgConfigHome: string;
+  sandboxPath: (file: string) => string;
+  run: RunSubprocess;
+}
+
+/** One of the user's global config files, translated (see translateConfig). */
+export interface TranslatedConfig {
+  /** The host file as git names it. */
+  path: string;
+  /** Its canonical path, mounted read-only there too: the host reads it as config. */
+  source: string;
+  /** Where the sandbox reads the translation. */
+  target: string;
+  content: string;
+  /** Read for the global scope itself (XDG, then ~/.gitconfig), not through an include. */
+  topLevel: boolean;
+}
+
+/** A file the config names, mounted read-only as it is. */
+export interface NamedFileMount {
+  source: string;
+  target: string;
+  purpose: string;
+}
+
+export interface UserConfig {
+  configs: TranslatedConfig[];
+  files: NamedFileMount[];
+  /** Every path whose change, appearance or removal changes this answer. */
+  watched: string[];
+  warnings: string[];
+}
+
+interface Pending {
+  file: string;
+  topLevel: boolean;
+  depth: number;
+}
+
+async function regularFile(file: string): Promise<{ real: string } | 'missing' | 'other'> {
+  try {
+    const real = await fs.realpath(file);
+    return (await fs.stat(real)).isFile() ? { real } : 'other';
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' || (error as NodeJS.ErrnoException).code === 'ENOTDIR' ? 'missing' : 'other';
+  }
+}
+
+/** One file's entries, as git parses it (no includes followed), or why it cannot be had. */
+async function entriesOf(file: string, input: UserConfigInput): Promise<ReturnType<typeof parseConfigList> | string> {
+  const result = await input.run(input.git, ['config', '--file', file, '--no-includes', '--list', '--show-origin', '--show-scope', '-z'], {
+    env: input.env,
+    timeoutMs: GIT_TIMEOUT_MS,
+  });
+  if (result.exitCode !== 0) return clip(result.stderr.split('\n')[0] ?? '');
+  return parseConfigList(result.stdout);
+}
+
+interface Read {
+  config: TranslatedConfig | null;
+  translation: Translation | null;
+  warnings: string[];
+}
+
+async function readConfig(pending: Pending, realHome: string, input: UserConfigInput): Promise<Read> {
+  const { file } = pending;
+  const found = await regularFile(file);
+  // An include whose file does not exist is nothing, on the host as in the sandbox.
+  if (found === 'missing') return { config: null, translation: null, warnings: [] };
+  const lost = (why: string): Read => ({ config: null, translation: null, warnings: [`git: the config file ${file} ${why}; the sandbox goes without its settings`] });
+  if (found === 'other') return lost('is not a readable regular file');
+  const entries = await entriesOf(file, input);
+  if (typeof entries === 'string') return lost(`cannot be read by git (${entries})`);
+  const translation = translateConfig({ file, realFile: found.real, entries, hostHome: input.hostHome, realHome, sandboxPath: input.sandboxPath });
+  const rendered = renderConfig(translation.settings, `sandboxd's translation of ${JSON.stringify(file)}: paths as the sandbox sees them; read-only`);
+  const warnings = [...translation.warnings];
+  for (const refused of rendered.refused) warnings.push(`git: ${file}: a ${refused.section} setting has a name git cannot read back; it is left out of the sandbox`);
+  if (entries.some((entry) => `${entry.key}${entry.value ?? ''}`.includes('\uFFFD'))) {
+    warnings.push(`git: ${file} holds text that is not UTF-8; the sandbox's copy may differ from it there`);
+  }
+  return {
+    config: { path: file, source: found.real, target: input.sandboxPath(file), content: rendered.text, topLevel: pending.topLevel },
+    translation,
+    warnings,
+  };
+}
+
+/** What a path a key names becomes in the plan: a mount, a warning, or nothing. */
+async function namedFile(named: NamedFile, input: UserConfigInput): Promise<{ mount: NamedFileMount | null; warning: string | null }> {
+  const none = { mount: null, warning: null };
+  if (isCredentialStore(named.path)) return none;
+  const found = await regularFile(named.path);
+  const exists = found !== 'missing';
+  const target = input.sandboxPath(named.path);
+  switch (named.kind) {
+    case 'secret':
+      return exists ? { mount: null, warning: `git: ${named.key} names ${named.path}, which holds a credential; it is not mounted, so git in the sandbox goes without it` } : none;
+    case 'directory':
+      return exists
+        ? { mount: null, warning: `git: ${named.key} names the directory ${named.path}, which is not mounted; to use it in the sandbox, mount it read-only at ${target} (--mount ${named.path}:${target}:ro)` }
+        : none;
+    default:
+      if (typeof found !== 'object') return none;
+      if (isPrivateSshFile(named.path, input.hostHome)) {
+        return { mount: null, warning: `git: ${named.key} names ${named.path}; files in ~/.ssh other than public keys, known_hosts and allowed signers are never mounted` };
+      }
+      return { mount: { source: found.real, target, purpose: named.kind === 'signing-key' ? 'git signing key (public)' : `git ${named.key} file` }, warning: null };
+  }
+}
+
+/**
+ * Follows the user's global config files as git would, every include at any depth whether or not
+ * its condition holds here (it may hold in the container, on another branch), and translates each
+ * (translateConfig). Files are told apart by the name git reaches them by, not their realpath: a
+ * file reached as a symlink and as its target is translated once for each, since relative includes
+ * in it resolve against the name.
+ */
+export async function readUserConfig(input: UserConfigInput): Promise<UserConfig> {
+  const realHome = await fs.realpath(input.hostHome).catch(() => input.hostHome);
+  const out: UserConfig = { configs: [], files: [], watched: [], warnings: [] };
+  const seen = new Set<string>();
+  const named: NamedFile[] = [];
+  let level: Pending[] = [path.join(input.xdgConfigHome, 'git', 'config'), path.join(input.hostHome, '.gitconfig')].map((file) => ({ file, topLevel: true, depth: 0 }));
+  let attempted = 0;
+  let dropped = 0;
+  while (level.length > 0) {
+    const batch = level.filter((pending) => {
+      const target = input.sandboxPath(pending.file);
+      if (seen.has(target) || isCredentialStore(pending.file)) return false;
+      seen.add(target);
+      return true;
+    });
+    const kept = batch.slice(0, Math.max(0, MAX_CONFIG_FILES - attempted));
+    dropped += batch.length - kept.length;
+    attempted += kept.length;
+    out.watched.push(...kept.map((pending) => pending.file));
+    const read = await Promise.all(kept.map((pending) => readConfig(pending, realHome, input)));
+    level = [];
+    read.forEach((result, index) => {
+      const depth = (kept[index]?.depth ?? 0) + 1;
+      out.warnings.push(...result.warnings);
+      if (result.config !== null) out.configs.push(result.config);
+      for (const file of result.translation?.named ?? []) {
+        if (file.kind !== 'include') named.push(file);
+        else if (depth <= MAX_INCLUDE_DEPTH) level.push({ file: file.path, topLevel: false, depth });
+      }
+    });
+  }
+  if (dropped > 0) out.warnings.push(`git: your global config names more than ${MAX_CONFIG_FILES} files; the sandbox goes without the other ${dropped}`);
+  const files = [...new Map(named.map((file) => [file.path, file])).values()];
+  out.watched.push(...files.map((file) => file.path));
+  for (const result of await Promise.all(files.map((file) => namedFile(file, input)))) {
+    if (result.mount !== null) out.files.push(result.mount);
+    if (result.warning !== null) out.warnings.push(result.warning);
+  }
+  return out;
+}

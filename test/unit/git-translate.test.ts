@@ -1,0 +1,230 @@
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ConfigEntry } from '../../daemon/plan/git-config.js';
+import { renderGlobalConfig } from '../../daemon/plan/git-global.js';
+import { translateConfig, type TranslateInput } from '../../daemon/plan/git-translate.js';
+import { readUserConfig } from '../../daemon/plan/git-user-config.js';
+import { sandboxPath } from '../../daemon/plan/git.js';
+import { runSubprocess } from '../../daemon/subprocess.js';
+import { comparable, COMPARE_SCRIPT, EXPECTED_EMAIL, makeRepos, writeRealisticHome, type RepoName } from '../lab/git-homes.js';
+
+const entry = (key: string, value: string | null): ConfigEntry => ({ scope: 'command', file: '/home/u/.gitconfig', key, value });
+
+function translate(entries: ConfigEntry[], extra: Partial<TranslateInput> = {}) {
+  return translateConfig({
+    file: '/home/u/.gitconfig',
+    realFile: '/data/u/dotfiles/gitconfig',
+    entries,
+    hostHome: '/home/u',
+    realHome: '/data/u',
+    sandboxPath: (file) => sandboxPath(file, '/home/u'),
+    ...extra,
+  });
+}
+
+const values = (result: ReturnType<typeof translate>) => result.settings.map((setting) => [setting.section, setting.subsection ?? null, setting.key, setting.value]);
+
+describe('translateConfig: paths', () => {
+  it('names every file-valued key\'s ~/ and absolute paths where the sandbox mounts them; relative ones stay relative to the cwd', () => {
+    const keys = [
+      'core.excludesfile',
+      'core.attributesfile',
+      'commit.template',
+      'mailmap.file',
+      'blame.ignorerevsfile',
+      'diff.orderfile',
+      'format.signaturefile',
+      'fsck.skiplist',
+      'fetch.fsck.skiplist',
+      'receive.fsck.skiplist',
+      'gpg.ssh.allowedsignersfile',
+      'gpg.ssh.revocationfile',
+      'http.sslcainfo',
+      'http.sslcert',
+      'http.https://corp.example.com/.sslcainfo',
+    ];
+    const result = translate(keys.map((key, index) => entry(key, `~/files/${String(index)}`)));
+    expect(result.settings.map((setting) => setting.value)).toEqual(keys.map((_, index) => `/run/sandboxd/git/home/files/${String(index)}`));
+    expect(result.named).toEqual(keys.map((key, index) => ({ path: `/home/u/files/${String(index)}`, key, kind: 'file' })));
+    expect(result.warnings).toEqual([]);
+
+    const other = translate([entry('core.excludesfile', '/home/u/ignore'), entry('commit.template', '/etc/git/template'), entry('blame.ignorerevsfile', '.git-blame-ignore-revs'), entry('core.excludesfile', '~')]);
+    expect(other.settings.map((setting) => setting.value)).toEqual(['/run/sandboxd/git/home/ignore', '/run/sandboxd/git/root/etc/git/template', '.git-blame-ignore-revs', '/run/sandboxd/git/home']);
+    expect(other.named.map((file) => file.path)).toEqual(['/home/u/ignore', '/etc/git/template', '/home/u']);
+  });
+
+  it('secrets and directories are named where they would be, for the plan to warn about; safe.directory stays a host path', () => {
+    const result = translate([
+      entry('http.sslkey', '~/.certs/client.key'),
+      entry('http.cookiefile', '~/.cookies'),
+      entry('core.hookspath', '~/.githooks'),
+      entry('init.templatedir', '~/.git-templates'),
+      entry('safe.directory', '~/src/trusted'),
+      entry('safe.directory', '*'),
+    ]);
+    expect(result.settings.map((setting) => setting.value)).toEqual([
+      '/run/sandboxd/git/home/.certs/client.key',
+      '/run/sandboxd/git/home/.cookies',
+      '/run/sandboxd/git/home/.githooks',
+      '/run/sandboxd/git/home/.git-templates',
+      '/home/u/src/trusted',
+      '*',
+    ]);
+    expect(result.named.map((file) => file.kind)).toEqual(['secret', 'secret', 'directory', 'directory']);
+  });
+
+  it('a signing key file becomes its public half; key literals and OpenPGP ids stay', () => {
+    const result = translate([
+      entry('user.signingkey', '~/.ssh/id_ed25519'),
+      entry('user.signingkey', '~/.ssh/id_ed25519.pub'),
+      entry('user.signingkey', 'key::ssh-ed25519 AAAAC3Nza test'),
+      entry('user.signingkey', 'ssh-ed25519 AAAAC3Nza test'),
+      entry('user.signingkey', 'ABCDEF0123456789'),
+    ]);
+    expect(result.settings.map((setting) => setting.value)).toEqual([
+      '/run/sandboxd/git/home/.ssh/id_ed25519.pub',
+      '/run/sandboxd/git/home/.ssh/id_ed25519.pub',
+      'key::ssh-ed25519 AAAAC3Nza test',
+      'ssh-ed25519 AAAAC3Nza test',
+      'ABCDEF0123456789',
+    ]);
+    expect(result.named).toEqual([
+      { path: '/home/u/.ssh/id_ed25519.pub', key: 'user.signingkey', kind: 'signing-key' },
+      { path: '/home/u/.ssh/id_ed25519.pub', key: 'user.signingkey', kind: 'signing-key' },
+    ]);
+  });
+
+  it('another user\'s home cannot be reproduced: said, and the value left as it is', () => {
+    const result = translate([entry('core.excludesfile', '~bob/ignore')]);
+    expect(values(result)).toEqual([['core', null, 'excludesfile', '~bob/ignore']]);
+    expect(result.warnings).toEqual(['git: /home/u/.gitconfig: core.excludesfile "~bob/ignore" names another user\'s home, which the sandbox does not have']);
+  });
+
+  it('keeps everything else as it is, in order, keys without a value included', () => {
+    const result = translate([entry('user.name', 'Me'), entry('url.git@github.com:.insteadof', 'https://github.com/'), entry('alias.who', '!git var GIT_AUTHOR_IDENT'), entry('core.bare', null)]);
+    expect(values(result)).toEqual([
+      ['user', null, 'name', 'Me'],
+      ['url', 'git@github.com:', 'insteadof', 'https://github.com/'],
+      ['alias', null, 'who', '!git var GIT_AUTHOR_IDENT'],
+      ['core', null, 'bare', null],
+    ]);
+  });
+});
+
+describe('translateConfig: includes and conditions', () => {
+  it('include paths: ~/ against HOME, relative next to the including file as git names it (not its realpath)', () => {
+    const result = translate([entry('include.path', '~/.config/git/identity'), entry('include.path', 'inc/a.inc'), entry('include.path', '../shared/b.inc'), entry('include.path', '/etc/gitconfig.d/team')]);
+    expect(result.settings.map((setting) => setting.value)).toEqual([
+      '/run/sandboxd/git/home/.config/git/identity',
+      '/run/sandboxd/git/home/inc/a.inc',
+      '/run/sandboxd/git/root/home/shared/b.inc',
+      '/run/sandboxd/git/root/etc/gitconfig.d/team',
+    ]);
+    expect(result.named.map((file) => [file.path, file.kind])).toEqual([
+      ['/home/u/.config/git/identity', 'include'],
+      ['/home/u/inc/a.inc', 'include'],
+      ['/home/u/../shared/b.inc', 'include'],
+      ['/etc/gitconfig.d/team', 'include'],
+    ]);
+  });
+
+  it('gitdir: ~ is the realpath of HOME, ./ the directory of the file\'s realpath (glob characters escaped), the rest as written', () => {
+    const key = (condition: string) => entry(`includeif.${condition}.path`, 'x.inc');
+    const result = translate(
+      [key('gitdir:~/work/'), key('gitdir/i:~/Work/'), key('gitdir:./src/'), key('gitdir:/abs/repo/'), key('gitdir:work/'), key('gitdir:~'), key('onbranch:release/**'), key('hasconfig:remote.*.url:https://github.com/acme/**')],
+      { realFile: '/data/u/dot[files]*/gitconfig' },
+    );
+    expect(result.settings.map((setting) => setting.subsection)).toEqual([
+      'gitdir:/data/u/work/',
+      'gitdir/i:/data/u/Work/',
+      'gitdir:/data/u/dot\\[files\\]\\*/src/',
+      'gitdir:/abs/repo/',
+      'gitdir:work/',
+      'gitdir:/data/u',
+      'onbranch:release/**',
+      'hasconfig:remote.*.url:https://github.com/acme/**',
+    ]);
+    expect(result.warnings).toEqual([]);
+  });
+
+  it('a condition it cannot reproduce leaves that include out, and says so', () => {
+    const result = translate([entry('includeif.gitdir:~bob/work/.path', 'x.inc'), entry('includeif.future:thing.path', 'y.inc'), entry('include.path', '~bob/z.inc'), entry('user.name', 'kept')]);
+    expect(values(result)).toEqual([['user', null, 'name', 'kept']]);
+    expect(result.named).toEqual([]);
+    expect(result.warnings).toEqual([
+      'git: /home/u/.gitconfig: includeif.gitdir:~bob/work/.path is left out of the sandbox: its condition "gitdir:~bob/work/" names another user\'s home',
+      'git: /home/u/.gitconfig: includeif.future:thing.path is left out of the sandbox: git here does not know its condition "future:thing"',
+      'git: /home/u/.gitconfig: include.path "~bob/z.inc" is left out of the sandbox: it names a file outside your home\'s reach (another user\'s home or git\'s install prefix)',
+    ]);
+  });
+});
+
+/**
+ * The translation checked with real git, without a container: the sandbox's layout is laid out in
+ * a directory (what the plan would mount, where), and git is run with another HOME and
+ * GIT_CONFIG_GLOBAL at the generated file, against git on the host with the user's HOME. HOME is
+ * a symlink here, as it can be, so that `~` in a condition (its realpath) and in a path (as it is)
+ * differ.
+ */
+describe('the translated config means what the host\'s means (real git, the sandbox laid out in a directory)', () => {
+  let dir: string;
+  let home: string;
+  let sandbox: string;
+  let repos: Record<RepoName, string>;
+  const hostEnv = () => ({ HOME: home, GIT_CONFIG_NOSYSTEM: '1', PATH: process.env.PATH ?? '' });
+  const sandboxEnv = () => ({ HOME: path.join(dir, 'elsewhere'), GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: path.join(sandbox, 'config'), PATH: process.env.PATH ?? '' });
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'sbx-translate-'));
+    const realHome = path.join(dir, 'real-home');
+    mkdirSync(realHome);
+    mkdirSync(path.join(dir, 'elsewhere'));
+    home = path.join(dir, 'home');
+    symlinkSync(realHome, home);
+    writeRealisticHome(home, 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOnlyForComparison test\n');
+    repos = await makeRepos(home);
+    sandbox = path.join(dir, 'sandbox');
+    const toSandbox = (file: string) => sandboxPath(file, home).replace('/run/sandboxd/git', sandbox);
+    const user = await readUserConfig({ git: 'git', env: hostEnv(), hostHome: home, xdgConfigHome: path.join(home, '.config'), sandboxPath: toSandbox, run: runSubprocess });
+    expect(user.warnings).toEqual([]);
+    for (const config of user.configs) {
+      mkdirSync(path.dirname(config.target), { recursive: true });
+      writeFileSync(config.target, config.content);
+    }
+    for (const file of user.files) {
+      mkdirSync(path.dirname(file.target), { recursive: true });
+      copyFileSync(file.source, file.target);
+    }
+    const includes = user.configs.filter((config) => config.topLevel).map((config) => config.target);
+    writeFileSync(path.join(sandbox, 'config'), renderGlobalConfig({ includes, safeDirectories: [], settings: [] }).text);
+  });
+
+  afterAll(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const script = async (cwd: string, env: Record<string, string>) => (await execa('sh', ['-c', COMPARE_SCRIPT], { cwd, env, extendEnv: false })).stdout;
+
+  it.each(Object.keys(EXPECTED_EMAIL) as RepoName[])('%s: the same config, files, identity, alias, insteadOf, excludes and attributes', async (name) => {
+    // On the host the shell's cwd goes through the symlinked HOME; in the container it is canonical.
+    const host = comparable(await script(repos[name], hostEnv()));
+    const inside = comparable(await script(path.join(dir, 'real-home', path.relative(home, repos[name])), sandboxEnv()));
+    expect(host.sections.ident).toEqual([`Inc User <${EXPECTED_EMAIL[name]}>`]);
+    expect(inside.sections).toEqual(host.sections);
+    expect(host.safe).toEqual(['~/src/trusted']);
+    expect(inside.safe).toEqual([path.join(home, 'src/trusted')]);
+  });
+
+  it('onbranch: follows a branch switch', async () => {
+    const cwd = repos.plain;
+    await execa('git', ['checkout', '-q', '-b', 'release/1'], { cwd, env: hostEnv() });
+    const ident = async (env: Record<string, string>) => (await execa('git', ['var', 'GIT_AUTHOR_IDENT'], { cwd, env, extendEnv: false })).stdout.split('>')[0];
+    expect(await ident(sandboxEnv())).toBe('Inc User <release@x.test');
+    expect(await ident(hostEnv())).toBe('Inc User <release@x.test');
+    await execa('git', ['checkout', '-q', 'main'], { cwd, env: hostEnv() });
+    expect(await ident(sandboxEnv())).toBe('Inc User <i@x.test');
+  });
+});
