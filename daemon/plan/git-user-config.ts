@@ -68,7 +68,9 @@ async function regularFile(file: string): Promise<{ real: string } | 'missing' |
 /** One file's entries, as git parses it (no includes followed), or why it cannot be had. */
 async function entriesOf(file: string, input: UserConfigInput): Promise<ReturnType<typeof parseConfigList> | string> {
   const result = await input.run(input.git, ['config', '--file', file, '--no-includes', '--list', '--show-origin', '--show-scope', '-z'], {
-    env: input.env,
+    // git reads no other config meanwhile: not the global one (whose includes may be anything), not a repository's.
+    env: { ...input.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' },
+    clientCwd: '/',
     timeoutMs: GIT_TIMEOUT_MS,
   });
   if (result.exitCode !== 0) return clip(result.stderr.split('\n')[0] ?? '');

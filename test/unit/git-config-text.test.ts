@@ -70,31 +70,33 @@ describe('config text git reads back exactly (real git)', () => {
   });
 });
 
-describe('a credential URL with a TAB (real git)', () => {
-  it('the reset lands on that URL, so the host helper no longer runs for it', async () => {
-    const url = 'https://git.example.com/team\tone';
-    const marker = path.join(dir, 'helper-ran');
+describe('credential URLs with a TAB or capitals (real git)', () => {
+  it('the reset lands on exactly that URL, so the host helper no longer runs for it', async () => {
+    const urls = ['https://git.example.com/team\tone', 'https://git.example.com/MyOrg'];
+    const marker = (index: number) => path.join(dir, `helper-ran-${String(index)}`);
     const host = path.join(dir, 'host.gitconfig');
-    // A helper that only leaves a mark (git appends the operation, which it ignores): any program
+    // Helpers that only leave a mark (git appends the operation, which they ignore): any program
     // but cache and store is a host program.
-    writeFileSync(host, `[credential "${url}"]\n\thelper = "!f() { touch ${marker}; }; f"\n`);
+    writeFileSync(host, urls.map((url, index) => `[credential "${url}"]\n\thelper = "!f() { touch ${marker(index)}; }; f"\n`).join(''));
     const listed = await execa('git', ['config', '--file', host, '--list', '--show-origin', '--show-scope', '-z']);
     const entries = parseConfigList(listed.stdout).map((entry) => ({ ...entry, scope: 'global' }));
-    expect(entries.map((entry) => entry.key)).toEqual([`credential.${url}.helper`]);
+    expect(entries.map((entry) => entry.key)).toEqual(urls.map((url) => `credential.${url}.helper`));
     const overrides = await sandboxOverrides({ entries, hostHome: dir, knownHosts: [], sandboxPath: (file) => file, publicKeyExists: () => Promise.resolve(false), xdgDefaults: [] });
     const generated = path.join(dir, 'generated.gitconfig');
     writeFileSync(generated, renderGlobalConfig({ includes: [host], safeDirectories: [], settings: overrides.settings }).text);
-    const fill = (globalConfig: string) =>
+    const fill = (globalConfig: string, url: string) =>
       execa('git', ['credential', 'fill'], {
         cwd: dir,
         input: `url=${url}/repo.git\n\n`,
         env: { HOME: dir, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: globalConfig, GIT_TERMINAL_PROMPT: '0', PATH: process.env.PATH ?? '' },
         reject: false,
       });
-    await fill(host);
-    expect(existsSync(marker)).toBe(true);
-    rmSync(marker);
-    await fill(generated);
-    expect(existsSync(marker)).toBe(false);
+    for (const [index, url] of urls.entries()) {
+      await fill(host, url);
+      expect(existsSync(marker(index)), url).toBe(true);
+      rmSync(marker(index));
+      await fill(generated, url);
+      expect(existsSync(marker(index)), url).toBe(false);
+    }
   });
 });

@@ -3,6 +3,7 @@ import type { ConfigEntry } from '../../daemon/plan/git-config.js';
 import { renderGlobalConfig } from '../../daemon/plan/git-global.js';
 import { sandboxOverrides, type OverrideInput } from '../../daemon/plan/git-overrides.js';
 import { gitFactsWatched, type GitHostFacts } from '../../daemon/plan/git-host.js';
+import { planGitSection } from '../../daemon/plan/git-section.js';
 import { planGit, repoMounts, sandboxPath, type GitPlanInput, type GitRepo } from '../../daemon/plan/git.js';
 
 const table = (mounts: { target: string; readOnly: boolean }[]) => mounts.map((m) => `${m.target}:${m.readOnly ? 'ro' : 'rw'}`);
@@ -308,5 +309,62 @@ describe('gitFactsWatched', () => {
     const linked = { ...plain, topLevel: '/src/wt', gitDir: '/src/app/.git/worktrees/wt', linked: true };
     expect(gitFactsWatched(input, facts(linked)).slice(6)).toEqual(['/src/wt/.git', '/src/app/.git/worktrees/wt', '/src/app/.git', '/src/app/.git/worktrees', '/src/app/.git/modules']);
     expect(gitFactsWatched(input, facts(null)).at(-1)).toBe('/src/app');
+  });
+});
+
+describe('planGitSection', () => {
+  const repo: GitRepo = { topLevel: '/home/u/src/app', gitDir: '/home/u/src/app/.git', commonDir: '/home/u/src/app/.git', linked: false, commonEntries: ['config'], worktrees: [], worktreeConfigs: [], submodules: [] };
+  const facts: GitHostFacts = {
+    configs: [
+      { path: '/home/u/.gitconfig', source: '/home/u/dotfiles/gitconfig', target: '/run/sandboxd/git/home/.gitconfig', content: 'top', topLevel: true },
+      { path: '/home/u/.config/git/work', source: '/home/u/.config/git/work', target: '/run/sandboxd/git/home/.config/git/work', content: 'work', topLevel: false },
+    ],
+    files: [{ source: '/home/u/.gitignore', target: '/run/sandboxd/git/home/.gitignore', purpose: 'git core.excludesfile file' }],
+    plainHomeFiles: [],
+    configWatched: [],
+    overrides: { settings: [{ section: 'credential', subsection: 'https://a\tb', key: 'helper', value: '' }], warnings: ['git: credential helper "x" for https://a\tb is a host program; it is reset in the sandbox'], sshSigning: false },
+    knownHosts: [],
+    repo,
+    warnings: ['git: a warning of the facts'],
+  };
+
+  it('stores each translation and the generated config; mounts the originals first, then the translations, the named files, dual HOME; names every override', async () => {
+    const stored = new Map<string, string>();
+    const section = await planGitSection({
+      facts,
+      hostHome: '/home/u',
+      containerHome: '/root',
+      policy: { hooks: 'writable', config: 'writable' },
+      emptyDir: '/rt/empty',
+      relabel: undefined,
+      agentForwarded: false,
+      writeGlobalConfig: (content) => {
+        const file = `/rt/git/${String(stored.size)}.gitconfig`;
+        stored.set(content, file);
+        return Promise.resolve(file);
+      },
+    });
+    expect(stored.get('top')).toBeDefined();
+    expect(stored.get('work')).toBeDefined();
+    const generated = [...stored.keys()].find((content) => content.startsWith('# Generated'));
+    expect(generated).toContain('[include]\n\tpath = "/run/sandboxd/git/home/.gitconfig"\n[safe]\n\tdirectory = "/home/u/src/app"\n\tdirectory = "/home/u/src/app/.git"\n[credential "https://a\tb"]\n\thelper = ""\n');
+    const top = stored.get('top') ?? '';
+    const work = stored.get('work') ?? '';
+    expect(section.mounts.map((m) => `${m.source} -> ${m.target}`)).toEqual([
+      '/home/u/dotfiles/gitconfig -> /home/u/dotfiles/gitconfig',
+      '/home/u/.config/git/work -> /home/u/.config/git/work',
+      `${top} -> /run/sandboxd/git/home/.gitconfig`,
+      `${work} -> /run/sandboxd/git/home/.config/git/work`,
+      '/home/u/.gitignore -> /run/sandboxd/git/home/.gitignore',
+      `${top} -> /home/u/.gitconfig`,
+      `${top} -> /root/.gitconfig`,
+      `${stored.get(generated ?? '') ?? ''} -> /run/sandboxd/git/config`,
+    ]);
+    expect(section.mounts.every((m) => m.readOnly)).toBe(true);
+    expect(section.warnings).toEqual([
+      'git: a warning of the facts',
+      'git: safe.directory is set to /home/u/src/app, /home/u/src/app/.git in the sandbox, so git trusts this repository whichever user owns it there',
+      'git: credential helper "x" for https://a\tb is a host program; it is reset in the sandbox',
+    ]);
   });
 });

@@ -228,3 +228,89 @@ describe('the translated config means what the host\'s means (real git, the sand
     expect(await ident(sandboxEnv())).toBe('Inc User <i@x.test');
   });
 });
+
+describe('readUserConfig: what the sandbox cannot reproduce is said, naming the file (real git)', () => {
+  let dir: string;
+  let home: string;
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'sbx-userconfig-'));
+    home = path.join(dir, 'home');
+    mkdirSync(path.join(home, '.ssh'), { recursive: true });
+  });
+  afterAll(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const read = () =>
+    readUserConfig({
+      git: 'git',
+      env: { HOME: home, GIT_CONFIG_NOSYSTEM: '1', PATH: process.env.PATH ?? '' },
+      hostHome: home,
+      xdgConfigHome: path.join(home, '.config'),
+      sandboxPath: (file) => sandboxPath(file, home),
+      run: runSubprocess,
+    });
+
+  it('an include that is not a regular file (a FIFO is never opened) or not valid config is left out with a warning; a missing one is nothing', async () => {
+    await execa('mkfifo', [path.join(home, 'fifo.inc')]);
+    writeFileSync(path.join(home, 'broken.inc'), '[user\n\tname = x\n');
+    writeFileSync(
+      path.join(home, '.gitconfig'),
+      '[includeIf "onbranch:a"]\n\tpath = fifo.inc\n[includeIf "onbranch:b"]\n\tpath = broken.inc\n\tpath = ~/.git-credentials\n[include]\n\tpath = missing.inc\n[user]\n\tname = Me\n',
+    );
+    writeFileSync(path.join(home, '.git-credentials'), 'https://user:token@example.com\n');
+    const user = await read();
+    expect(user.configs.map((config) => config.path)).toEqual([path.join(home, '.gitconfig')]);
+    expect(user.warnings).toEqual([
+      `git: the config file ${home}/fifo.inc is not a readable regular file; the sandbox goes without its settings`,
+      expect.stringMatching(new RegExp(`^git: the config file ${home}/broken.inc cannot be read by git \\(.*\\); the sandbox goes without its settings$`)),
+    ]);
+    // Present or not, every file named is watched, so one that appears is read at the next acquire.
+    expect(user.watched).toEqual(expect.arrayContaining([path.join(home, 'missing.inc'), path.join(home, '.config/git/config')]));
+    expect(user.watched).not.toContain(path.join(home, '.git-credentials'));
+  });
+
+  it('files holding credentials, directories and private keys are not mounted, each said; public ones are', async () => {
+    writeFileSync(path.join(home, '.ssh', 'id_ed25519'), 'PRIVATE');
+    writeFileSync(path.join(home, '.ssh', 'id_ed25519.pub'), 'ssh-ed25519 AAAA test\n');
+    writeFileSync(path.join(home, 'client.key'), 'PRIVATE');
+    writeFileSync(path.join(home, 'ca.pem'), 'CERT');
+    mkdirSync(path.join(home, '.githooks'), { recursive: true });
+    writeFileSync(
+      path.join(home, '.gitconfig'),
+      [
+        '[http "https://corp.example.com/"]',
+        '\tsslKey = ~/client.key',
+        '\tsslCAInfo = ~/ca.pem',
+        '[core]',
+        '\thooksPath = ~/.githooks',
+        '[commit]',
+        '\ttemplate = ~/.ssh/id_ed25519',
+        '[user]',
+        '\tsigningKey = ~/.ssh/id_ed25519',
+        '',
+      ].join('\n'),
+    );
+    const user = await read();
+    expect(user.files.map((file) => [file.source, file.target, file.purpose])).toEqual([
+      [path.join(home, 'ca.pem'), '/run/sandboxd/git/home/ca.pem', 'git http.https://corp.example.com/.sslcainfo file'],
+      [path.join(home, '.ssh/id_ed25519.pub'), '/run/sandboxd/git/home/.ssh/id_ed25519.pub', 'git signing key (public)'],
+    ]);
+    expect(user.warnings).toEqual([
+      `git: http.https://corp.example.com/.sslkey names ${home}/client.key, which holds a credential; it is not mounted, so git in the sandbox goes without it`,
+      `git: core.hookspath names the directory ${home}/.githooks, which is not mounted; to use it in the sandbox, mount it read-only at /run/sandboxd/git/home/.githooks (--mount ${home}/.githooks:/run/sandboxd/git/home/.githooks:ro)`,
+      `git: commit.template names ${home}/.ssh/id_ed25519; files in ~/.ssh other than public keys, known_hosts and allowed signers are never mounted`,
+    ]);
+  });
+
+  it('follows includes to git\'s depth of 10 and no further, and a cycle once', async () => {
+    const chain = Array.from({ length: 12 }, (_, index) => path.join(home, `chain${String(index)}.inc`));
+    chain.forEach((file, index) => {
+      writeFileSync(file, `[include]\n\tpath = chain${String(index + 1)}.inc\n\tpath = .gitconfig\n`);
+    });
+    writeFileSync(path.join(home, '.gitconfig'), '[include]\n\tpath = chain0.inc\n');
+    const user = await read();
+    expect(user.configs.map((config) => path.basename(config.path))).toEqual(['.gitconfig', ...chain.slice(0, 10).map((file) => path.basename(file))]);
+    expect(user.warnings).toEqual([]);
+  });
+});
