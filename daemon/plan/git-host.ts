@@ -6,6 +6,7 @@ import { runSubprocess } from '../subprocess.js';
 import { findExecutable } from '../executables.js';
 import { parseConfigList, type ConfigEntry } from './git-config.js';
 import { sandboxOverrides, type Overrides, type XdgDefault } from './git-overrides.js';
+import { repositoryHomePaths } from './git-translate.js';
 import { readUserConfig, type NamedFileMount, type TranslatedConfig } from './git-user-config.js';
 import { canonicalIfExists } from './mount-spec.js';
 import { containerKnownHostsPath, HOME_GIT_FILES, sandboxPath, type GitConfigFile, type GitRepo, type LinkedWorktree, type SubmoduleGitDir } from './git.js';
@@ -196,7 +197,8 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
     const detail = (listed.stderr.split('\n')[0] ?? '').slice(0, 200);
     return plainFiles(input, `the session's git (${git}) failed${detail === '' ? '' : `: ${detail}`}`, knownHosts);
   }
-  const global: ConfigEntry[] = parseConfigList(listed.stdout).filter((entry) => entry.scope === 'global');
+  const entries = parseConfigList(listed.stdout);
+  const global: ConfigEntry[] = entries.filter((entry) => entry.scope === 'global');
   const defaults: XdgDefault[] = [
     { key: 'core.excludesfile', file: path.join(xdg, 'git', 'ignore') },
     { key: 'core.attributesfile', file: path.join(xdg, 'git', 'attributes') },
@@ -222,7 +224,7 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
     overrides,
     knownHosts,
     repo,
-    warnings: user.warnings,
+    warnings: [...user.warnings, ...repositoryHomePaths(entries)],
   };
 }
 

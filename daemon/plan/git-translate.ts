@@ -155,3 +155,14 @@ export function translateConfig(input: TranslateInput): Translation {
   }
   return out;
 }
+
+/**
+ * The repository's own config is mounted as it is (read-only, and git reads it in place), so a
+ * `~/` path in it resolves against the container's HOME: say so rather than translate it.
+ */
+export function repositoryHomePaths(entries: readonly ConfigEntry[]): string[] {
+  return entries
+    .filter((entry) => (entry.scope === 'local' || entry.scope === 'worktree') && entry.value?.startsWith('~') === true)
+    .filter((entry) => entry.key === 'include.path' || (entry.key.startsWith('includeif.') && entry.key.endsWith('.path')) || pathKind(entry.key) !== null)
+    .map((entry) => `git: ${entry.file}: ${entry.key} "${entry.value ?? ''}" is resolved against the container's HOME in the sandbox, not yours (remedy: name it by its absolute path)`);
+}

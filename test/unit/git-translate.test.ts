@@ -5,7 +5,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigEntry } from '../../daemon/plan/git-config.js';
 import { renderGlobalConfig } from '../../daemon/plan/git-global.js';
-import { translateConfig, type TranslateInput } from '../../daemon/plan/git-translate.js';
+import { repositoryHomePaths, translateConfig, type TranslateInput } from '../../daemon/plan/git-translate.js';
 import { readUserConfig } from '../../daemon/plan/git-user-config.js';
 import { sandboxPath } from '../../daemon/plan/git.js';
 import { runSubprocess } from '../../daemon/subprocess.js';
@@ -158,6 +158,26 @@ describe('translateConfig: includes and conditions', () => {
       'git: /home/u/.gitconfig: includeif.gitdir:~bob/work/.path is left out of the sandbox: its condition "gitdir:~bob/work/" names another user\'s home',
       'git: /home/u/.gitconfig: includeif.future:thing.path is left out of the sandbox: git here does not know its condition "future:thing"',
       'git: /home/u/.gitconfig: include.path "~bob/z.inc" is left out of the sandbox: it names a file outside your home\'s reach (another user\'s home or git\'s install prefix)',
+    ]);
+  });
+});
+
+describe('the repository\'s own config', () => {
+  it('is mounted as it is, so a ~/ path in it is said to resolve against the container\'s HOME', () => {
+    const local = (key: string, value: string): ConfigEntry => ({ scope: 'local', file: '/src/app/.git/config', key, value });
+    expect(
+      repositoryHomePaths([
+        local('include.path', '~/.gitconfig-project'),
+        local('includeif.onbranch:main.path', '~/main.inc'),
+        local('core.excludesfile', '~/ignore'),
+        local('user.email', '~me'),
+        local('include.path', '../shared.inc'),
+        { ...local('include.path', '~/global'), scope: 'global' },
+      ]),
+    ).toEqual([
+      'git: /src/app/.git/config: include.path "~/.gitconfig-project" is resolved against the container\'s HOME in the sandbox, not yours (remedy: name it by its absolute path)',
+      'git: /src/app/.git/config: includeif.onbranch:main.path "~/main.inc" is resolved against the container\'s HOME in the sandbox, not yours (remedy: name it by its absolute path)',
+      'git: /src/app/.git/config: core.excludesfile "~/ignore" is resolved against the container\'s HOME in the sandbox, not yours (remedy: name it by its absolute path)',
     ]);
   });
 });
