@@ -203,22 +203,21 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
     { key: 'core.excludesfile', file: path.join(xdg, 'git', 'ignore') },
     { key: 'core.attributesfile', file: path.join(xdg, 'git', 'attributes') },
   ];
-  const xdgDefaults = (await Promise.all(defaults.map(async (entry) => ({ entry, found: await canonicalFile(entry.file) })))).filter(({ found }) => found !== null);
+  const present = await Promise.all(defaults.map(async (entry) => ((await canonicalFile(entry.file)) === null ? null : entry)));
   const overrides = await sandboxOverrides({
     entries: global,
     hostHome: input.hostHome,
     knownHosts: knownHosts.map((file) => containerKnownHostsPath(file.path)),
     sandboxPath: toSandbox,
     publicKeyExists: async (file) => (await canonicalFile(file)) !== null,
-    xdgDefaults: xdgDefaults.map(({ entry }) => entry),
+    xdgDefaults: present.filter((entry) => entry !== null),
   });
-  const used = new Set(overrides.settings.map((setting) => `${setting.section}.${setting.key}`.toLowerCase()));
-  const defaultFiles: NamedFileMount[] = xdgDefaults
-    .filter(({ entry }) => used.has(entry.key))
-    .map(({ entry, found }) => ({ source: found?.source ?? entry.file, target: toSandbox(entry.file), purpose: `git ${entry.key} file` }));
+  const overrideFiles = await Promise.all(
+    overrides.files.map(async ({ key, file }) => ({ source: (await canonicalFile(file))?.source ?? file, target: toSandbox(file), purpose: `git ${key} file` })),
+  );
   return {
-    configs: [...user.configs.filter((config) => config.topLevel), ...user.configs.filter((config) => !config.topLevel)],
-    files: [...user.files, ...defaultFiles],
+    configs: user.configs,
+    files: [...user.files, ...overrideFiles],
     plainHomeFiles: [],
     configWatched: [...user.watched, ...defaults.map((entry) => entry.file)],
     overrides,

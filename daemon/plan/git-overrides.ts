@@ -11,6 +11,8 @@ export interface Override extends ConfigSetting {
 export interface Overrides {
   settings: Override[];
   warnings: string[];
+  /** Host files the settings name, to mount where `sandboxPath` says. */
+  files: XdgDefault[];
   /** Commits or tags are signed with SSH keys: the agent must reach the container. */
   sshSigning: boolean;
 }
@@ -148,6 +150,7 @@ function defaultFileOverrides(input: OverrideInput, out: Overrides): void {
     const value = input.sandboxPath(file);
     const [section = '', name = ''] = key.split('.');
     out.settings.push({ section, key: name, value });
+    out.files.push({ key, file });
     out.warnings.push(`git: ${key} is set to ${value} in the sandbox, where your ${file} is mounted, since git would look for it under the container's HOME`);
   }
 }
@@ -170,7 +173,7 @@ function sshOverrides(input: OverrideInput, out: Overrides): void {
 
 /** What the generated global config sets after the user's files, and why (DESIGN §8). */
 export async function sandboxOverrides(input: OverrideInput): Promise<Overrides> {
-  const out: Overrides = { settings: [], warnings: [], sshSigning: false };
+  const out: Overrides = { settings: [], warnings: [], files: [], sshSigning: false };
   credentialOverrides(input.entries, out);
   programOverrides(input.entries, out);
   defaultFileOverrides(input, out);

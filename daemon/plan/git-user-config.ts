@@ -43,6 +43,7 @@ export interface NamedFileMount {
 }
 
 export interface UserConfig {
+  /** In git's order level by level: the top-level files (XDG, then ~/.gitconfig) come first. */
   configs: TranslatedConfig[];
   files: NamedFileMount[];
   /** Every path whose change, appearance or removal changes this answer. */

@@ -233,6 +233,7 @@ describe('sandboxOverrides', () => {
     ] as const;
     const result = await overrides([entry('core.excludesfile', '~/.gitignore_global')], { xdgDefaults });
     expect(result.settings).toEqual([{ section: 'core', key: 'attributesfile', value: '/run/sandboxd/git/home/.config/git/attributes' }]);
+    expect(result.files).toEqual([xdgDefaults[1]]);
     expect(result.warnings).toEqual([
       "git: core.attributesfile is set to /run/sandboxd/git/home/.config/git/attributes in the sandbox, where your /home/u/.config/git/attributes is mounted, since git would look for it under the container's HOME",
     ]);
@@ -322,7 +323,7 @@ describe('planGitSection', () => {
     files: [{ source: '/home/u/.gitignore', target: '/run/sandboxd/git/home/.gitignore', purpose: 'git core.excludesfile file' }],
     plainHomeFiles: [],
     configWatched: [],
-    overrides: { settings: [{ section: 'credential', subsection: 'https://a\tb', key: 'helper', value: '' }], warnings: ['git: credential helper "x" for https://a\tb is a host program; it is reset in the sandbox'], sshSigning: false },
+    overrides: { settings: [{ section: 'credential', subsection: 'https://a\tb', key: 'helper', value: '' }], warnings: ['git: credential helper "x" for https://a\tb is a host program; it is reset in the sandbox'], files: [], sshSigning: false },
     knownHosts: [],
     repo,
     warnings: ['git: a warning of the facts'],
