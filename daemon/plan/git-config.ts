@@ -36,6 +36,35 @@ export function parseConfigList(output: string): ConfigEntry[] {
   return entries;
 }
 
+/**
+ * Each file's own entries, as `git config --file <file> --list` would give them, read off a
+ * listing with includes followed (`--includes --show-origin`): git lists an include directive,
+ * then at once the entries of the file it includes (when its condition holds and the file sets
+ * anything), then goes on with the includer. `includeTarget` names the file a directive includes,
+ * as git names it, or null for an entry that is no include. A file included a second time lists
+ * its entries again: only its first inclusion is kept. A file that set nothing is not in the
+ * result, and neither is one whose condition did not hold.
+ */
+export function entriesByFile(entries: readonly ConfigEntry[], includeTarget: (entry: ConfigEntry) => string | null): Map<string, ConfigEntry[]> {
+  const files = new Map<string, ConfigEntry[]>();
+  // The files being read, innermost last, and whether their entries are being kept.
+  let stack: { file: string; own: boolean }[] = [];
+  let announced: string | null = null;
+  for (const entry of entries) {
+    const at = stack.findLastIndex((open) => open.file === entry.file);
+    if (at !== -1) stack.length = at + 1;
+    else {
+      const opened = { file: entry.file, own: !files.has(entry.file) };
+      if (opened.own) files.set(entry.file, []);
+      // Neither included just now nor an includer: the next top-level file.
+      stack = entry.file === announced ? [...stack, opened] : [opened];
+    }
+    if (stack.at(-1)?.own === true) files.get(entry.file)?.push(entry);
+    announced = includeTarget(entry);
+  }
+  return files;
+}
+
 /** Files git must never hand the sandbox, whatever the config says (DESIGN §8). */
 export function isCredentialStore(file: string): boolean {
   const base = path.basename(file);

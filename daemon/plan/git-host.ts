@@ -4,9 +4,9 @@ import { FingerprintCache } from '../fingerprint-cache.js';
 import type { Defer } from '../quiet-time.js';
 import { runSubprocess } from '../subprocess.js';
 import { findExecutable } from '../executables.js';
-import { parseConfigList, type ConfigEntry } from './git-config.js';
+import { entriesByFile, parseConfigList, type ConfigEntry } from './git-config.js';
 import { sandboxOverrides, type Overrides, type XdgDefault } from './git-overrides.js';
-import { repositoryHomePaths } from './git-translate.js';
+import { includedFile, repositoryHomePaths } from './git-translate.js';
 import { readUserConfig, type NamedFileMount, type TranslatedConfig } from './git-user-config.js';
 import { canonicalIfExists } from './mount-spec.js';
 import { containerKnownHostsPath, HOME_GIT_FILES, sandboxPath, type GitConfigFile, type GitRepo, type LinkedWorktree, type SubmoduleGitDir } from './git.js';
@@ -184,14 +184,13 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
   ]);
   if (git === null) return plainFiles(input, "git is not on the session's PATH", knownHosts);
   const toSandbox = (file: string): string => sandboxPath(file, input.hostHome);
-  const [listed, repo, user] = await Promise.all([
+  const [listed, repo] = await Promise.all([
     runSubprocess(git, [...TRUST_FOR_PROBE, 'config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], {
       clientCwd: input.cwd,
       env: gitEnv(input),
       timeoutMs: GIT_TIMEOUT_MS,
     }),
     repoAt(git, input),
-    readUserConfig({ git, env: gitEnv(input), hostHome: input.hostHome, xdgConfigHome: xdg, sandboxPath: toSandbox, run: runSubprocess }),
   ]);
   if (listed.exitCode !== 0) {
     const detail = (listed.stderr.split('\n')[0] ?? '').slice(0, 200);
@@ -199,6 +198,17 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
   }
   const entries = parseConfigList(listed.stdout);
   const global: ConfigEntry[] = entries.filter((entry) => entry.scope === 'global');
+  // The files the listing read need no other git; only includes whose condition does not hold here do.
+  const userPending = readUserConfig({
+    listed: entriesByFile(global, (entry) => includedFile(entry, input.hostHome)),
+    git,
+    env: gitEnv(input),
+    hostHome: input.hostHome,
+    xdgConfigHome: xdg,
+    sandboxPath: toSandbox,
+    run: runSubprocess,
+  });
+  userPending.catch(() => undefined);
   const defaults: XdgDefault[] = [
     { key: 'core.excludesfile', file: path.join(xdg, 'git', 'ignore') },
     { key: 'core.attributesfile', file: path.join(xdg, 'git', 'attributes') },
@@ -212,6 +222,7 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
     publicKeyExists: async (file) => (await canonicalFile(file)) !== null,
     xdgDefaults: present.filter((entry) => entry !== null),
   });
+  const user = await userPending;
   const overrideFiles = await Promise.all(
     overrides.files.map(async ({ key, file }) => ({ source: (await canonicalFile(file))?.source ?? file, target: toSandbox(file), purpose: `git ${key} file` })),
   );

@@ -59,10 +59,16 @@ function expandTilde(value: string, home: string): string | null {
 }
 
 /** Where git reads an include from: `~/` expanded, relative to the including file as named. */
-function includeTarget(value: string, input: TranslateInput): string | null {
+function includeTarget(value: string, input: Pick<TranslateInput, 'file' | 'hostHome'>): string | null {
   const expanded = expandTilde(value, input.hostHome);
   if (expanded === null || expanded.startsWith('%(prefix)/')) return null;
   return path.isAbsolute(expanded) ? expanded : `${input.file.slice(0, input.file.lastIndexOf('/') + 1)}${expanded}`;
+}
+
+/** The file an include directive (`include.path`, `includeIf.*.path`) names, as git names it; null for any other entry. */
+export function includedFile(entry: ConfigEntry, hostHome: string): string | null {
+  const isInclude = entry.key === 'include.path' || (entry.key.startsWith('includeif.') && entry.key.endsWith('.path'));
+  return isInclude && entry.value !== null ? includeTarget(entry.value, { file: entry.file, hostHome }) : null;
 }
 
 /**

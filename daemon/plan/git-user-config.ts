@@ -2,9 +2,9 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { clip } from '../clip.js';
 import type { RunSubprocess } from '../subprocess.js';
-import { isCredentialStore, isPrivateSshFile, parseConfigList } from './git-config.js';
+import { entriesByFile, isCredentialStore, isPrivateSshFile, parseConfigList, type ConfigEntry } from './git-config.js';
 import { renderConfig } from './git-config-text.js';
-import { translateConfig, type NamedFile, type Translation } from './git-translate.js';
+import { includedFile, translateConfig, type NamedFile, type Translation } from './git-translate.js';
 
 /** git stops at this include depth (MAX_INCLUDE_DEPTH); deeper files are never read. */
 const MAX_INCLUDE_DEPTH = 10;
@@ -13,6 +13,8 @@ const MAX_CONFIG_FILES = 64;
 const GIT_TIMEOUT_MS = 5_000;
 
 export interface UserConfigInput {
+  /** Each file's entries as the host's git listed them (entriesByFile): those need no other read. */
+  listed: ReadonlyMap<string, readonly ConfigEntry[]>;
   git: string;
   env: Record<string, string>;
   hostHome: string;
@@ -57,7 +59,9 @@ interface Pending {
   depth: number;
 }
 
-async function regularFile(file: string): Promise<{ real: string } | 'missing' | 'other'> {
+type Found = { real: string } | 'missing' | 'other';
+
+async function regularFile(file: string): Promise<Found> {
   try {
     const real = await fs.realpath(file);
     return (await fs.stat(real)).isFile() ? { real } : 'other';
@@ -66,16 +70,39 @@ async function regularFile(file: string): Promise<{ real: string } | 'missing' |
   }
 }
 
-/** One file's entries, as git parses it (no includes followed), or why it cannot be had. */
-async function entriesOf(file: string, input: UserConfigInput): Promise<ReturnType<typeof parseConfigList> | string> {
-  const result = await input.run(input.git, ['config', '--file', file, '--no-includes', '--list', '--show-origin', '--show-scope', '-z'], {
+/** What git read of each file: its entries, or why it could not. */
+type Parsed = Map<string, readonly ConfigEntry[] | string>;
+
+async function gitList(globalArgs: readonly string[], configArgs: readonly string[], input: UserConfigInput): Promise<readonly ConfigEntry[] | string> {
+  const result = await input.run(input.git, [...globalArgs, 'config', ...configArgs, '--list', '--show-origin', '--show-scope', '-z'], {
     // git reads no other config meanwhile: not the global one (whose includes may be anything), not a repository's.
     env: { ...input.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' },
     clientCwd: '/',
     timeoutMs: GIT_TIMEOUT_MS,
   });
-  if (result.exitCode !== 0) return clip(result.stderr.split('\n')[0] ?? '');
-  return parseConfigList(result.stdout);
+  return result.exitCode === 0 ? parseConfigList(result.stdout) : clip(result.stderr.split('\n')[0] ?? '');
+}
+
+/**
+ * Files the host's listing did not read (includes whose condition does not hold here, which may
+ * hold in the container), read by one git: each is included from its command line, so git parses
+ * them, follows their plain includes too, and names each entry's file (entriesByFile). A file
+ * that breaks that read is found by reading each alone.
+ */
+async function readUnlisted(files: readonly string[], input: UserConfigInput): Promise<Parsed> {
+  const together = await gitList(
+    files.flatMap((file) => ['-c', `include.path=${file}`]),
+    ['--includes'],
+    input,
+  );
+  if (typeof together !== 'string') {
+    const byFile: Parsed = entriesByFile(together, (entry) => includedFile(entry, input.hostHome));
+    // A file that sets nothing is not in the listing.
+    for (const file of files) if (!byFile.has(file)) byFile.set(file, []);
+    return byFile;
+  }
+  const alone = await Promise.all(files.map((file) => gitList([], ['--no-includes', '--file', file], input)));
+  return new Map(files.map((file, index) => [file, alone[index] ?? []]));
 }
 
 interface Read {
@@ -84,20 +111,18 @@ interface Read {
   warnings: string[];
 }
 
-async function readConfig(pending: Pending, realHome: string, input: UserConfigInput): Promise<Read> {
+function translated(pending: Pending, found: Found, parsed: readonly ConfigEntry[] | string | undefined, realHome: string, input: UserConfigInput): Read {
   const { file } = pending;
-  const found = await regularFile(file);
   // An include whose file does not exist is nothing, on the host as in the sandbox.
   if (found === 'missing') return { config: null, translation: null, warnings: [] };
   const lost = (why: string): Read => ({ config: null, translation: null, warnings: [`git: the config file ${file} ${why}; the sandbox goes without its settings`] });
-  if (found === 'other') return lost('is not a readable regular file');
-  const entries = await entriesOf(file, input);
-  if (typeof entries === 'string') return lost(`cannot be read by git (${entries})`);
-  const translation = translateConfig({ file, realFile: found.real, entries, hostHome: input.hostHome, realHome, sandboxPath: input.sandboxPath });
+  if (found === 'other' || parsed === undefined) return lost('is not a readable regular file');
+  if (typeof parsed === 'string') return lost(`cannot be read by git (${parsed})`);
+  const translation = translateConfig({ file, realFile: found.real, entries: parsed, hostHome: input.hostHome, realHome, sandboxPath: input.sandboxPath });
   const rendered = renderConfig(translation.settings, `sandboxd's translation of ${JSON.stringify(file)}: paths as the sandbox sees them; read-only`);
   const warnings = [...translation.warnings];
   for (const refused of rendered.refused) warnings.push(`git: ${file}: a ${refused.section} setting has a name git cannot read back; it is left out of the sandbox`);
-  if (entries.some((entry) => `${entry.key}${entry.value ?? ''}`.includes('\uFFFD'))) {
+  if (parsed.some((entry) => `${entry.key}${entry.value ?? ''}`.includes('\uFFFD'))) {
     warnings.push(`git: ${file} holds text that is not UTF-8; the sandbox's copy may differ from it there`);
   }
   return {
@@ -142,6 +167,7 @@ export async function readUserConfig(input: UserConfigInput): Promise<UserConfig
   const out: UserConfig = { configs: [], files: [], watched: [], warnings: [] };
   const seen = new Set<string>();
   const named: NamedFile[] = [];
+  const parsed: Parsed = new Map(input.listed);
   let level: Pending[] = [path.join(input.xdgConfigHome, 'git', 'config'), path.join(input.hostHome, '.gitconfig')].map((file) => ({ file, topLevel: true, depth: 0 }));
   let attempted = 0;
   let dropped = 0;
@@ -156,15 +182,18 @@ export async function readUserConfig(input: UserConfigInput): Promise<UserConfig
     dropped += batch.length - kept.length;
     attempted += kept.length;
     out.watched.push(...kept.map((pending) => pending.file));
-    const read = await Promise.all(kept.map((pending) => readConfig(pending, realHome, input)));
+    // Only regular files are handed to git: a FIFO would block it.
+    const found = await Promise.all(kept.map((pending) => regularFile(pending.file)));
+    const unlisted = kept.filter((pending, index) => typeof found[index] === 'object' && !parsed.has(pending.file)).map((pending) => pending.file);
+    if (unlisted.length > 0) for (const [file, entries] of await readUnlisted(unlisted, input)) if (!parsed.has(file)) parsed.set(file, entries);
     level = [];
-    read.forEach((result, index) => {
-      const depth = (kept[index]?.depth ?? 0) + 1;
+    kept.forEach((pending, index) => {
+      const result = translated(pending, found[index] ?? 'other', parsed.get(pending.file), realHome, input);
       out.warnings.push(...result.warnings);
       if (result.config !== null) out.configs.push(result.config);
       for (const file of result.translation?.named ?? []) {
         if (file.kind !== 'include') named.push(file);
-        else if (depth <= MAX_INCLUDE_DEPTH) level.push({ file: file.path, topLevel: false, depth });
+        else if (pending.depth < MAX_INCLUDE_DEPTH) level.push({ file: file.path, topLevel: false, depth: pending.depth + 1 });
       }
     });
   }

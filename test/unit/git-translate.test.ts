@@ -3,9 +3,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ConfigEntry } from '../../daemon/plan/git-config.js';
+import { entriesByFile, parseConfigList, type ConfigEntry } from '../../daemon/plan/git-config.js';
 import { renderGlobalConfig } from '../../daemon/plan/git-global.js';
-import { repositoryHomePaths, translateConfig, type TranslateInput } from '../../daemon/plan/git-translate.js';
+import { includedFile, repositoryHomePaths, translateConfig, type TranslateInput } from '../../daemon/plan/git-translate.js';
 import { readUserConfig } from '../../daemon/plan/git-user-config.js';
 import { sandboxPath } from '../../daemon/plan/git.js';
 import { runSubprocess } from '../../daemon/subprocess.js';
@@ -208,7 +208,13 @@ describe('the translated config means what the host\'s means (real git, the sand
     repos = await makeRepos(home);
     sandbox = path.join(dir, 'sandbox');
     const toSandbox = (file: string) => sandboxPath(file, home).replace('/run/sandboxd/git', sandbox);
-    const user = await readUserConfig({ git: 'git', env: hostEnv(), hostHome: home, xdgConfigHome: path.join(home, '.config'), sandboxPath: toSandbox, run: runSubprocess });
+    // As the daemon does: what the host's git listed in one repository (where some conditions
+    // hold), the rest read by git one file at a time.
+    const listing = await execa('git', ['config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], { cwd: repos.work, env: hostEnv(), extendEnv: false });
+    const global = parseConfigList(listing.stdout).filter((entry) => entry.scope === 'global');
+    const listed = entriesByFile(global, (entry) => includedFile(entry, home));
+    expect([...listed.keys()].map((file) => path.relative(home, file))).toEqual(['.config/git/config', '.gitconfig', '.config/git/identity', '.config/git/more/deep.inc', '.config/git/work']);
+    const user = await readUserConfig({ listed, git: 'git', env: hostEnv(), hostHome: home, xdgConfigHome: path.join(home, '.config'), sandboxPath: toSandbox, run: runSubprocess });
     expect(user.warnings).toEqual([]);
     for (const config of user.configs) {
       mkdirSync(path.dirname(config.target), { recursive: true });
@@ -263,6 +269,7 @@ describe('readUserConfig: what the sandbox cannot reproduce is said, naming the 
 
   const read = () =>
     readUserConfig({
+      listed: new Map(),
       git: 'git',
       env: { HOME: home, GIT_CONFIG_NOSYSTEM: '1', PATH: process.env.PATH ?? '' },
       hostHome: home,
@@ -332,5 +339,38 @@ describe('readUserConfig: what the sandbox cannot reproduce is said, naming the 
     const user = await read();
     expect(user.configs.map((config) => path.basename(config.path))).toEqual(['.gitconfig', ...chain.slice(0, 10).map((file) => path.basename(file))]);
     expect(user.warnings).toEqual([]);
+  });
+});
+
+describe('entriesByFile: each file\'s own entries, read off a listing with includes followed (real git)', () => {
+  it('matches git reading each file alone, with a file included twice, an include in the middle of a file, an empty one and a missing one', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'sbx-byfile-'));
+    try {
+      const home = path.join(dir, 'home');
+      const files: Record<string, string> = {
+        '.config/git/config': '[color]\n\tui = auto\n[include]\n\tpath = ~/shared.inc\n[xdg]\n\tafter = 1\n',
+        '.gitconfig': '[user]\n\tname = Me\n[include]\n\tpath = inc/middle.inc\n[user]\n\temail = me@x.test\n[include]\n\tpath = ~/shared.inc\n\tpath = empty.inc\n\tpath = missing.inc\n[includeIf "onbranch:nowhere"]\n\tpath = inc/never.inc\n[top]\n\tlast = 1\n',
+        'shared.inc': '[shared]\n\tvalue = s\n',
+        'inc/middle.inc': '[middle]\n\tbefore = 1\n[include]\n\tpath = ../shared.inc\n\tpath = deeper.inc\n[middle]\n\tafter = 1\n',
+        'inc/deeper.inc': '[deeper]\n\tvalue = d\n',
+        'inc/never.inc': '[never]\n\tvalue = n\n',
+        'empty.inc': '',
+      };
+      for (const [name, content] of Object.entries(files)) {
+        mkdirSync(path.dirname(path.join(home, name)), { recursive: true });
+        writeFileSync(path.join(home, name), content);
+      }
+      const env = { HOME: home, GIT_CONFIG_NOSYSTEM: '1', PATH: process.env.PATH ?? '' };
+      const listing = await execa('git', ['config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], { cwd: dir, env, extendEnv: false });
+      const byFile = entriesByFile(parseConfigList(listing.stdout), (entry) => includedFile(entry, home));
+      // git names a file by the path it opened: `inc/../shared.inc` is another name for shared.inc.
+      expect([...byFile.keys()]).toEqual(['.config/git/config', 'shared.inc', '.gitconfig', 'inc/middle.inc', 'inc/../shared.inc', 'inc/deeper.inc'].map((name) => `${home}/${name}`));
+      for (const [file, entries] of byFile) {
+        const alone = await execa('git', ['config', '--file', file, '--list', '--show-origin', '--show-scope', '-z'], { env, extendEnv: false });
+        expect(entries.map(({ key, value }) => ({ key, value })), file).toEqual(parseConfigList(alone.stdout).map(({ key, value }) => ({ key, value })));
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
