@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -101,9 +101,21 @@ describe.skipIf(labMissing)('git in the sandbox reads the config the host reads 
     expect((await onHost(repos.plain, 'git log -1 --format="%ae" release/1')).stdout).toBe('release@x.test');
   });
 
-  it('the plan names each override it makes and loses nothing of the config', async () => {
-    const plan = await execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--json'], { cwd: repos.work, env, extendEnv: false });
-    const { warnings } = (JSON.parse(plan.stdout) as { plan: { warnings: string[] } }).plan;
-    expect(warnings).toEqual([`git: safe.directory is set to ${repos.work}, ${repos.work}/.git in the sandbox, so git trusts this repository whichever user owns it there`]);
+  it('the plan names each override it makes and loses nothing of the config; an include that appears is read at the next acquire', async () => {
+    const plan = async () => {
+      const result = await execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--json'], { cwd: repos.work, env, extendEnv: false });
+      return (JSON.parse(result.stdout) as { plan: { warnings: string[]; mounts: { target: string; purpose: string }[] } }).plan;
+    };
+    const absent = path.join(sandbox.home, '.config/git/absent');
+    const before = await plan();
+    expect(before.warnings).toEqual([`git: safe.directory is set to ${repos.work}, ${repos.work}/.git in the sandbox, so git trusts this repository whichever user owns it there`]);
+    // Asked twice, the answer is cached with its files' fingerprint.
+    expect((await plan()).mounts.map((mount) => mount.target)).not.toContain('/run/sandboxd/git/home/.config/git/absent');
+    writeFileSync(absent, '[user]\n\tname = Appeared\n');
+    try {
+      expect((await plan()).mounts).toContainEqual(expect.objectContaining({ target: '/run/sandboxd/git/home/.config/git/absent', purpose: `git config from ${absent}` }));
+    } finally {
+      rmSync(absent);
+    }
   });
 });
