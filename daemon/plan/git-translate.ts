@@ -89,7 +89,7 @@ function condition(subsection: string, input: TranslateInput): { condition: stri
     return pattern === null ? { lost: `its condition "${subsection}" names another user's home` } : { condition: `${kind}${pattern}` };
   }
   if (PORTABLE_CONDITIONS.some((prefix) => subsection.startsWith(prefix))) return { condition: subsection };
-  return { lost: `git here does not know its condition "${subsection}"` };
+  return { lost: `sandboxd does not know its condition "${subsection}"` };
 }
 
 function translateInclude(entry: ConfigEntry, setting: ConfigSetting, input: TranslateInput, out: Translation): void {

@@ -101,6 +101,14 @@ describe.skipIf(labMissing)('git in the sandbox reads the config the host reads 
     expect((await onHost(repos.plain, 'git log -1 --format="%ae" release/1')).stdout).toBe('release@x.test');
   });
 
+  it('git < 2.32, which ignores GIT_CONFIG_GLOBAL, finds the translated ~/.gitconfig under a known container HOME (dual HOME)', async () => {
+    // Such a git is older than the ownership check too (2.35.2), which safe.directory on its command line stands in for.
+    const script = 'unset GIT_CONFIG_GLOBAL; i=$(git -c safe.directory="*" var GIT_AUTHOR_IDENT); echo "${i%>*}>"; git -c safe.directory="*" config --show-origin user.email';
+    const result = await inside(repos.work, 'root', script);
+    expect(result.stderr).toBe('');
+    expect(result.stdout.split('\n')).toEqual(['Inc User <work@x.test>', 'file:/run/sandboxd/git/home/.config/git/work\twork@x.test']);
+  });
+
   it('the plan names each override it makes and loses nothing of the config; an include that appears is read at the next acquire', async () => {
     const plan = async () => {
       const result = await execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--json'], { cwd: repos.work, env, extendEnv: false });

@@ -156,7 +156,7 @@ describe('translateConfig: includes and conditions', () => {
     expect(result.named).toEqual([]);
     expect(result.warnings).toEqual([
       'git: /home/u/.gitconfig: includeif.gitdir:~bob/work/.path is left out of the sandbox: its condition "gitdir:~bob/work/" names another user\'s home',
-      'git: /home/u/.gitconfig: includeif.future:thing.path is left out of the sandbox: git here does not know its condition "future:thing"',
+      'git: /home/u/.gitconfig: includeif.future:thing.path is left out of the sandbox: sandboxd does not know its condition "future:thing"',
       'git: /home/u/.gitconfig: include.path "~bob/z.inc" is left out of the sandbox: it names a file outside your home\'s reach (another user\'s home or git\'s install prefix)',
     ]);
   });
