@@ -4,8 +4,10 @@ import { FingerprintCache } from '../fingerprint-cache.js';
 import type { Defer } from '../quiet-time.js';
 import { runSubprocess } from '../subprocess.js';
 import { findExecutable } from '../executables.js';
-import { globalConfigFiles, parseConfigList, type ConfigEntry } from './git-config.js';
-import { sandboxOverrides, type Overrides } from './git-overrides.js';
+import { entriesByFile, parseConfigList, type ConfigEntry } from './git-config.js';
+import { sandboxOverrides, type Overrides, type XdgDefault } from './git-overrides.js';
+import { includedFile, repositoryHomePaths } from './git-translate.js';
+import { readUserConfig, type NamedFileMount, type TranslatedConfig } from './git-user-config.js';
 import { canonicalIfExists } from './mount-spec.js';
 import { containerKnownHostsPath, HOME_GIT_FILES, sandboxPath, type GitConfigFile, type GitRepo, type LinkedWorktree, type SubmoduleGitDir } from './git.js';
 
@@ -20,12 +22,16 @@ export interface GitHostInput {
 }
 
 export interface GitHostFacts {
-  configFiles: GitConfigFile[];
-  /** The top-level global files (XDG, then ~/.gitconfig) the generated config includes. */
-  includes: string[];
+  /** The user's global config files, translated for the sandbox (top-level ones first, XDG then ~/.gitconfig). */
+  configs: TranslatedConfig[];
+  /** The files they name, mounted as they are (excludes, attributes, templates, the signing key's public half…). */
+  files: NamedFileMount[];
+  /** Without a git that answers: the usual files of HOME, mounted as they are (dual HOME). */
+  plainHomeFiles: GitConfigFile[];
+  /** Every path the config part of this answer was read from or looked for. */
+  configWatched: string[];
   /** null when git could not be asked: no generated config then, only the plain files. */
   overrides: Overrides | null;
-  signingKey: GitConfigFile | null;
   knownHosts: GitConfigFile[];
   repo: GitRepo | null;
   warnings: string[];
@@ -146,29 +152,38 @@ async function existingFiles(files: readonly string[]): Promise<GitConfigFile[]>
 
 /** Without a git that answers, the usual files are mounted as they are and nothing is overridden. */
 async function plainFiles(input: GitHostInput, why: string, knownHosts: GitConfigFile[]): Promise<GitHostFacts> {
+  const homeFiles = HOME_GIT_FILES.map((name) => path.join(input.hostHome, name));
   return {
-    configFiles: await existingFiles(HOME_GIT_FILES.map((name) => path.join(input.hostHome, name))),
-    includes: [],
+    configs: [],
+    files: [],
+    plainHomeFiles: await existingFiles(homeFiles),
+    configWatched: homeFiles,
     overrides: null,
-    signingKey: null,
     knownHosts,
     repo: null,
     warnings: [`${why}; mounted ${HOME_GIT_FILES.map((name) => `~/${name}`).join(', ')} where present, with no sandbox overrides and no repository`],
   };
 }
 
+/** `$XDG_CONFIG_HOME` as git reads it: unset or empty means `~/.config`. */
+function xdgConfigHome(input: GitHostInput): string {
+  return input.xdgConfigHome === undefined || input.xdgConfigHome === '' ? path.join(input.hostHome, '.config') : input.xdgConfigHome;
+}
+
 /**
- * Asks the session's own git (DESIGN §8) which global config files it reads, what they set, and
+ * Asks the session's own git (DESIGN §8) what the global config sets (the host's effective
+ * values decide the sandbox overrides), reads each global config file with it to translate, and
  * which repository the workdir is in. A git that is missing or fails (macOS's `xcode-select` shim
  * without the Command Line Tools) falls back to the usual files and says so.
  */
 export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
-  const xdgConfigHome = input.xdgConfigHome ?? path.join(input.hostHome, '.config');
+  const xdg = xdgConfigHome(input);
   const [git, knownHosts] = await Promise.all([
     findExecutable('git', input.path),
     existingFiles(KNOWN_HOSTS_FILES.map((name) => path.join(input.hostHome, name))),
   ]);
   if (git === null) return plainFiles(input, "git is not on the session's PATH", knownHosts);
+  const toSandbox = (file: string): string => sandboxPath(file, input.hostHome);
   const [listed, repo] = await Promise.all([
     runSubprocess(git, [...TRUST_FOR_PROBE, 'config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], {
       clientCwd: input.cwd,
@@ -183,24 +198,43 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
   }
   const entries = parseConfigList(listed.stdout);
   const global: ConfigEntry[] = entries.filter((entry) => entry.scope === 'global');
-  const { files } = globalConfigFiles(entries, input.hostHome, xdgConfigHome, input.cwd);
-  const configFiles = await existingFiles(files);
+  // The files the listing read need no other git; only includes whose condition does not hold here do.
+  const userPending = readUserConfig({
+    listed: entriesByFile(global, (entry) => includedFile(entry, input.hostHome)),
+    git,
+    env: gitEnv(input),
+    hostHome: input.hostHome,
+    xdgConfigHome: xdg,
+    sandboxPath: toSandbox,
+    run: runSubprocess,
+  });
+  userPending.catch(() => undefined);
+  const defaults: XdgDefault[] = [
+    { key: 'core.excludesfile', file: path.join(xdg, 'git', 'ignore') },
+    { key: 'core.attributesfile', file: path.join(xdg, 'git', 'attributes') },
+  ];
+  const present = await Promise.all(defaults.map(async (entry) => ((await canonicalFile(entry.file)) === null ? null : entry)));
   const overrides = await sandboxOverrides({
     entries: global,
     hostHome: input.hostHome,
     knownHosts: knownHosts.map((file) => containerKnownHostsPath(file.path)),
-    sandboxPath: (file) => sandboxPath(file, input.hostHome),
+    sandboxPath: toSandbox,
     publicKeyExists: async (file) => (await canonicalFile(file)) !== null,
+    xdgDefaults: present.filter((entry) => entry !== null),
   });
-  const topLevel = [path.join(xdgConfigHome, 'git', 'config'), path.join(input.hostHome, '.gitconfig')];
+  const user = await userPending;
+  const overrideFiles = await Promise.all(
+    overrides.files.map(async ({ key, file }) => ({ source: (await canonicalFile(file))?.source ?? file, target: toSandbox(file), purpose: `git ${key} file` })),
+  );
   return {
-    configFiles,
-    includes: topLevel.filter((file) => configFiles.some((config) => config.path === file)),
+    configs: user.configs,
+    files: [...user.files, ...overrideFiles],
+    plainHomeFiles: [],
+    configWatched: [...user.watched, ...defaults.map((entry) => entry.file)],
     overrides,
-    signingKey: overrides.signingKey === null ? null : await canonicalFile(overrides.signingKey.path),
     knownHosts,
     repo,
-    warnings: [],
+    warnings: [...user.warnings, ...repositoryHomePaths(entries)],
   };
 }
 
@@ -213,16 +247,12 @@ export const GIT_FACTS_TTL_MS = 10_000;
  * dir's mtime).
  */
 export function gitFactsWatched(input: GitHostInput, facts: GitHostFacts): string[] {
-  const xdg = input.xdgConfigHome ?? path.join(input.hostHome, '.config');
   const repo = facts.repo;
   // Each name once: a plain clone's `.git` is its git dir and common dir, and every name is a
   // stat on every warm acquire.
   const files = [
-    path.join(input.hostHome, '.gitconfig'),
-    path.join(xdg, 'git', 'config'),
-    ...facts.configFiles.map((file) => file.path),
+    ...facts.configWatched,
     ...KNOWN_HOSTS_FILES.map((name) => path.join(input.hostHome, name)),
-    ...(facts.signingKey === null ? [] : [facts.signingKey.path]),
     ...(repo === null
       ? [input.cwd]
       : [path.join(repo.topLevel, '.git'), repo.gitDir, repo.commonDir, path.join(repo.commonDir, 'worktrees'), path.join(repo.commonDir, 'modules')]),

@@ -7,15 +7,18 @@ import { CONTAINER_GIT_CONFIG } from './git-global.js';
 export const HOME_GIT_FILES = ['.gitconfig', '.config/git/config', '.gitignore_global'] as const;
 
 /**
- * Where the user's files under the host HOME appear again in every container, with the same
- * layout (so relative includes resolve) under directories any container user can traverse.
+ * Where the files the user's git config names appear in every container, under directories any
+ * container user can traverse: those under the host HOME with HOME's layout, the others under
+ * their absolute path (so they never hide the image's own files).
  */
 export const CONTAINER_GIT_HOME = '/run/sandboxd/git/home';
+export const CONTAINER_GIT_ROOT = '/run/sandboxd/git/root';
 
-/** The path the generated config names for a host file: under CONTAINER_GIT_HOME when in HOME. */
+/** The path the sandbox reads a host file the git config names at (see CONTAINER_GIT_HOME). */
 export function sandboxPath(file: string, hostHome: string): string {
   const relative = path.relative(hostHome, file);
-  return relative === '' || relative.startsWith('..') || path.isAbsolute(relative) ? file : path.posix.join(CONTAINER_GIT_HOME, relative);
+  const inHome = relative !== '..' && !relative.startsWith('../') && !path.isAbsolute(relative);
+  return inHome ? path.posix.join(CONTAINER_GIT_HOME, relative) : path.posix.join(CONTAINER_GIT_ROOT, path.posix.resolve(file));
 }
 
 /** Where the host's known_hosts files appear in every container, whatever its user's HOME. */
@@ -109,12 +112,24 @@ export function repoMounts(repo: GitRepo, policy: RepoPolicy, emptyDir: string, 
   return mounts;
 }
 
+/** A file the git part of the plan mounts read-only. */
+export interface GitFileMount {
+  source: string;
+  target: string;
+  purpose: string;
+}
+
 export interface GitPlanInput {
   hostHome: string;
-  /** The container user's HOME when known; config files are then also mounted under it. */
+  /** The container user's HOME when known; the top-level config files are then also mounted under it. */
   containerHome: string | null;
-  /** The config files that exist, in the order git reads them. */
-  configFiles: readonly GitConfigFile[];
+  /**
+   * The user's top-level global config files as the sandbox reads them (`path`: the host path,
+   * `source`: what is mounted), for git < 2.32, which ignores GIT_CONFIG_GLOBAL (dual HOME).
+   */
+  homeFiles: readonly GitConfigFile[];
+  /** Everything else the config needs: translations, the files they name, the originals' protection. */
+  files: readonly GitFileMount[];
   repo: GitRepo | null;
   policy: RepoPolicy;
   /** A daemon-owned empty directory, mounted read-only where a repo has no hooks dir yet. */
@@ -123,8 +138,6 @@ export interface GitPlanInput {
   globalConfig: string | null;
   /** `known_hosts` and `known_hosts2` of the host user, canonical. */
   knownHosts: readonly GitConfigFile[];
-  /** The public key that signs commits, mounted at its host path. */
-  signingKey: GitConfigFile | null;
   relabel: Mount['relabel'];
 }
 
@@ -138,10 +151,11 @@ export function containerKnownHostsPath(file: string): string {
 }
 
 /**
- * The user's config files are mounted read-only at their host paths (so absolute includes resolve
- * as on the host), under CONTAINER_GIT_HOME (what the generated global config includes, readable
- * by any container user), and under a known container HOME for git < 2.32, which ignores
- * GIT_CONFIG_GLOBAL (dual HOME). Mounts on one target collapse to the first.
+ * Every file is read-only. `files` come first (mounts on one target collapse to the first): the
+ * originals of the user's config files at their own canonical paths, so that a writable mount
+ * that contains one (a dotfiles repository as the workdir) cannot change what the host's git
+ * reads; then what the sandbox's git reads under /run/sandboxd/git. The top-level files are also
+ * mounted at their host path and under a known container HOME for git < 2.32 (dual HOME).
  * known_hosts, never private keys or ~/.ssh/config (whose IdentityAgent or ProxyCommand name host
  * programs).
  */
@@ -149,13 +163,8 @@ export function planGit(input: GitPlanInput): GitPlan {
   const label = input.relabel === undefined ? {} : { relabel: input.relabel };
   const readOnly = (purpose: string) => ({ readOnly: true, purpose, ...label });
   const home = input.containerHome ?? input.hostHome;
-  const mounts: Mount[] = input.configFiles.flatMap((file) => [
-    ...dualHomeMounts(file, input.hostHome, home, readOnly('git config')),
-    { source: file.source, target: sandboxPath(file.path, input.hostHome), ...readOnly('git config') },
-  ]);
-  if (input.signingKey !== null) {
-    mounts.push({ source: input.signingKey.source, target: sandboxPath(input.signingKey.path, input.hostHome), ...readOnly('git signing key (public)') });
-  }
+  const mounts: Mount[] = input.files.map((file) => ({ source: file.source, target: file.target, ...readOnly(file.purpose) }));
+  mounts.push(...input.homeFiles.flatMap((file) => dualHomeMounts(file, input.hostHome, home, readOnly('git config (dual HOME)'))));
   for (const file of input.knownHosts) {
     mounts.push({ source: file.source, target: containerKnownHostsPath(file.path), ...readOnly('ssh known_hosts') });
     if (input.containerHome !== null) mounts.push({ source: file.source, target: path.posix.join(input.containerHome, '.ssh', path.basename(file.path)), ...readOnly('ssh known_hosts') });
