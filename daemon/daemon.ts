@@ -15,6 +15,9 @@ import { installErrorHandlers } from './http/errors.js';
 import type { Logger } from './logger.js';
 import { inspectAgentSocket } from './plan/agent-socket.js';
 import { createGitFactsCache } from './plan/git-host.js';
+import { watchDirectory } from './guard/fs-edge.js';
+import { fileGuardStore } from './guard/guard-store.js';
+import { RepoGuards } from './guard/repo-guards.js';
 import { DockerEngines } from './engines/docker-engines.js';
 import { runSubprocess } from './subprocess.js';
 import type { SshDeps } from './plan/ssh.js';
@@ -151,6 +154,17 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     containerWork.add(work);
     void work.finally(() => containerWork.delete(work));
   };
+  const guards = new RepoGuards({
+    // File ctimes, which the guard compares with when it began, are wall-clock.
+    now: () => Date.now(),
+    logger,
+    store: fileGuardStore(deps.paths.stateDir, logger),
+    endSessions: (sessionIds) => {
+      for (const id of sessionIds) registry.end(id, 'guard');
+    },
+    idleMs: settings.bridgeIdleMs,
+    watch: watchDirectory,
+  });
   const registry = new SessionRegistry({
     clock: deps.clock,
     probe: deps.probe,
@@ -159,6 +173,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     maxSessions: settings.maxSessions,
     logger,
     onEnd: (info, reason) => {
+      guards.release(info.id);
       track(
         containers.ended(info.id, reason).then(
           () => undefined,
@@ -188,6 +203,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     registry,
     ssh,
     gitFacts: (input) => gitFacts.get(input),
+    guard: guards,
     writeGitConfig: (content) => gitConfigs.write(content),
     containers,
     site: createContainerSites({
@@ -271,8 +287,14 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     registry,
     bridges,
     start() {
-      // At once: the containers of sessions a killed daemon left, whose clients are gone.
+      // At once: the containers of sessions a killed daemon left, whose clients are gone, and
+      // the repositories their sandboxes could write.
       sweepContainers();
+      track(
+        guards.start().catch((error: unknown) => {
+          logger.error({ module: 'guard', err: error }, 'cannot check the repositories a previous daemon guarded');
+        }),
+      );
       sweeper = setInterval(() => {
         sweepContainers();
         sweepSessions();
@@ -285,7 +307,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       if (sweeper !== null) clearInterval(sweeper);
       await app.close();
       registry.endAll('shutdown');
-      await bridges.closeAll();
+      await Promise.all([bridges.closeAll(), guards.close()]);
       // A removal or record write under way finishes, so the next daemon finds what it left.
       await Promise.all(containerWork);
     },

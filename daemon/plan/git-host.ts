@@ -8,7 +8,7 @@ import { globalConfigFiles, parseConfigList, type ConfigEntry } from './git-conf
 import { sandboxOverrides, type Overrides } from './git-overrides.js';
 import { canonicalIfExists } from './mount-spec.js';
 import { containerKnownHostsPath, HOME_GIT_FILES, sandboxPath, type GitConfigFile, type GitRepo } from './git.js';
-import { repoAt } from './git-repo.js';
+import { discoveryPath, readRepoLayout } from './git-repo.js';
 
 export const GIT_TIMEOUT_MS = 5_000;
 
@@ -61,15 +61,15 @@ export async function existingFiles(files: readonly string[]): Promise<GitConfig
 }
 
 /** Without a git that answers, the usual files are mounted as they are and nothing is overridden. */
-async function plainFiles(input: GitHostInput, why: string, knownHosts: GitConfigFile[]): Promise<GitHostFacts> {
+async function plainFiles(input: GitHostInput, why: string, knownHosts: GitConfigFile[], repo: GitRepo | null): Promise<GitHostFacts> {
   return {
     configFiles: await existingFiles(HOME_GIT_FILES.map((name) => path.join(input.hostHome, name))),
     includes: [],
     overrides: null,
     signingKey: null,
     knownHosts,
-    repo: null,
-    warnings: [`${why}; mounted ${HOME_GIT_FILES.map((name) => `~/${name}`).join(', ')} where present, with no sandbox overrides and no repository`],
+    repo,
+    warnings: [`${why}; mounted ${HOME_GIT_FILES.map((name) => `~/${name}`).join(', ')} where present, with no sandbox overrides`],
   };
 }
 
@@ -84,18 +84,21 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
     findExecutable('git', input.path),
     existingFiles(KNOWN_HOSTS_FILES.map((name) => path.join(input.hostHome, name))),
   ]);
-  if (git === null) return plainFiles(input, "git is not on the session's PATH", knownHosts);
+  // The repository is read without git: a git that fails never drops its protection.
+  const repoPending = readRepoLayout(input.cwd, input.hostHome);
+  repoPending.catch(() => undefined);
+  if (git === null) return plainFiles(input, "git is not on the session's PATH", knownHosts, await repoPending);
   const [listed, repo] = await Promise.all([
     runSubprocess(git, [...TRUST_FOR_PROBE, 'config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], {
       clientCwd: input.cwd,
       env: gitEnv(input),
       timeoutMs: GIT_TIMEOUT_MS,
     }),
-    repoAt(git, input),
+    repoPending,
   ]);
   if (listed.exitCode !== 0) {
     const detail = (listed.stderr.split('\n')[0] ?? '').slice(0, 200);
-    return plainFiles(input, `the session's git (${git}) failed${detail === '' ? '' : `: ${detail}`}`, knownHosts);
+    return plainFiles(input, `the session's git (${git}) failed${detail === '' ? '' : `: ${detail}`}`, knownHosts, repo);
   }
   const entries = parseConfigList(listed.stdout);
   const global: ConfigEntry[] = entries.filter((entry) => entry.scope === 'global');
@@ -125,8 +128,8 @@ export const GIT_FACTS_TTL_MS = 10_000;
 
 /**
  * What invalidates git facts: the config files git reported and the ones it would read if they
- * appeared, and the repository's layout (a new worktree, hooks/ or packed-refs changes the common
- * dir's mtime).
+ * appeared, and the repository's layout (the directories the layout reader walked and read: a
+ * new `.git` on the way up, a new worktree or submodule, a changed config).
  */
 export function gitFactsWatched(input: GitHostInput, facts: GitHostFacts): string[] {
   const xdg = input.xdgConfigHome ?? path.join(input.hostHome, '.config');
@@ -139,9 +142,7 @@ export function gitFactsWatched(input: GitHostInput, facts: GitHostFacts): strin
     ...facts.configFiles.map((file) => file.path),
     ...KNOWN_HOSTS_FILES.map((name) => path.join(input.hostHome, name)),
     ...(facts.signingKey === null ? [] : [facts.signingKey.path]),
-    ...(repo === null
-      ? [input.cwd]
-      : [path.join(repo.topLevel, '.git'), repo.gitDir, repo.commonDir, path.join(repo.commonDir, 'worktrees'), path.join(repo.commonDir, 'modules')]),
+    ...(repo === null ? discoveryPath(input.cwd) : repo.watched),
   ];
   return [...new Set(files)];
 }
