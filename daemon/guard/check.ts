@@ -101,7 +101,7 @@ export class Check {
       }
     }
     for (const top of scope.tops) await this.workTree(top);
-    for (const [gitDir, workTree] of this.workTrees) await this.gitlinks(workTree, gitDir, 1);
+    for (const [gitDir, workTree] of [...this.workTrees]) await this.gitlinks(workTree, gitDir, 1);
     for (const file of scope.pendingIncludes) {
       this.watchNearest(file);
       const entry = await entryAt(file);
@@ -273,19 +273,23 @@ export class Check {
     }
     if (entry.kind === 'file') {
       const target = gitFileTarget(entry.path, await controlText(entry));
-      if (target !== null && this.namesBack(target, entry.path)) return;
-      if (await mayBePlanted(entry, this.trust)) this.add({ path: entry.path, why: `names ${target ?? 'nothing git reads'}, which is not a git dir of this repository that names it back`, restore: null });
+      if (target !== null && this.ownGitDir(target)) return;
+      if (await mayBePlanted(entry, this.trust)) this.add({ path: entry.path, why: `names ${target ?? 'nothing git reads'}, which is not a git dir of this repository`, restore: null });
       return;
     }
     if (await mayBePlanted(entry, this.trust)) this.add({ path: entry.path, why: 'is a symbolic link where git looks for a repository', restore: null });
   }
 
-  private namesBack(target: string, dotGit: string): boolean {
-    const gitDir = this.gitDirs.get(target);
-    if (gitDir !== undefined) return this.workTrees.get(target) === path.dirname(dotGit);
+  /**
+   * A `.git` file may name any git dir of this repository, or a place under a `modules/` where one
+   * is being cloned: each is checked by the same rules, so it runs nothing. (`git submodule update`
+   * writes the file before the git dir is whole and before its `core.worktree` names it back, so
+   * neither can be asked for here without racing git itself; git refuses a target that is not a
+   * git dir yet.)
+   */
+  private ownGitDir(target: string): boolean {
     for (const owner of this.gitDirs.values()) {
-      const worktree = owner.worktrees.find((admin) => admin.admin === target);
-      if (worktree !== undefined) return worktree.gitdirText !== null && path.resolve(worktree.admin, worktree.gitdirText) === dotGit;
+      if (owner.dir === target || target.startsWith(`${owner.dir}/modules/`) || owner.worktrees.some((admin) => admin.admin === target)) return true;
     }
     return false;
   }

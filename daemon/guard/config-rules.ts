@@ -88,6 +88,7 @@ function urlOk(value: string | null, context: ConfigContext): boolean {
   if (context.knownUrls.has(value)) return true;
   if (/^[A-Za-z][A-Za-z0-9+.-]*::/.test(value)) return false;
   if (/^(https?|ssh|git|git\+ssh|ssh\+git):\/\/[^/]/i.test(value)) return true;
+  if (value.includes('://')) return false;
   // scp-like `host:path` (git reads it as ssh when no slash comes before the colon).
   return /^[^/:]+:/.test(value) && !value.startsWith('-');
 }

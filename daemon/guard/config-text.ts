@@ -5,7 +5,7 @@
  */
 
 export interface ConfigEntry {
-  /** Lower case. */
+  /** Lower case; empty for a key before any section header. */
   section: string;
   /** As written in `[section "sub"]` (case kept); lower case in the legacy `[section.sub]`; null when absent. */
   subsection: string | null;
@@ -147,7 +147,7 @@ export function parseConfigText(input: string): ParsedConfig {
         section = parseHeader(source);
         continue;
       }
-      if (!/^[A-Za-z]$/.test(c) || section === null) throw new ConfigError();
+      if (!/^[A-Za-z]$/.test(c)) throw new ConfigError();
       const line = source.line;
       let key = c.toLowerCase();
       let d = source.next();
@@ -161,7 +161,8 @@ export function parseConfigText(input: string): ParsedConfig {
         if (d !== '=') throw new ConfigError();
         value = parseValue(source);
       }
-      entries.push({ section: section[0], subsection: section[1], key, value, line });
+      // Git reads a key before any section too (it names no section then).
+      entries.push({ section: section?.[0] ?? '', subsection: section?.[1] ?? null, key, value, line });
       if (source.eof) return { entries, error: null };
     }
   } catch (error) {
@@ -172,6 +173,7 @@ export function parseConfigText(input: string): ParsedConfig {
 
 /** `section.subsection.key` as `git config --list` prints it. */
 export function entryName(entry: ConfigEntry): string {
+  if (entry.section === '') return entry.key;
   return entry.subsection === null ? `${entry.section}.${entry.key}` : `${entry.section}.${entry.subsection}.${entry.key}`;
 }
 

@@ -262,8 +262,13 @@ export class RepoGuards {
       configWritable: repo.configWritable,
     };
     repo.clean = true;
+    const started = performance.now();
     const outcome = await new Check(scope, this.trust(repo), deep).run();
     this.noteIncomplete(repo, outcome);
+    if (deep) {
+      const ms = Math.round(performance.now() - started);
+      this.deps.logger.info({ module: 'guard', repository: repo.key, findings: outcome.findings.length, ms }, 'repository checked, work trees included');
+    }
     // Watch first, then look again: a change between this check's look and its watch is not lost.
     if ((repo.sessions.size > 0 || repo.idleTimer !== null || repo.watchers.size > 0) && (await this.rewatch(repo, outcome.watch))) repo.again = true;
     if (outcome.findings.length > 0) {

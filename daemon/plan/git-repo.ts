@@ -282,7 +282,8 @@ async function readRepoLayoutAt(cwd: string, hostHome: string, depth: number): P
     hooksPath: hooksInside,
     hooksPathExists: hooksInside !== null && (await entryAt(hooksInside))?.kind === 'dir',
     includes: includes.filter((_, index) => includeEntries[index]?.kind === 'file'),
-    pendingIncludes: includes.filter((_, index) => includeEntries[index] === null),
+    // Not there yet, or something git cannot read as a file (a FIFO): the guard looks at it.
+    pendingIncludes: includes.filter((_, index) => includeEntries[index] === null || includeEntries[index]?.kind === 'other'),
     unguardable,
     watched: [...new Set([...walked, dotGit.path, located.gitDir, ...allDirs(facts), path.join(located.commonDir, 'config')])],
   };

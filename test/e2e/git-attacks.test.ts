@@ -62,7 +62,7 @@ describe.skipIf(labMissing)('the repository boundary: attacks from inside a real
   async function planOf(cwd: string, extra: string[] = []) {
     const result = await execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--ssh-agent', 'off', '--json', ...extra], { cwd, env, extendEnv: false, reject: false });
     type PlanBody = { plan: { warnings: string[]; mounts: { source: string; target: string; readOnly: boolean }[] } };
-    return { exitCode: result.exitCode, stderr: result.stderr, body: result.exitCode === 0 ? (JSON.parse(result.stdout) as PlanBody) : null };
+    return { exitCode: result.exitCode, output: `${result.stdout}\n${result.stderr}`, body: result.exitCode === 0 ? (JSON.parse(result.stdout) as PlanBody) : null };
   }
 
   const marker = (name: string): string => path.join(markers, name);
@@ -245,5 +245,165 @@ describe.skipIf(labMissing)('the repository boundary: attacks from inside a real
     expect(first.stdout).toBe('made');
     const second = await run(dir, 'git status --porcelain && echo status-ok');
     expect({ code: second.exitCode, stdout: second.stdout, stderr: second.stderr }).toEqual({ code: 0, stdout: 'status-ok', stderr: '' });
+  });
+
+  /** A superproject with one submodule from a local remote, registered (`git submodule init`) but not cloned. */
+  async function superproject(name: string, owner = '0:0'): Promise<{ dir: string; lib: string }> {
+    const lib = await plainRepo(`${name}-lib`);
+    const dir = await plainRepo(name);
+    await hostGit(dir, '-c', 'protocol.file.allow=always', 'submodule', 'add', '-q', lib, 'lib');
+    await hostGit(dir, 'commit', '-q', '-m', 'add lib');
+    // As a fresh clone has it: registered in .git/config, its git dir not there yet.
+    await hostGit(dir, 'submodule', 'deinit', '-q', '-f', 'lib');
+    await execa('rm', ['-rf', path.join(dir, '.git', 'modules')]);
+    await hostGit(dir, 'submodule', 'init', '-q');
+    await execa('chown', ['-R', owner, dir]);
+    return { dir, lib };
+  }
+
+  /** How many checks of `dir` that included its work trees the daemon logged (one ends each session). */
+  const checksOf = (dir: string) => (existsSync(logFile) ? readFileSync(logFile, 'utf8').split('\n').filter((line) => line.includes('repository checked, work trees included') && line.includes(dir)).length : 0);
+
+  const settled = (dir: string, checksBefore: number) => waitFor(() => checksOf(dir) > checksBefore, 'the check at the end of the session', GUARD_BOUND_MS);
+
+  it('git works normally inside with the guard on (commit, branch, worktree add, submodule update --init from a local remote, commit in it, gc, a nested scratch repository): no finding, nothing ended', async () => {
+    const { dir, lib } = await superproject('normal');
+    const before = checksOf(dir);
+    const findingsBefore = guardLines().length;
+    const result = await run(
+      dir,
+      [
+        'git -c user.name=x -c user.email=y commit -q --allow-empty -m inside',
+        'git branch side',
+        'git worktree add -q .worktrees/x -b x && git -C .worktrees/x -c user.name=x -c user.email=y commit -q --allow-empty -m in-worktree',
+        'git -c protocol.file.allow=always submodule update -q --init',
+        'git -C lib -c user.name=x -c user.email=y commit -q --allow-empty -m in-submodule',
+        'git gc -q && git -C lib gc -q',
+        'git init -q scratch && git -C scratch -c user.name=x -c user.email=y commit -q --allow-empty -m scratch',
+        'echo done',
+      ].join(' && '),
+      ['--mount', `type=bind,src=${lib},dst=${lib},ro`],
+    );
+    expect({ code: result.exitCode, stdout: result.stdout, stderr: result.stderr }).toEqual({ code: 0, stdout: 'done', stderr: '' });
+    await settled(dir, before);
+    expect(guardLines().slice(findingsBefore)).toEqual([]);
+    expect((await hostGit(path.join(dir, 'lib'), 'log', '-1', '--format=%s')).stdout).toBe('in-submodule');
+    expect((await hostGit(path.join(dir, '.worktrees', 'x'), 'log', '-1', '--format=%s')).stdout).toBe('in-worktree');
+    expect((await hostGit(dir, 'fsck', '--no-progress')).exitCode).toBe(0);
+  });
+
+  it('submodules as --user 1000: existing hooks and config stay read-only; a new git dir under modules/ with a config that runs programs or symlinked hooks is moved aside', async () => {
+    const { dir } = await superproject('subattack');
+    await hostGit(dir, '-c', 'protocol.file.allow=always', 'submodule', 'update', '-q', '--init');
+    await execa('chown', ['-R', '1000:1000', dir]);
+    const modules = path.join(dir, '.git', 'modules');
+    const result = await run(
+      dir,
+      [
+        `touch ${modules}/lib/hooks/post-checkout 2>/dev/null && echo hooks-written || echo hooks-refused`,
+        `echo x >> ${modules}/lib/config 2>/dev/null && echo config-written || echo config-refused`,
+        `mkdir -p ${modules}/evil ${modules}/hooked evil hooked evilhooks && cp -r ${modules}/lib/objects ${modules}/lib/refs ${modules}/lib/HEAD ${modules}/evil/`,
+        `cp -r ${modules}/lib/objects ${modules}/lib/refs ${modules}/lib/HEAD ${modules}/hooked/`,
+        `printf '[core]\\n\\tworktree = ../../../evil\\n\\tfsmonitor = ${payload('submodule')}\\n' > ${modules}/evil/config`,
+        `printf '[core]\\n\\tworktree = ../../../hooked\\n' > ${modules}/hooked/config`,
+        `printf '#!/bin/sh\\n${payload('submodule')}\\n' > evilhooks/post-commit && chmod +x evilhooks/post-commit && ln -s ${dir}/evilhooks ${modules}/hooked/hooks`,
+        `echo 'gitdir: ../.git/modules/evil' > evil/.git && echo 'gitdir: ../.git/modules/hooked' > hooked/.git`,
+        'git update-index --add --cacheinfo 160000,$(git -C lib rev-parse HEAD),evil --cacheinfo 160000,$(git -C lib rev-parse HEAD),hooked && echo planted',
+      ].join('; '),
+      ['--user', '1000'],
+    );
+    expect(result.stdout.split('\n')).toEqual(['hooks-refused', 'config-refused', 'planted']);
+    await waitQuarantined(path.join(modules, 'evil', 'config'));
+    await waitQuarantined(path.join(modules, 'hooked', 'hooks'));
+    await hostGit(dir, 'status', '--porcelain');
+    await hostGit(path.join(dir, 'hooked'), 'commit', '-q', '--allow-empty', '-m', 'host commit in the planted submodule');
+    expect(existsSync(marker('submodule'))).toBe(false);
+    await hostGit(dir, 'rm', '-q', '--cached', 'evil', 'hooked');
+    await hostUses(dir, 'submodule');
+  });
+
+  it('symlinked hooks: replacing hooks/ is refused inside; a repository whose hooks/ is a symbolic link gets no plan unless --git-hooks writable', async () => {
+    const dir = await plainRepo('symlinked-hooks');
+    const result = await run(dir, 'rm -rf .git/hooks 2>/dev/null; ln -s ../evil .git/hooks 2>/dev/null && echo replaced || echo refused');
+    expect(result.stdout).toBe('refused');
+    await execa('rm', ['-rf', path.join(dir, '.git', 'hooks')]);
+    mkdirSync(path.join(dir, 'shared-hooks'));
+    await execa('ln', ['-s', '../shared-hooks', path.join(dir, '.git', 'hooks')]);
+    const refused = await planOf(dir);
+    expect(refused.exitCode).not.toBe(0);
+    expect(refused.output).toContain('REPOSITORY_UNSAFE');
+    expect(refused.output).toContain(`${path.join(dir, '.git', 'hooks')} is a symbolic link`);
+    expect(refused.output).toContain('--git-hooks writable');
+    const allowed = await planOf(dir, ['--git-hooks', 'writable']);
+    expect(allowed.exitCode).toBe(0);
+  });
+
+  it("alternates and symlinked packs planted in the git dir are moved aside before the host's git reads another repository's objects through them", async () => {
+    const secret = await plainRepo('secret-repo');
+    writeFileSync(path.join(secret, 'secret.txt'), 'the other repository\n');
+    await hostGit(secret, 'add', '.');
+    await hostGit(secret, 'commit', '-q', '-m', 'secret');
+    await hostGit(secret, 'repack', '-q', '-a', '-d');
+    const blob = (await hostGit(secret, 'rev-parse', 'HEAD:secret.txt')).stdout;
+    const pack = readdirSync(path.join(secret, '.git', 'objects', 'pack')).find((name) => name.endsWith('.pack')) ?? '';
+    const dir = await plainRepo('alternates');
+    const secretPacks = path.join(secret, '.git', 'objects', 'pack');
+    const result = await run(dir, [
+      `echo ${path.join(secret, '.git', 'objects')} > .git/objects/info/alternates`,
+      `ln -s ${secretPacks}/${pack} .git/objects/pack/${pack} && ln -s ${secretPacks}/${pack.replace(/\.pack$/, '.idx')} .git/objects/pack/${pack.replace(/\.pack$/, '.idx')} && echo planted`,
+    ].join('; '));
+    expect(result.stdout).toBe('planted');
+    await waitQuarantined(path.join(dir, '.git', 'objects', 'info', 'alternates'));
+    await waitQuarantined(path.join(dir, '.git', 'objects', 'pack', pack));
+    await waitQuarantined(path.join(dir, '.git', 'objects', 'pack', pack.replace(/\.pack$/, '.idx')));
+    expect((await hostGit(dir, 'cat-file', '-e', blob)).exitCode).not.toBe(0);
+    await hostUses(dir, 'alternates');
+    expect((await hostGit(dir, 'cat-file', '-e', blob)).exitCode).not.toBe(0);
+  });
+
+  it('info/attributes and .gitattributes can only pick filters the host defines: a filter the sandbox tries to define never runs', async () => {
+    const dir = await plainRepo('attributes');
+    const result = await run(dir, [
+      "printf '* filter=evil diff=evil\\n' > .git/info/attributes && printf '* filter=evil\\n' > .gitattributes",
+      `git config filter.evil.clean '${payload('attributes')}' 2>/dev/null && echo defined || echo refused`,
+      `git config diff.evil.textconv '${payload('attributes')}' 2>/dev/null && echo defined || echo refused`,
+    ].join('; '));
+    expect(result.stdout.split('\n')).toEqual(['refused', 'refused']);
+    await hostGit(dir, 'add', '-A');
+    await hostGit(dir, 'diff', '--cached');
+    await hostUses(dir, 'attributes');
+  });
+
+  it('a plant made while the daemon is down is moved aside by the next daemon before its sessions come back', async () => {
+    const dir = await plainRepo('restart');
+    const ready = path.join(dir, 'ready');
+    const go = path.join(dir, 'go');
+    const planted = path.join(dir, 'planted');
+    const running = run(dir, [
+      `touch ${ready}`,
+      `while [ ! -e ${go} ]; do sleep 0.1; done`,
+      `echo ${dir}/elsewhere > .git/commondir && touch ${planted}`,
+      'sleep 100',
+    ].join('; '));
+    cleanup.add(() => running.kill('SIGKILL'));
+    await waitFor(() => existsSync(ready), 'the container to start', 60_000);
+    const pid = (JSON.parse(readFileSync(path.join(sandbox.env.SANDBOXD_RUNTIME_DIR, 'daemon.pid'), 'utf8')) as { pid: number }).pid;
+    // The client is held still, so only the next daemon's start-up check can find the plant.
+    const client = running.pid ?? 0;
+    process.kill(client, 'SIGSTOP');
+    cleanup.add(() => {
+      process.kill(client, 'SIGCONT');
+    });
+    process.kill(pid, 'SIGKILL');
+    writeFileSync(go, '');
+    await waitFor(() => existsSync(planted), 'the plant while no daemon runs', GUARD_BOUND_MS);
+    expect(quarantined(path.join(dir, '.git', 'commondir'))).toBeNull();
+    const started = await execa(process.execPath, [CLI, 'start'], { env, extendEnv: false, reject: false });
+    expect(started.exitCode).toBe(0);
+    await waitQuarantined(path.join(dir, '.git', 'commondir'));
+    process.kill(client, 'SIGCONT');
+    running.kill('SIGTERM');
+    await running;
+    await hostUses(dir, 'restart');
   });
 });
