@@ -138,7 +138,7 @@ export class SessionService {
       const policy = { hooks: input.gitHooks, config: input.gitConfig };
       // Guarded from before the plan leaves: a file the sandbox changes carries a later ctime.
       held = true;
-      await deps.guard.hold(id, guardTarget(git.repo, cwd, policy, mounts.mounts));
+      guardWarnings.push(...(await deps.guard.hold(id, guardTarget(git.repo, cwd, policy, mounts.mounts))));
       const container = await recorded;
       const body: Omit<Plan, 'args'> = {
         mounts: mounts.mounts,

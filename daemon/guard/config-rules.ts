@@ -38,6 +38,8 @@ const PLAIN_KEYS = new Set([
   'extensions.partialclone',
   'extensions.preciousobjects',
   'extensions.noop',
+  'extensions.refstorage',
+  'extensions.relativeworktrees',
   'user.name',
   'user.email',
   'pull.rebase',

@@ -41,6 +41,8 @@ export interface RepoGuardsDeps {
 const CUTOFF_MARGIN_MS = 1_000;
 /** A repository left alone this long is forgotten: the next session starts afresh. */
 const DORMANT_MS = 24 * 60 * 60 * 1000;
+/** A check that began this recently (the one `before` ran for the same acquire) is not repeated by `hold`. */
+const RECHECK_AFTER_MS = 1_000;
 /** Directories watched per repository; past this the check at release and acquire is what remains. */
 const MAX_WATCHES = 1024;
 
@@ -71,6 +73,8 @@ interface Repo {
   clean: boolean;
   /** Bounds reached by the last check, already logged. */
   incomplete: string;
+  /** performance.now() when the last finished check began. */
+  checkedAt: number;
 }
 
 function inside(file: string, dir: string): boolean {
@@ -128,12 +132,20 @@ export class RepoGuards {
     return this.takeWarnings(repo);
   }
 
-  /** The session's plan is about to be handed out: its repository is guarded from now on. */
-  async hold(sessionId: string, target: GuardTarget): Promise<void> {
+  /**
+   * The session's plan is about to be handed out: its repository is guarded from now on. A
+   * repository nobody watched that `before` could not find from the workdir (another worktree of
+   * it was guarded) is checked first; returns the findings not told yet.
+   */
+  async hold(sessionId: string, target: GuardTarget): Promise<string[]> {
     await this.ready.catch(() => undefined);
     const now = this.deps.now();
     let repo = this.repos.get(target.key);
     let changed = false;
+    if (repo !== undefined && repo.watchers.size === 0) {
+      if (repo.running !== null) await repo.running;
+      else if (performance.now() - repo.checkedAt > RECHECK_AFTER_MS) await this.schedule(repo, false);
+    }
     if (repo === undefined) {
       this.forgetDormant();
       repo = this.fromRecord({ key: target.key, commonDir: target.scope.commonDir, tops: [], pendingIncludes: [], hooksPaths: [], hooksWritable: false, configWritable: false, cutoffMs: now - CUTOFF_MARGIN_MS, protected: [], warnings: [], touchedAt: now });
@@ -161,6 +173,7 @@ export class RepoGuards {
     if (changed) await this.persist();
     repo.clean = false;
     void this.schedule(repo, false);
+    return this.takeWarnings(repo);
   }
 
   /** A session ended (any reason): its repository's last session's end is checked deep. */
@@ -263,6 +276,7 @@ export class RepoGuards {
     };
     repo.clean = true;
     const started = performance.now();
+    repo.checkedAt = started;
     const outcome = await new Check(scope, this.trust(repo), deep).run();
     this.noteIncomplete(repo, outcome);
     if (deep) {
@@ -362,6 +376,7 @@ export class RepoGuards {
       deep: false,
       clean: false,
       incomplete: '',
+      checkedAt: -Infinity,
     };
   }
 

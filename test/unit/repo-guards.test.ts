@@ -45,11 +45,11 @@ class Harness {
   private endedWaiters: (() => void)[] = [];
   private watchWaiters = new Map<string, () => void>();
 
-  constructor(store?: GuardStore) {
+  constructor() {
     this.guards = new RepoGuards({
       now: () => Date.now(),
       logger: createLogger({ kind: 'silent' }),
-      store: store ?? this.store(),
+      store: this.store(),
       endSessions: (ids) => {
         this.ended.push([...ids]);
         for (const waiter of this.endedWaiters.splice(0)) waiter();
@@ -94,6 +94,14 @@ class Harness {
     return new Promise((resolve) => this.endedWaiters.push(resolve));
   }
 
+  /** The next daemon: what this one recorded, loaded and checked. */
+  async restarted(): Promise<Harness> {
+    const next = new Harness();
+    next.records = this.records;
+    await next.guards.start();
+    return next;
+  }
+
   async settled(): Promise<void> {
     // `before` on a watched repository waits for nothing; a second hold schedules a check that
     // settles after the one under way: a check that started after everything above.
@@ -131,20 +139,14 @@ describe('repository guards', () => {
     await first.settled();
     // The daemon is gone; a sandbox keeps writing.
     writeFileSync(path.join(dir, '.git', 'commondir'), '/elsewhere\n');
-    const second = new Harness(first.store());
-    second.records = first.records;
-    await second.guards.start();
+    const second = await first.restarted();
     await second.settled();
     expect(quarantinedIn(path.join(dir, '.git'))).toHaveLength(1);
     // Nobody watches now: an acquire checks first, and hears of it.
-    const third = new Harness();
-    third.records = second.records;
-    await third.guards.start();
+    const third = await second.restarted();
     await third.settled();
     writeFileSync(path.join(dir, '.git', 'commondir'), '/again\n');
-    const fourth = new Harness();
-    fourth.records = third.records;
-    await fourth.guards.start();
+    const fourth = await third.restarted();
     const warnings = await fourth.guards.before(path.join(dir, 'sub'));
     expect(warnings.some((warning) => warning.includes('commondir redirects'))).toBe(true);
     expect(quarantinedIn(path.join(dir, '.git'))).toHaveLength(2);
@@ -159,5 +161,26 @@ describe('repository guards', () => {
     harness.guards.release('ses_c');
     await harness.settled();
     expect({ ended: harness.ended, moved: quarantinedIn(path.join(dir, '.git')), warnings: harness.records[0]?.warnings }).toEqual({ ended: [], moved: [], warnings: [] });
+  });
+
+  it('a repository guarded from one worktree and left alone is checked when a session comes from another of its worktrees', async () => {
+    const dir = repo('two-trees');
+    const first = new Harness();
+    await first.guards.hold('ses_d', target(dir));
+    first.guards.release('ses_d');
+    await first.settled();
+    writeFileSync(path.join(dir, '.git', 'commondir'), '/elsewhere\n');
+    const second = await first.restarted();
+    await second.settled();
+    writeFileSync(path.join(dir, '.git', 'commondir'), '/again\n');
+    const third = await second.restarted();
+    const other = path.join(root, 'two-trees-wt');
+    // `before` finds nothing from there; `hold` knows the repository by its common dir.
+    expect(await third.guards.before(other)).toEqual([]);
+    const told = await third.guards.hold('ses_e', { ...target(dir), scope: { ...target(dir).scope, tops: [other] } });
+    expect(told.filter((warning) => warning.includes('/again') || warning.includes('commondir redirects'))).toHaveLength(told.length);
+    expect(told.length).toBeGreaterThan(0);
+    expect(existsSync(path.join(dir, '.git', 'commondir'))).toBe(false);
+    await third.settled();
   });
 });
