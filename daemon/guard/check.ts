@@ -163,7 +163,7 @@ export class Check {
     }
     if (!(own && scope.hooksWritable) && gitDir.hooks !== null) await this.hooks(gitDir.hooks);
     if (gitDir.alternates !== null && (await mayBePlanted(gitDir.alternates, trust))) {
-      this.add({ path: gitDir.alternates.path, why: "names other object stores: the host's git would read them, and its gc copy their objects into this repository", restore: null });
+      this.add({ path: gitDir.alternates.path, why: "names other object stores: the host's git would read objects from there (and `git repack -a` copy them into this repository)", restore: null });
     }
     for (const worktree of gitDir.worktrees) {
       if (worktree.commondir !== null && !commondirLeadsHome(worktree.admin, worktree.commondirText, gitDir.dir)) {
@@ -183,7 +183,7 @@ export class Check {
   private async hooks(hooks: Entry): Promise<void> {
     if (await this.trust.isProtected(hooks.path)) return;
     if (hooks.kind !== 'dir') {
-      if (await mayBePlanted(hooks, this.trust)) this.add({ path: hooks.path, why: 'is a symbolic link where git looks for hooks', restore: null });
+      if (await mayBePlanted(hooks, this.trust)) this.add({ path: hooks.path, why: `is ${hooks.kind === 'symlink' ? 'a symbolic link' : 'not a directory'} where git looks for hooks`, restore: null });
       return;
     }
     this.watch.add(hooks.path);
@@ -277,7 +277,7 @@ export class Check {
       if (await mayBePlanted(entry, this.trust)) this.add({ path: entry.path, why: `names ${target ?? 'nothing git reads'}, which is not a git dir of this repository`, restore: null });
       return;
     }
-    if (await mayBePlanted(entry, this.trust)) this.add({ path: entry.path, why: 'is a symbolic link where git looks for a repository', restore: null });
+    if (await mayBePlanted(entry, this.trust)) this.add({ path: entry.path, why: `is ${entry.kind === 'symlink' ? 'a symbolic link' : 'a special file'} where git looks for a repository`, restore: null });
   }
 
   /**
@@ -299,7 +299,10 @@ export class Check {
     if (!inside(workTree, this.scope.tops)) return;
     const paths = await this.indexGitlinks(gitDir);
     for (const link of paths) {
-      const parts = link.split('/').filter((part) => part !== '' && part !== '.' && part !== '..');
+      // Where git would look, literally; outside the work trees the sandbox writes nothing.
+      const target = path.resolve(workTree, link);
+      if (!inside(target, this.scope.tops)) continue;
+      const parts = path.relative(workTree, target).split(path.sep).filter((part) => part !== '');
       let dir = workTree;
       let reached = true;
       for (const part of parts) {

@@ -96,7 +96,7 @@ function expectDir(entry: Entry | null, oddities: Oddity[]): boolean {
   return false;
 }
 
-async function worktreeAdmin(admin: string, entry: Entry, budget: Budget, oddities: Oddity[]): Promise<WorktreeAdmin> {
+async function worktreeAdmin(admin: string, entry: Entry, budget: Budget, oddities: Oddity[], dirs: string[]): Promise<WorktreeAdmin> {
   const [commondir, gitdir, configWorktree] = await Promise.all(['commondir', 'gitdir', 'config.worktree'].map((name) => entryAt(path.join(admin, name))));
   for (const file of [commondir, gitdir, configWorktree]) {
     if (file !== null && file !== undefined && file.kind !== 'file') oddities.push({ path: file.path, why: file.kind === 'symlink' ? 'is a symbolic link' : 'is not a regular file' });
@@ -104,7 +104,7 @@ async function worktreeAdmin(admin: string, entry: Entry, budget: Budget, odditi
   const [commondirText, gitdirText] = await Promise.all([controlText(commondir ?? null), controlText(gitdir ?? null)]);
   const own = commondir === null ? await describeGitDir(admin, entry, budget, 0) : null;
   const modulesEntry = own === null ? await entryAt(path.join(admin, 'modules')) : null;
-  const modules = expectDir(modulesEntry, oddities) ? await moduleGitDirs(path.join(admin, 'modules'), budget, 0, oddities, []) : [];
+  const modules = expectDir(modulesEntry, oddities) ? await moduleGitDirs(path.join(admin, 'modules'), budget, 0, oddities, dirs) : [];
   return {
     admin,
     entry,
@@ -175,7 +175,7 @@ export async function describeGitDir(dir: string, entry: Entry, budget: Budget =
       if (!child.isDirectory() || !budget.take()) continue;
       const adminEntry = await entryAt(admin);
       if (adminEntry?.kind !== 'dir') continue;
-      const worktree = await worktreeAdmin(admin, adminEntry, budget, oddities);
+      const worktree = await worktreeAdmin(admin, adminEntry, budget, oddities, dirs);
       dirs.push(admin);
       worktrees.push(worktree);
     }

@@ -8,7 +8,7 @@ import { globalConfigFiles, parseConfigList, type ConfigEntry } from './git-conf
 import { sandboxOverrides, type Overrides } from './git-overrides.js';
 import { canonicalIfExists } from './mount-spec.js';
 import { containerKnownHostsPath, HOME_GIT_FILES, sandboxPath, type GitConfigFile, type GitRepo } from './git.js';
-import { discoveryPath, readRepoLayout } from './git-repo.js';
+import { discoveryPath, readRepoLayout, withEffectiveHooksPath } from './git-repo.js';
 
 export const GIT_TIMEOUT_MS = 5_000;
 
@@ -118,7 +118,7 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
     overrides,
     signingKey: overrides.signingKey === null ? null : await canonicalFile(overrides.signingKey.path),
     knownHosts,
-    repo,
+    repo: repo === null ? null : await withEffectiveHooksPath(repo, entries.findLast((entry) => entry.key === 'core.hookspath')?.value ?? null, input.hostHome),
     warnings: [],
   };
 }

@@ -5,7 +5,7 @@ import { parseConfigText, type ConfigEntry } from '../guard/config-text.js';
 import { readControlFile } from '../guard/fs-edge.js';
 import { commondirLeadsHome } from '../guard/rules.js';
 import { allDirs, allGitDirs, allModules, allOddities, controlText, describeGitDir, entryAt, MAX_GIT_DIRS, type Entry, type GitDirFacts, type Oddity, type WorktreeAdmin } from '../guard/git-dir.js';
-import type { GitRepo, LinkedWorktree, SubmoduleGitDir } from './git.js';
+import type { GitRepo, HooksPath, LinkedWorktree, SubmoduleGitDir } from './git.js';
 
 /**
  * The repository around a workdir, read from the file system the way git's discovery finds it,
@@ -14,8 +14,8 @@ import type { GitRepo, LinkedWorktree, SubmoduleGitDir } from './git.js';
  * three shapes are recognised: a plain clone (`.git` directory), a linked worktree (a `.git` file
  * naming `<common>/worktrees/<name>`, whose `gitdir` names that `.git` file back and whose
  * `commondir` is `../..`), and a submodule's work tree (a `.git` file naming a git dir under an
- * enclosing repository's `modules/`, whose `core.worktree` names the work tree back). Anything
- * else is refused with REPOSITORY_UNSAFE, never followed.
+ * enclosing repository's `modules/`, itself read by these rules). Anything else is refused with
+ * REPOSITORY_UNSAFE, never followed.
  */
 
 /** A repository config larger than this is not one a person wrote. */
@@ -175,11 +175,9 @@ function refuseOddities(facts: GitDirFacts, commonDir: string): void {
   const odd = allOddities(facts)[0];
   if (odd !== undefined) throw unsafe(odd.path, odd.why, `Inspect ${odd.path}; if you did not put it there, move it aside (\`mv ${odd.path} ${odd.path}.bak\`).`);
   for (const gitDir of allGitDirs(facts)) {
-    if (gitDir.commondir !== null && gitDir.dir !== commonDir) {
-      throw unsafe(gitDir.commondir.path, 'redirects a self-contained git dir to another one', `Move it aside: \`mv ${gitDir.commondir.path} ${gitDir.commondir.path}.bak\`.`);
-    }
-    if (gitDir.dir === commonDir && gitDir.commondir !== null) {
-      throw unsafe(gitDir.commondir.path, 'redirects the repository to another git dir (git never writes one there)', `Move it aside: \`mv ${gitDir.commondir.path} ${gitDir.commondir.path}.bak\`.`);
+    if (gitDir.commondir !== null) {
+      const what = gitDir.dir === commonDir ? 'the repository' : 'a self-contained git dir';
+      throw unsafe(gitDir.commondir.path, `redirects ${what} to another git dir (git never writes one there)`, `Move it aside: \`mv ${gitDir.commondir.path} ${gitDir.commondir.path}.bak\`.`);
     }
     for (const worktree of gitDir.worktrees) {
       if (worktree.commondir !== null && !commondirOk(worktree, gitDir.dir)) {
@@ -210,8 +208,11 @@ async function submodules(facts: GitDirFacts): Promise<SubmoduleGitDir[]> {
   );
 }
 
-/** Include targets of the repository's config, followed as git follows them (any condition). */
-async function includeTargets(configFile: Entry | null, hostHome: string): Promise<string[]> {
+/**
+ * Include targets of the repository's config inside the repository, followed as git follows
+ * them (any condition). Files outside are the user's (and the global config's business).
+ */
+async function includeTargets(configFile: Entry | null, hostHome: string, writable: readonly string[]): Promise<string[]> {
   const found: string[] = [];
   let pending: { file: Entry | null; depth: number }[] = [{ file: configFile, depth: 0 }];
   while (pending.length > 0) {
@@ -222,7 +223,7 @@ async function includeTargets(configFile: Entry | null, hostHome: string): Promi
         const isInclude = (entry.section === 'include' && entry.subsection === null) || (entry.section === 'includeif' && entry.subsection !== null);
         if (!isInclude || entry.key !== 'path' || entry.value === null || entry.value === '') continue;
         const target = path.resolve(path.dirname(file.path), expandHome(entry.value, hostHome));
-        if (found.includes(target)) continue;
+        if (found.includes(target) || !inside(target, writable)) continue;
         found.push(target);
         next.push({ file: await entryAt(target), depth: depth + 1 });
       }
@@ -230,6 +231,36 @@ async function includeTargets(configFile: Entry | null, hostHome: string): Promi
     pending = next;
   }
   return found;
+}
+
+/**
+ * `core.hooksPath` values (relative ones run from the top of the work tree, as git's hooks do)
+ * that lie inside the repository, each with whether it exists; a symbolic link on the way is one
+ * the sandbox could repoint.
+ */
+async function hooksPathsInside(values: readonly (string | null)[], top: string, writable: readonly string[], hostHome: string): Promise<{ found: HooksPath[]; unguardable: Oddity[] }> {
+  const found: HooksPath[] = [];
+  const unguardable: Oddity[] = [];
+  for (const value of values) {
+    if (value === null || value === '') continue;
+    const dir = path.resolve(top, expandHome(value, hostHome));
+    if (!inside(dir, writable) || found.some((known) => known.path === dir)) continue;
+    unguardable.push(...(await symlinkBelow(dir, writable, 'core.hooksPath')));
+    found.push({ path: dir, exists: (await entryAt(dir))?.kind === 'dir' });
+  }
+  return { found, unguardable };
+}
+
+/**
+ * Adds the effective `core.hooksPath` git reported (from any scope: a global relative one names a
+ * directory in every work tree) to what the repository's own config says. Git may only add
+ * protection here, never take it away.
+ */
+export async function withEffectiveHooksPath(repo: GitRepo, value: string | null, hostHome: string): Promise<GitRepo> {
+  const extra = await hooksPathsInside([value], repo.topLevel, [repo.topLevel, repo.commonDir, repo.gitDir], hostHome);
+  const added = extra.found.filter((hooksPath) => !repo.hooksPaths.some((known) => known.path === hooksPath.path));
+  if (added.length === 0) return repo;
+  return { ...repo, hooksPaths: [...repo.hooksPaths, ...added], unguardable: { ...repo.unguardable, hooks: [...repo.unguardable.hooks, ...extra.unguardable] } };
 }
 
 export async function readRepoLayout(cwd: string, hostHome: string): Promise<GitRepo | null> {
@@ -256,20 +287,18 @@ async function readRepoLayoutAt(cwd: string, hostHome: string, depth: number): P
     }
   }
   const writable = [top, located.commonDir, located.gitDir];
-  const config = await readConfigEntries(facts.config);
-  const hooksValue = lastCoreValue(config, 'hookspath');
-  const hooksPath = hooksValue === null || hooksValue === '' ? null : path.resolve(top, expandHome(hooksValue, hostHome));
-  const includes = (await includeTargets(facts.config, hostHome)).filter((file) => inside(file, writable));
-  const hooksInside = hooksPath !== null && inside(hooksPath, writable) ? hooksPath : null;
+  const includes = await includeTargets(facts.config, hostHome, writable);
+  const includeEntries = await Promise.all(includes.map(entryAt));
+  const hooksValues = await Promise.all([facts.config, ...includeEntries].map(async (file) => lastCoreValue(await readConfigEntries(file), 'hookspath')));
+  const hooksPaths = await hooksPathsInside(hooksValues, top, writable, hostHome);
   const gitDirs = allGitDirs(facts);
   const unguardable = {
-    hooks: [...gitDirs.flatMap((gitDir) => notPlain(gitDir.hooks, 'dir')), ...(hooksInside === null ? [] : await symlinkBelow(hooksInside, writable, 'core.hooksPath'))],
+    hooks: [...gitDirs.flatMap((gitDir) => notPlain(gitDir.hooks, 'dir')), ...hooksPaths.unguardable],
     config: [
       ...gitDirs.flatMap((gitDir) => notPlain(gitDir.config, 'file')),
       ...(await Promise.all(includes.map((file) => symlinkBelow(file, writable, 'the config include')))).flat(),
     ],
   };
-  const includeEntries = await Promise.all(includes.map(entryAt));
   return {
     topLevel: top,
     gitDir: located.gitDir,
@@ -279,8 +308,7 @@ async function readRepoLayoutAt(cwd: string, hostHome: string, depth: number): P
     facts,
     worktrees: await linkedWorktrees(facts),
     submodules: await submodules(facts),
-    hooksPath: hooksInside,
-    hooksPathExists: hooksInside !== null && (await entryAt(hooksInside))?.kind === 'dir',
+    hooksPaths: hooksPaths.found,
     includes: includes.filter((_, index) => includeEntries[index]?.kind === 'file'),
     // Not there yet, or something git cannot read as a file (a FIFO): the guard looks at it.
     pendingIncludes: includes.filter((_, index) => includeEntries[index] === null || includeEntries[index]?.kind === 'other'),

@@ -42,10 +42,12 @@ export interface GitRepo {
   worktrees: readonly LinkedWorktree[];
   /** The submodules' git dirs, nested ones included. */
   submodules: readonly SubmoduleGitDir[];
-  /** `core.hooksPath` when it lies inside the work tree or git dir (husky's `.husky/_`). */
-  hooksPath: string | null;
-  /** Whether that directory exists (it is then mounted read-only). */
-  hooksPathExists: boolean;
+  /**
+   * `core.hooksPath` directories that lie inside the work tree or git dir (husky's `.husky/_`,
+   * `.githooks`): the repository config's, and the effective one when git could be asked.
+   * Existing ones are mounted read-only.
+   */
+  hooksPaths: readonly HooksPath[];
   /** Files the repository's config includes that lie inside the work tree or git dir and exist. */
   includes: readonly string[];
   /** The same, not there yet: the sandbox could create them (the guard watches for them). */
@@ -54,6 +56,11 @@ export interface GitRepo {
   unguardable: { hooks: readonly Oddity[]; config: readonly Oddity[] };
   /** Paths whose change invalidates this description (the walk up, the git dirs looked at). */
   watched: readonly string[];
+}
+
+export interface HooksPath {
+  path: string;
+  exists: boolean;
 }
 
 /** A submodule's own git dir: git runs its hooks and reads its config on the host, as the superproject's. */
@@ -122,7 +129,7 @@ export function repoMounts(repo: GitRepo, policy: RepoPolicy, emptyDir: string, 
       const target = path.join(gitDir.dir, 'hooks');
       mounts.push(gitDir.hooks === null ? { source: emptyDir, target, readOnly: true, purpose: 'git hooks (read-only)', ...label } : at(target, true, 'git hooks (read-only)'));
     }
-    if (repo.hooksPath !== null && repo.hooksPathExists) mounts.push(at(repo.hooksPath, true, 'git core.hooksPath (read-only)'));
+    for (const hooksPath of repo.hooksPaths) if (hooksPath.exists) mounts.push(at(hooksPath.path, true, 'git core.hooksPath (read-only)'));
   }
   if (policy.config === 'readonly') {
     for (const gitDir of gitDirs) mounts.push(...file(gitDir.config, 'git config (read-only)'), ...file(gitDir.configWorktree, 'git config (read-only)'));
@@ -140,11 +147,11 @@ function containers(gitDir: GitDirFacts): string[] {
 /** What the plan says about the repository's protection, beside its mounts. */
 export function repoWarnings(repo: GitRepo, policy: RepoPolicy): string[] {
   const warnings: string[] = [];
-  if (repo.hooksPath !== null && policy.hooks === 'readonly') {
+  for (const hooksPath of policy.hooks === 'readonly' ? repo.hooksPaths : []) {
     warnings.push(
-      repo.hooksPathExists
-        ? `git: core.hooksPath ${repo.hooksPath} is inside the repository: it is mounted read-only, but scripts its hooks call from the work tree can still be changed in the sandbox; review them before committing on the host`
-        : `git: core.hooksPath ${repo.hooksPath} is inside the repository and does not exist yet: hooks the sandbox puts there would run on the host; the guard removes any that appear`,
+      hooksPath.exists
+        ? `git: core.hooksPath ${hooksPath.path} is inside the repository: it is mounted read-only, but scripts its hooks call from the work tree can still be changed in the sandbox; review them before committing on the host`
+        : `git: core.hooksPath ${hooksPath.path} is inside the repository and does not exist yet: hooks the sandbox puts there would run on the host; the guard removes any that appear`,
     );
   }
   if (policy.hooks === 'writable') warnings.push("git: the repository's hooks are writable in the sandbox (--git-hooks writable): hooks it writes run on the host's next git command");
@@ -167,7 +174,7 @@ export function guardTarget(repo: GitRepo | null, cwd: string, policy: RepoPolic
   if (repo === null) return { key: cwd, scope: { tops: [cwd], commonDir: null, pendingIncludes: [], hooksPaths: [] }, ...writable, readOnly };
   return {
     key: repo.commonDir,
-    scope: { tops: [repo.topLevel], commonDir: repo.commonDir, pendingIncludes: repo.pendingIncludes, hooksPaths: repo.hooksPath === null ? [] : [repo.hooksPath] },
+    scope: { tops: [repo.topLevel], commonDir: repo.commonDir, pendingIncludes: repo.pendingIncludes, hooksPaths: repo.hooksPaths.map((hooksPath) => hooksPath.path) },
     ...writable,
     readOnly,
   };

@@ -3,7 +3,7 @@ import { mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { gitFixtures } from './git-fixtures.js';
-import { readRepoLayout } from '../../daemon/plan/git-repo.js';
+import { readRepoLayout, withEffectiveHooksPath } from '../../daemon/plan/git-repo.js';
 import { repoMounts, repoWarnings, type GitRepo, type RepoPolicy } from '../../daemon/plan/git.js';
 import { SandboxdError } from '../../shared/errors.js';
 
@@ -182,8 +182,8 @@ describe('the repository layout, read without git', () => {
     git(dir, 'config', 'include.path', '../team.gitconfig');
     git(dir, 'config', 'includeIf.gitdir:/nowhere/.path', '../later.gitconfig');
     const found = await layout(dir);
-    expect({ hooksPath: found.hooksPath, includes: found.includes, pending: found.pendingIncludes }).toEqual({
-      hooksPath: path.join(dir, '.githooks'),
+    expect({ hooksPaths: found.hooksPaths, includes: found.includes, pending: found.pendingIncludes }).toEqual({
+      hooksPaths: [{ path: path.join(dir, '.githooks'), exists: true }],
       includes: [path.join(dir, 'team.gitconfig')],
       pending: [path.join(dir, 'later.gitconfig')],
     });
@@ -195,5 +195,15 @@ describe('the repository layout, read without git', () => {
     const linked = await layout(dir);
     expect(() => repoMounts(linked, readonly, '/rt/empty', undefined)).toThrow(/team.gitconfig is a symbolic link on the way to the config include/);
     expect(() => repoMounts(linked, { hooks: 'readonly', config: 'writable' }, '/rt/empty', undefined)).not.toThrow();
+  });
+
+  it('the effective core.hooksPath git reports (a global relative one) adds protection; one outside the repository adds nothing', async () => {
+    const dir = repo('global-hooks');
+    mkdirSync(path.join(dir, '.hooks'));
+    const found = await layout(dir);
+    expect((await withEffectiveHooksPath(found, '.hooks', rootDir())).hooksPaths).toEqual([{ path: path.join(dir, '.hooks'), exists: true }]);
+    expect(table(await withEffectiveHooksPath(found, '.hooks', rootDir()))).toContain('global-hooks/.hooks:ro');
+    expect(await withEffectiveHooksPath(found, '~/hooks', rootDir())).toBe(found);
+    expect(await withEffectiveHooksPath(found, null, rootDir())).toBe(found);
   });
 });
