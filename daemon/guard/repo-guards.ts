@@ -171,8 +171,12 @@ export class RepoGuards {
     if (repo.idleTimer !== null) clearTimeout(repo.idleTimer);
     repo.idleTimer = null;
     if (changed) await this.persist();
-    repo.clean = false;
-    void this.schedule(repo, false);
+    // A repository watched with nothing new to look at needs no check per acquire (a burst of
+    // sessions on one repository would otherwise keep one running).
+    if (changed || repo.watchers.size === 0) {
+      repo.clean = false;
+      void this.schedule(repo, false);
+    }
     return this.takeWarnings(repo);
   }
 
