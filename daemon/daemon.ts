@@ -15,6 +15,9 @@ import { installErrorHandlers } from './http/errors.js';
 import type { Logger } from './logger.js';
 import { inspectAgentSocket } from './plan/agent-socket.js';
 import { createGitFactsCache } from './plan/git-host.js';
+import { watchDirectory } from './guard/fs-edge.js';
+import { fileGuardStore } from './guard/guard-store.js';
+import { RepoGuards } from './guard/repo-guards.js';
 import { DockerEngines } from './engines/docker-engines.js';
 import { runSubprocess } from './subprocess.js';
 import type { SshDeps } from './plan/ssh.js';
@@ -165,6 +168,17 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     containerWork.add(work);
     void work.finally(() => containerWork.delete(work));
   };
+  const guards = new RepoGuards({
+    // File ctimes, which the guard compares with when it began, are wall-clock.
+    now: () => Date.now(),
+    logger,
+    store: fileGuardStore(deps.paths.stateDir, logger),
+    endSessions: (sessionIds) => {
+      for (const id of sessionIds) registry.end(id, 'guard');
+    },
+    idleMs: settings.bridgeIdleMs,
+    watch: watchDirectory,
+  });
   const registry = new SessionRegistry({
     clock: deps.clock,
     probe: deps.probe,
@@ -173,6 +187,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     maxSessions: settings.maxSessions,
     logger,
     onEnd: (info, reason) => {
+      guards.release(info.id);
       track(
         containers.ended(info.id, reason).then(
           () => undefined,
@@ -203,6 +218,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     registry,
     ssh,
     gitFacts: (input) => gitFacts.get(input),
+    guard: guards,
     writeGitConfig: (content) => gitConfigs.write(content),
     containers,
     site: createContainerSites({
@@ -298,9 +314,15 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     registry,
     bridges,
     start() {
-      // At once: the containers of sessions a killed daemon left, whose clients are gone, and its helpers.
+      // At once: the containers of sessions a killed daemon left, whose clients are gone, its
+      // helpers, and the repositories their sandboxes could write.
       sweepContainers();
       agentBridges.start();
+      track(
+        guards.start().catch((error: unknown) => {
+          logger.error({ module: 'guard', err: error }, 'cannot check the repositories a previous daemon guarded');
+        }),
+      );
       sweeper = setInterval(() => {
         sweepContainers();
         sweepSessions();
@@ -314,7 +336,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       if (sweeper !== null) clearInterval(sweeper);
       await app.close();
       registry.endAll('shutdown');
-      await bridges.closeAll();
+      await Promise.all([bridges.closeAll(), guards.close()]);
       // A removal or record write under way finishes, so the next daemon finds what it left.
       await Promise.all(containerWork);
     },

@@ -27,6 +27,10 @@ export const ERROR_SPECS = {
   },
   INVALID_MOUNT: { status: 400, remedy: 'Give an absolute, existing path without ":" or ",".' },
   UNSUPPORTED_PATH: { status: 400, remedy: 'Rename or move it: a path with a newline, or with both ":" and ",", cannot be mounted.' },
+  REPOSITORY_UNSAFE: {
+    status: 422,
+    remedy: 'Inspect the file the message names; if you did not put it there, move it aside (`mv FILE FILE.bak`) and retry.',
+  },
   WORKDIR_TOO_WIDE: { status: 400, remedy: 'Run from the project directory, or pass --allow-wide-workdir (library: allowWideWorkdir) if you mean it.' },
   SHUTTING_DOWN: { status: 503, remedy: 'The daemon is stopping; retry in a moment.' },
   DAEMON_BUSY: { status: 503, remedy: 'The daemon is out of processes or file descriptors; retry in a moment.' },

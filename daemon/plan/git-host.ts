@@ -9,9 +9,10 @@ import { sandboxOverrides, type Overrides, type XdgDefault } from './git-overrid
 import { includedFile, repositoryHomePaths } from './git-translate.js';
 import { readUserConfig, type NamedFileMount, type TranslatedConfig } from './git-user-config.js';
 import { canonicalIfExists } from './mount-spec.js';
-import { containerKnownHostsPath, HOME_GIT_FILES, sandboxPath, type GitConfigFile, type GitRepo, type LinkedWorktree, type SubmoduleGitDir } from './git.js';
+import { containerKnownHostsPath, HOME_GIT_FILES, sandboxPath, type GitConfigFile, type GitRepo } from './git.js';
+import { discoveryPath, readRepoLayout, withEffectiveHooksPath } from './git-repo.js';
 
-const GIT_TIMEOUT_MS = 5_000;
+export const GIT_TIMEOUT_MS = 5_000;
 
 export interface GitHostInput {
   hostHome: string;
@@ -42,7 +43,7 @@ export interface GitHostFacts {
  * config names), so they may look at a repository owned by another uid, which git itself would
  * refuse; the sandbox then gets a safe.directory for exactly that repository.
  */
-const TRUST_FOR_PROBE = ['-c', 'safe.directory=*'];
+export const TRUST_FOR_PROBE = ['-c', 'safe.directory=*'];
 
 const KNOWN_HOSTS_FILES = ['.ssh/known_hosts', '.ssh/known_hosts2'] as const;
 
@@ -52,7 +53,7 @@ async function canonicalFile(file: string): Promise<GitConfigFile | null> {
   return source !== null && stat?.isFile() === true ? { path: file, source } : null;
 }
 
-function gitEnv(input: GitHostInput): Record<string, string> {
+export function gitEnv(input: GitHostInput): Record<string, string> {
   return {
     HOME: input.hostHome,
     PATH: input.path,
@@ -61,97 +62,12 @@ function gitEnv(input: GitHostInput): Record<string, string> {
   };
 }
 
-async function repoAt(git: string, input: GitHostInput): Promise<GitRepo | null> {
-  const result = await runSubprocess(git, [...TRUST_FOR_PROBE, 'rev-parse', '--path-format=absolute', '--git-dir', '--git-common-dir', '--show-toplevel'], {
-    clientCwd: input.cwd,
-    env: gitEnv(input),
-    timeoutMs: GIT_TIMEOUT_MS,
-  });
-  if (result.exitCode !== 0) return null;
-  const [gitDir, commonDir, topLevel] = result.stdout.split('\n');
-  if (gitDir === undefined || commonDir === undefined || topLevel === undefined || topLevel === '') return null;
-  const [realGitDir, realCommonDir, realTop] = await Promise.all([fs.realpath(gitDir), fs.realpath(commonDir), fs.realpath(topLevel)]);
-  const [dotGit, commonEntries, names] = await Promise.all([
-    fs.lstat(path.join(realTop, '.git')).catch(() => null),
-    fs.readdir(realCommonDir).catch(() => []),
-    fs.readdir(path.join(realCommonDir, 'worktrees')).catch(() => []),
-  ]);
-  const [worktrees, submodules] = await Promise.all([
-    Promise.all(names.map((name) => linkedWorktree(path.join(realCommonDir, 'worktrees', name)))),
-    submoduleGitDirs(realCommonDir),
-  ]);
-  const worktreeConfigs = await existingFiles(
-    [realCommonDir, realGitDir, ...worktrees.map((worktree) => worktree.admin)].map((dir) => path.join(dir, 'config.worktree')),
-  );
-  return {
-    topLevel: realTop,
-    gitDir: realGitDir,
-    commonDir: realCommonDir,
-    linked: dotGit?.isFile() === true,
-    commonEntries,
-    worktrees,
-    worktreeConfigs: [...new Set(worktreeConfigs.map((file) => file.source))],
-    submodules,
-  };
-}
-
-/** `core.worktree` of a submodule's git dir (git writes it relative to that dir), canonical. */
-async function submoduleWorkTree(gitDir: string): Promise<string | null> {
-  const config = await fs.readFile(path.join(gitDir, 'config'), 'utf8').catch(() => '');
-  let inCore = false;
-  for (const line of config.split('\n')) {
-    const section = /^\s*\[\s*([A-Za-z0-9.-]+)/.exec(line);
-    if (section !== null) inCore = section[1]?.toLowerCase() === 'core';
-    const value = inCore ? /^\s*worktree\s*=\s*(.*?)\s*$/i.exec(line)?.[1] : undefined;
-    if (value !== undefined && value !== '') return canonicalIfExists(path.resolve(gitDir, value.replace(/^"(.*)"$/, '$1')));
-  }
-  return null;
-}
-
-/** Bounds on the walk below: a repository with more is not a shape worth a slower acquire. */
-const MAX_SUBMODULE_DIRS = 256;
-const MAX_SUBMODULE_DEPTH = 8;
-
-/**
- * `<common dir>/modules/<name>` holds each submodule's git dir (a name may contain slashes), and a
- * submodule's own submodules sit in its `modules/`. A directory with a HEAD file is a git dir.
- */
-async function submoduleGitDirs(commonDir: string): Promise<SubmoduleGitDir[]> {
-  const found: SubmoduleGitDir[] = [];
-  let pending: { dir: string; depth: number }[] = [{ dir: path.join(commonDir, 'modules'), depth: 0 }];
-  let visited = 0;
-  while (pending.length > 0 && visited < MAX_SUBMODULE_DIRS) {
-    const batch = pending.slice(0, MAX_SUBMODULE_DIRS - visited);
-    visited += batch.length;
-    pending = [];
-    const listed = await Promise.all(batch.map(async ({ dir, depth }) => ({ depth, entries: await fs.readdir(dir, { withFileTypes: true }).catch(() => []), dir })));
-    for (const { dir, depth, entries } of listed) {
-      const names = new Set(entries.map((entry) => entry.name));
-      const gitDir = names.has('HEAD') && names.has('objects');
-      if (gitDir) found.push({ dir, hooks: names.has('hooks'), config: names.has('config'), workTree: names.has('config') ? await submoduleWorkTree(dir) : null });
-      if (depth >= MAX_SUBMODULE_DEPTH) continue;
-      for (const entry of entries) {
-        // In a git dir only its own submodules are walked, not its objects and refs.
-        if (entry.isDirectory() && (!gitDir || entry.name === 'modules')) pending.push({ dir: path.join(dir, entry.name), depth: depth + 1 });
-      }
-    }
-  }
-  return found;
-}
-
-/** `<admin>/gitdir` names the worktree's `.git` file; git prunes the admin dir when that is gone. */
-async function linkedWorktree(admin: string): Promise<LinkedWorktree> {
-  const named = (await fs.readFile(path.join(admin, 'gitdir'), 'utf8').catch(() => '')).trim();
-  const exists = named.startsWith('/') && (await fs.stat(named).catch(() => null))?.isFile() === true;
-  return { admin, dotGit: exists ? named : null };
-}
-
-async function existingFiles(files: readonly string[]): Promise<GitConfigFile[]> {
+export async function existingFiles(files: readonly string[]): Promise<GitConfigFile[]> {
   return (await Promise.all(files.map(canonicalFile))).filter((file) => file !== null);
 }
 
 /** Without a git that answers, the usual files are mounted as they are and nothing is overridden. */
-async function plainFiles(input: GitHostInput, why: string, knownHosts: GitConfigFile[]): Promise<GitHostFacts> {
+async function plainFiles(input: GitHostInput, why: string, knownHosts: GitConfigFile[], repo: GitRepo | null): Promise<GitHostFacts> {
   const homeFiles = HOME_GIT_FILES.map((name) => path.join(input.hostHome, name));
   return {
     configs: [],
@@ -160,8 +76,8 @@ async function plainFiles(input: GitHostInput, why: string, knownHosts: GitConfi
     configWatched: homeFiles,
     overrides: null,
     knownHosts,
-    repo: null,
-    warnings: [`${why}; mounted ${HOME_GIT_FILES.map((name) => `~/${name}`).join(', ')} where present, with no sandbox overrides and no repository`],
+    repo,
+    warnings: [`${why}; mounted ${HOME_GIT_FILES.map((name) => `~/${name}`).join(', ')} where present, with no sandbox overrides`],
   };
 }
 
@@ -182,7 +98,10 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
     findExecutable('git', input.path),
     existingFiles(KNOWN_HOSTS_FILES.map((name) => path.join(input.hostHome, name))),
   ]);
-  if (git === null) return plainFiles(input, "git is not on the session's PATH", knownHosts);
+  // The repository is read without git: a git that fails never drops its protection.
+  const repoPending = readRepoLayout(input.cwd, input.hostHome);
+  repoPending.catch(() => undefined);
+  if (git === null) return plainFiles(input, "git is not on the session's PATH", knownHosts, await repoPending);
   const toSandbox = (file: string): string => sandboxPath(file, input.hostHome);
   const [listed, repo] = await Promise.all([
     runSubprocess(git, [...TRUST_FOR_PROBE, 'config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], {
@@ -190,11 +109,11 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
       env: gitEnv(input),
       timeoutMs: GIT_TIMEOUT_MS,
     }),
-    repoAt(git, input),
+    repoPending,
   ]);
   if (listed.exitCode !== 0) {
     const detail = (listed.stderr.split('\n')[0] ?? '').slice(0, 200);
-    return plainFiles(input, `the session's git (${git}) failed${detail === '' ? '' : `: ${detail}`}`, knownHosts);
+    return plainFiles(input, `the session's git (${git}) failed${detail === '' ? '' : `: ${detail}`}`, knownHosts, repo);
   }
   const entries = parseConfigList(listed.stdout);
   const global: ConfigEntry[] = entries.filter((entry) => entry.scope === 'global');
@@ -233,7 +152,7 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
     configWatched: [...user.watched, ...defaults.map((entry) => entry.file)],
     overrides,
     knownHosts,
-    repo,
+    repo: repo === null ? null : await withEffectiveHooksPath(repo, entries.findLast((entry) => entry.key === 'core.hookspath')?.value ?? null, input.hostHome),
     warnings: [...user.warnings, ...repositoryHomePaths(entries)],
   };
 }
@@ -243,8 +162,8 @@ export const GIT_FACTS_TTL_MS = 10_000;
 
 /**
  * What invalidates git facts: the config files git reported and the ones it would read if they
- * appeared, and the repository's layout (a new worktree, hooks/ or packed-refs changes the common
- * dir's mtime).
+ * appeared, and the repository's layout (the directories the layout reader walked and read: a
+ * new `.git` on the way up, a new worktree or submodule, a changed config).
  */
 export function gitFactsWatched(input: GitHostInput, facts: GitHostFacts): string[] {
   const repo = facts.repo;
@@ -253,9 +172,7 @@ export function gitFactsWatched(input: GitHostInput, facts: GitHostFacts): strin
   const files = [
     ...facts.configWatched,
     ...KNOWN_HOSTS_FILES.map((name) => path.join(input.hostHome, name)),
-    ...(repo === null
-      ? [input.cwd]
-      : [path.join(repo.topLevel, '.git'), repo.gitDir, repo.commonDir, path.join(repo.commonDir, 'worktrees'), path.join(repo.commonDir, 'modules')]),
+    ...(repo === null ? discoveryPath(input.cwd) : repo.watched),
   ];
   return [...new Set(files)];
 }

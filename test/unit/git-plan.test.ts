@@ -4,93 +4,9 @@ import { renderGlobalConfig } from '../../daemon/plan/git-global.js';
 import { sandboxOverrides, type OverrideInput } from '../../daemon/plan/git-overrides.js';
 import { gitFactsWatched, type GitHostFacts } from '../../daemon/plan/git-host.js';
 import { planGitSection } from '../../daemon/plan/git-section.js';
-import { planGit, repoMounts, sandboxPath, type GitPlanInput, type GitRepo } from '../../daemon/plan/git.js';
+import { planGit, sandboxPath, type GitPlanInput, type GitRepo } from '../../daemon/plan/git.js';
 
-const table = (mounts: { target: string; readOnly: boolean }[]) => mounts.map((m) => `${m.target}:${m.readOnly ? 'ro' : 'rw'}`);
 const readonlyPolicy = { hooks: 'readonly', config: 'readonly' } as const;
-
-describe('repoMounts', () => {
-  const worktree: GitRepo = {
-    topLevel: '/src/wt',
-    gitDir: '/src/main/.git/worktrees/wt',
-    commonDir: '/src/main/.git',
-    linked: true,
-    commonEntries: ['objects', 'refs', 'logs', 'config', 'info', 'hooks', 'HEAD', 'packed-refs', 'worktrees'],
-    worktrees: [
-      { admin: '/src/main/.git/worktrees/wt', dotGit: '/src/wt/.git' },
-      { admin: '/src/main/.git/worktrees/other', dotGit: '/src/other/.git' },
-      { admin: '/src/main/.git/worktrees/gone', dotGit: null },
-    ],
-    worktreeConfigs: [],
-    submodules: [],
-  };
-
-  it('mounts a linked worktree\'s common dir whole, with what the host runs read-only on top, and keeps other worktrees alive for prune', () => {
-    expect(table(repoMounts(worktree, readonlyPolicy, '/rt/empty', undefined))).toEqual([
-      '/src/main/.git:rw',
-      '/src/main/.git/hooks:ro',
-      '/src/main/.git/config:ro',
-      '/src/main/.git/worktrees/other/gitdir:ro',
-      '/src/other/.git:ro',
-      '/src/main/.git/worktrees/gone/gitdir:ro',
-    ]);
-  });
-
-  it('covers a missing hooks/ with the empty read-only dir, in worktrees and plain clones alike', () => {
-    const mounts = repoMounts({ ...worktree, commonEntries: ['objects', 'config'], worktrees: [] }, readonlyPolicy, '/rt/empty', 'z');
-    expect(mounts).toContainEqual({ source: '/rt/empty', target: '/src/main/.git/hooks', readOnly: true, purpose: 'git hooks (read-only)', relabel: 'z' });
-  });
-
-  it('protects a plain clone\'s config, config.worktree and its linked worktrees; policies turn hooks and config off', () => {
-    const plain: GitRepo = {
-      topLevel: '/src/p',
-      gitDir: '/src/p/.git',
-      commonDir: '/src/p/.git',
-      linked: false,
-      commonEntries: ['hooks', 'config', 'info', 'worktrees'],
-      worktrees: [{ admin: '/src/p/.git/worktrees/feature', dotGit: '/src/feature/.git' }],
-      worktreeConfigs: ['/src/p/.git/config.worktree', '/src/p/.git/worktrees/feature/config.worktree'],
-      submodules: [],
-    };
-    const feature = ['/src/p/.git/worktrees/feature/gitdir:ro', '/src/feature/.git:ro'];
-    expect(table(repoMounts(plain, readonlyPolicy, '/rt/empty', undefined))).toEqual([
-      '/src/p/.git/hooks:ro',
-      '/src/p/.git/config:ro',
-      '/src/p/.git/config.worktree:ro',
-      '/src/p/.git/worktrees/feature/config.worktree:ro',
-      ...feature,
-    ]);
-    expect(table(repoMounts(plain, { hooks: 'writable', config: 'writable' }, '/rt/empty', undefined))).toEqual(feature);
-  });
-
-  it("protects each submodule's hooks and config as the superproject's, a missing hooks/ included", () => {
-    const withSubmodules: GitRepo = {
-      ...worktree,
-      linked: false,
-      gitDir: '/src/main/.git',
-      worktrees: [],
-      submodules: [
-        { dir: '/src/main/.git/modules/lib', hooks: true, config: true, workTree: '/src/main/lib' },
-        { dir: '/src/main/.git/modules/lib/modules/deep', hooks: false, config: true, workTree: null },
-      ],
-    };
-    expect(table(repoMounts(withSubmodules, readonlyPolicy, '/rt/empty', undefined))).toEqual([
-      '/src/main/.git/hooks:ro',
-      '/src/main/.git/modules/lib/hooks:ro',
-      '/src/main/.git/modules/lib/modules/deep/hooks:ro',
-      '/src/main/.git/config:ro',
-      '/src/main/.git/modules/lib/config:ro',
-      '/src/main/.git/modules/lib/modules/deep/config:ro',
-    ]);
-    expect(repoMounts(withSubmodules, readonlyPolicy, '/rt/empty', undefined)[2]).toMatchObject({ source: '/rt/empty', purpose: 'submodule git hooks (read-only)' });
-    expect(repoMounts(withSubmodules, { hooks: 'writable', config: 'writable' }, '/rt/empty', undefined)).toEqual([]);
-  });
-
-  it('mounts a worktree git dir that lives outside the common dir on its own', () => {
-    const odd = { ...worktree, gitDir: '/elsewhere/wt-admin', worktrees: [] };
-    expect(table(repoMounts(odd, readonlyPolicy, '/rt/empty', undefined)).slice(0, 2)).toEqual(['/src/main/.git:rw', '/elsewhere/wt-admin:rw']);
-  });
-});
 
 describe('planGit', () => {
   const base: GitPlanInput = {
@@ -293,9 +209,10 @@ describe('gitFactsWatched', () => {
     repo,
     warnings: [],
   });
-  const plain: GitRepo = { topLevel: '/src/app', gitDir: '/src/app/.git', commonDir: '/src/app/.git', linked: false, commonEntries: [], worktrees: [], worktreeConfigs: [], submodules: [] };
+  // Only what the watched list reads of a repository: the layout reader names its own paths.
+  const plain = { watched: ['/src/app', '/src/app/.git', '/src/app/.git/config'] } as unknown as GitRepo;
 
-  it('names each file once: what git reads, what it would read if it appeared, and the repository layout', () => {
+  it('names each file once: what git reads, what it would read if it appeared, and what the layout reader walked', () => {
     expect(gitFactsWatched(input, facts(plain))).toEqual([
       '/home/u/.config/git/config',
       '/home/u/.gitconfig',
@@ -303,18 +220,33 @@ describe('gitFactsWatched', () => {
       '/home/u/.config/git/ignore',
       '/home/u/.ssh/known_hosts',
       '/home/u/.ssh/known_hosts2',
+      '/src/app',
       '/src/app/.git',
-      '/src/app/.git/worktrees',
-      '/src/app/.git/modules',
+      '/src/app/.git/config',
     ]);
-    const linked = { ...plain, topLevel: '/src/wt', gitDir: '/src/app/.git/worktrees/wt', linked: true };
-    expect(gitFactsWatched(input, facts(linked)).slice(6)).toEqual(['/src/wt/.git', '/src/app/.git/worktrees/wt', '/src/app/.git', '/src/app/.git/worktrees', '/src/app/.git/modules']);
-    expect(gitFactsWatched(input, facts(null)).at(-1)).toBe('/src/app');
+    // Without a repository, every directory git's discovery would look at: a `.git` there changes the answer.
+    expect(gitFactsWatched(input, facts(null)).slice(6)).toEqual(['/src/app', '/src', '/']);
   });
 });
 
 describe('planGitSection', () => {
-  const repo: GitRepo = { topLevel: '/home/u/src/app', gitDir: '/home/u/src/app/.git', commonDir: '/home/u/src/app/.git', linked: false, commonEntries: ['config'], worktrees: [], worktreeConfigs: [], submodules: [] };
+  // A plain clone with nothing in its git dir: the repository's own mounts have their tests in git-repo.test.ts.
+  const dir = '/home/u/src/app/.git';
+  const repo: GitRepo = {
+    topLevel: '/home/u/src/app',
+    gitDir: dir,
+    commonDir: dir,
+    kind: 'plain',
+    dotGit: dir,
+    facts: { dir, entry: { path: dir, kind: 'dir', identity: '1:1', ctimeMs: 0 }, commondir: null, config: null, configWorktree: null, hooks: null, alternates: null, worktrees: [], modules: [], oddities: [], truncated: false, dirs: [dir] },
+    worktrees: [],
+    submodules: [],
+    hooksPaths: [],
+    includes: [],
+    pendingIncludes: [],
+    unguardable: { hooks: [], config: [] },
+    watched: [dir],
+  };
   const facts: GitHostFacts = {
     configs: [
       { path: '/home/u/.gitconfig', source: '/home/u/dotfiles/gitconfig', target: '/run/sandboxd/git/home/.gitconfig', content: 'top', topLevel: true },
@@ -351,7 +283,7 @@ describe('planGitSection', () => {
     expect(generated).toContain('[include]\n\tpath = "/run/sandboxd/git/home/.gitconfig"\n[safe]\n\tdirectory = "/home/u/src/app"\n\tdirectory = "/home/u/src/app/.git"\n[credential "https://a\tb"]\n\thelper = ""\n');
     const top = stored.get('top') ?? '';
     const work = stored.get('work') ?? '';
-    expect(section.mounts.map((m) => `${m.source} -> ${m.target}`)).toEqual([
+    expect(section.mounts.filter((m) => m.purpose !== 'git dir (read-write, pinned)').map((m) => `${m.source} -> ${m.target}`)).toEqual([
       '/home/u/dotfiles/gitconfig -> /home/u/dotfiles/gitconfig',
       '/home/u/.config/git/work -> /home/u/.config/git/work',
       `${top} -> /run/sandboxd/git/home/.gitconfig`,
@@ -361,7 +293,7 @@ describe('planGitSection', () => {
       `${top} -> /root/.gitconfig`,
       `${stored.get(generated ?? '') ?? ''} -> /run/sandboxd/git/config`,
     ]);
-    expect(section.mounts.every((m) => m.readOnly)).toBe(true);
+    expect(section.mounts.filter((m) => !m.readOnly).map((m) => m.target)).toEqual([dir]);
     expect(section.warnings).toEqual([
       'git: a warning of the facts',
       'git: safe.directory is set to /home/u/src/app, /home/u/src/app/.git in the sandbox, so git trusts this repository whichever user owns it there',
