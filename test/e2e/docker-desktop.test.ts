@@ -10,7 +10,29 @@ import { lab } from './lab.js';
 
 /** Docker Desktop's fixed path in its VM; on Linux the "VM" is this host, so tests here run one at a time. */
 const DESKTOP_SOCKET = '/run/host-services/ssh-auth.sock';
-const unavailable = dockerLabUnavailable(lab) ?? (existsSync(DESKTOP_SOCKET) ? `${DESKTOP_SOCKET} exists already` : null);
+const unavailable = dockerLabUnavailable(lab) ?? (await desktopPathInUse());
+
+/**
+ * A socket left at the fixed path by a run that was killed (its cleanup never ran) answers nothing:
+ * it is removed. One that answers belongs to something running, which these tests must not take.
+ */
+async function desktopPathInUse(): Promise<string | null> {
+  if (!existsSync(DESKTOP_SOCKET)) return null;
+  const answers = await new Promise<boolean>((resolve) => {
+    const probe = net.connect(DESKTOP_SOCKET, () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.setTimeout(2_000, () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.on('error', () => resolve(false));
+  });
+  if (answers) return `${DESKTOP_SOCKET} exists already and something answers on it`;
+  rmSync(path.dirname(DESKTOP_SOCKET), { recursive: true, force: true });
+  return null;
+}
 const fileCleanup = new Cleanup();
 const cleanup = new Cleanup();
 let dockerd: Dockerd;
@@ -176,7 +198,8 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
     const fake = desktopCli(sandbox.dir);
     const env = cliEnv(sandbox, { SSH_AUTH_SOCK: shellAgent.socket, DOCKER_HOST: dockerd.host, PATH: fake.path });
     const plan = async (args: string[] = []): Promise<PlanJson> => {
-      const result = await cli(['plan', '--engine', 'docker', '--json', ...args], env, 60_000);
+      // Outside any repository, so the plan's warnings are the bridge's alone.
+      const result = await cli(['plan', '--engine', 'docker', '--json', ...args], env, 60_000, sandbox.dir);
       expect(result.stderr).toBe('');
       return JSON.parse(result.stdout) as PlanJson;
     };

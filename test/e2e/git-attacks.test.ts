@@ -2,7 +2,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync,
 import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLI, Cleanup, cliEnv, makeSandbox, waitFor, type Sandbox } from '../helpers.js';
+import { CLI, Cleanup, cliEnv, daemonPid, makeSandbox, waitFor, type Sandbox } from '../helpers.js';
 import { labMissing, podmanLab } from './lab.js';
 
 /**
@@ -387,7 +387,8 @@ describe.skipIf(labMissing)('the repository boundary: attacks from inside a real
     ].join('; '));
     cleanup.add(() => running.kill('SIGKILL'));
     await waitFor(() => existsSync(ready), 'the container to start', 60_000);
-    const pid = (JSON.parse(readFileSync(path.join(sandbox.env.SANDBOXD_RUNTIME_DIR, 'daemon.pid'), 'utf8')) as { pid: number }).pid;
+    const pid = daemonPid(sandbox.env);
+    if (pid === null) throw new Error('no daemon answers for the held session');
     // The client is held still, so only the next daemon's start-up check can find the plant.
     const client = running.pid ?? 0;
     process.kill(client, 'SIGSTOP');
