@@ -8,6 +8,7 @@ import { createProcessProbe, type ProcessProbe } from '../daemon/process-identit
 import { ensureSecureDir } from '../daemon/secure-dir.js';
 import { DAEMON_CWD, daemonEnvironment, resolveDaemonCommand, thisModuleDir, type DaemonCommand } from './daemon-launch.js';
 import { POLL_INTERVAL_MS, START_TIMEOUT_MS, statusIfRunning, statusOrColdStart, waitForService } from './daemon-status.js';
+import { replaceOlderDaemon } from './replace-daemon.js';
 import { startThroughService } from './service/control.js';
 import { acquireSpawnLock } from './spawn-lock.js';
 
@@ -36,19 +37,42 @@ export interface EnsureDaemonOptions {
   autoStart: boolean;
   /** The command that runs the daemon (`daemon` is appended); else SANDBOXD_BIN, PATH, this package. */
   daemonCommand?: readonly string[] | undefined;
+  /**
+   * Told why the installed service was passed over (its program is gone, its manager refused),
+   * when the client starts the daemon itself instead. Default: a `sandboxd: …` line on stderr.
+   */
+  onNotice?: ((message: string) => void) | undefined;
+}
+
+function noticeOnStderr(message: string): void {
+  process.stderr.write(`sandboxd: ${message}\n`);
+}
+
+/** The running daemon of this protocol; an older one is replaced when auto-start is on. */
+async function runningDaemon(options: EnsureDaemonOptions): Promise<StatusResponse | null> {
+  try {
+    return await statusOrColdStart(options.paths, options.env);
+  } catch (error) {
+    const older = error instanceof SandboxdError && error.code === 'PROTOCOL_MISMATCH' && options.autoStart;
+    // An older daemon makes way (shared/protocol-policy.ts, step 4); a newer one is left alone.
+    if (older && (await replaceOlderDaemon(options.paths.socketPath))) return null;
+    throw error;
+  }
 }
 
 /**
  * Connects, or starts the daemon and connects (STYLE 6). Concurrent callers serialise on a spawn
- * lock and re-check under it, so any number of them leave exactly one daemon.
+ * lock (beside the state, as the instance lock is) and re-check under it, so any number of them,
+ * from any shell of the user, leave exactly one daemon.
  */
 export async function ensureDaemon(options: EnsureDaemonOptions): Promise<StatusResponse> {
   const { paths } = options;
-  const running = await statusOrColdStart(paths, options.env);
+  const running = await runningDaemon(options);
   if (running !== null) return running;
   if (!options.autoStart) {
     throw new SandboxdError('DAEMON_NOT_RUNNING', `sandboxd is not running (no daemon on ${paths.socketPath}) and auto-start is off`);
   }
+  await ensureSecureDir(paths.stateDir);
   await ensureSecureDir(paths.runtimeDir);
   const release = await acquireSpawnLock(paths.spawnLockPath, START_TIMEOUT_MS);
   try {
@@ -89,10 +113,11 @@ async function holderAlive(paths: SandboxdPaths, probe: ProcessProbe): Promise<b
   return holder !== null && (await probe.isSame(holder.pid, holder.startTime));
 }
 
-async function spawnAndWait({ paths, env, daemonCommand }: EnsureDaemonOptions): Promise<StatusResponse> {
+async function spawnAndWait({ paths, env, daemonCommand, onNotice }: EnsureDaemonOptions): Promise<StatusResponse> {
   const platform = currentPlatform();
   const service = await startThroughService(env, platform);
-  if (service !== null) return waitForService(paths, service.kind);
+  if (service.manager !== null) return waitForService(paths, service.manager.kind);
+  if (service.reason !== null) (onNotice ?? noticeOnStderr)(service.reason);
   const command = await resolveDaemonCommand({ option: daemonCommand, env, moduleDir: thisModuleDir(), execPath: process.execPath, bun: process.versions.bun !== undefined });
   const daemonEnv = daemonEnvironment(env, command, process.execPath, platform);
   const probe = createProcessProbe(platform);

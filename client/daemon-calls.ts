@@ -15,5 +15,6 @@ export function getStatus(env: NodeJS.ProcessEnv = process.env): Promise<StatusR
 
 export async function requestShutdown(env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const { socketPath } = clientPaths(env);
-  await request({ socketPath, method: 'POST', route: SHUTDOWN_ROUTE, closeConnection: true }, ShutdownResponse);
+  // Every release answers shutdown in this shape: `stop` and `restart` reach an older daemon too.
+  await request({ socketPath, method: 'POST', route: SHUTDOWN_ROUTE, anyProtocol: true, closeConnection: true }, ShutdownResponse);
 }

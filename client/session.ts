@@ -51,7 +51,7 @@ export interface AcquireOptions extends ConnectionOptions {
   gitConfig?: 'readonly' | 'writable';
   containerUser?: ContainerUser;
   label?: string;
-  /** The image the session runs: a Docker Desktop-style engine's agent socket is verified with it (never pulled). */
+  /** The image the session runs; accepted and unused (sandboxd verifies a built-in agent socket with its own image). */
   image?: string;
   /** Extra host sockets, each mounted at `/run/sandboxd/sockets/<name>/` and named in `env` (at most 8). */
   sockets?: HostSocketRequest[];
@@ -146,21 +146,16 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     const { ensureDaemon } = await import('./autostart.js');
     return ensureDaemon({ paths, env, autoStart, ...(options.daemonCommand === undefined ? {} : { daemonCommand: options.daemonCommand }) });
   };
-  const olderIdleDaemonStopped = async () => {
-    const { stopOlderIdleDaemon } = await import('./replace-daemon.js');
-    return stopOlderIdleDaemon(paths.socketPath);
-  };
   let acquired: AcquireResponse;
   try {
     // Every reply carries the protocol version, so a running daemon needs no status call first.
     acquired = await post();
   } catch (error) {
     const code = error instanceof SandboxdError ? error.code : null;
-    // SANDBOXD_NO_AUTOSTART=1 is the user's word for every auto-starting caller.
-    if (code === 'DAEMON_NOT_RUNNING') await start();
-    // An idle daemon of an older release gives way to this one (shared/protocol-policy.ts).
-    else if (!(code === 'PROTOCOL_MISMATCH' && autoStart && (await olderIdleDaemonStopped()))) throw error;
-    else await start();
+    // SANDBOXD_NO_AUTOSTART=1 is the user's word for every auto-starting caller. A daemon of an
+    // older release makes way for this one (shared/protocol-policy.ts): ensureDaemon sees to it.
+    if (!(code === 'DAEMON_NOT_RUNNING' || (code === 'PROTOCOL_MISMATCH' && autoStart))) throw error;
+    await start();
     acquired = await post();
   }
   let current = acquired.session;

@@ -6,6 +6,8 @@ import { AgentRelay } from './bridges/agent-relay.js';
 import { BridgePool } from './bridges/bridge-pool.js';
 import { Bridges } from './bridges/bridges.js';
 import { DockerBridges } from './bridges/docker-bridges.js';
+import { HelperRecords } from './bridges/helper-records.js';
+import { ownerLabel } from './containers/wiring.js';
 import type { DockerEngines } from './engines/docker-engines.js';
 import { stableHash } from './ids.js';
 import type { Logger } from './logger.js';
@@ -23,6 +25,8 @@ export interface AgentBridgesOptions {
   paths: SandboxdPaths;
   idleMs: number;
   logger: Logger;
+  /** The daemon user's uid: with the state dir, the owner label its helper containers carry. */
+  uid: number;
   /** The session's connection; `forget` drops a cached answer after a tunnel failure. */
   discover(input: AcquireInput): Promise<{ connection: PodmanConnection; forget: () => void }>;
   onTunnelChild(id: string, record: TunnelRecord | null): void;
@@ -67,6 +71,8 @@ export class AgentBridges {
       engines: options.engines,
       run: options.run ?? runSubprocess,
       stateDir: options.paths.stateDir,
+      owner: ownerLabel(options.uid, options.paths.stateDir),
+      records: new HelperRecords(path.join(options.paths.stateDir, 'helpers.json'), options.logger.child({ module: 'helpers' })),
       workDir: path.join(options.paths.runtimeDir, 'relay-image'),
       idleMs: options.idleMs,
       logger: options.logger,
@@ -76,6 +82,11 @@ export class AgentBridges {
     });
     this.all = new Bridges(this.relays, this.tunnels, this.docker.relays);
     this.tunnelNames = new TunnelNames(options.paths.stateDir);
+  }
+
+  /** At daemon start: removes the helper containers a killed daemon left. */
+  start(): void {
+    this.docker.removeLeftovers();
   }
 
   async serve(agentSocket: string, input: AcquireInput, role: ServeRole = 'agent'): Promise<ServedAgent | Unavailable> {

@@ -19,14 +19,15 @@ export async function writeFileAtomic(file: string, data: string, mode: number, 
   const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${tempFiles}.tmp`);
   const handle = await fs.open(temp, 'w', mode);
   try {
-    await handle.writeFile(data);
-    if (options.durable ?? true) await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  try {
+    try {
+      await handle.writeFile(data);
+      if (options.durable ?? true) await handle.sync();
+    } finally {
+      await handle.close();
+    }
     await fs.rename(temp, file);
   } catch (error) {
+    // A full disk fails the write: its temp file must not stay behind taking space.
     await removeFile(temp);
     throw error;
   }

@@ -3,7 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { SandboxdError } from '../shared/errors.js';
 import { BODY_LIMIT_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 import { protocolMismatch, requestedProtocol } from '../shared/protocol-policy.js';
-import { SHUTDOWN_ROUTE, STATUS_ROUTE } from '../shared/contracts/status.js';
+import { DRAIN_ROUTE, SHUTDOWN_ROUTE, STATUS_ROUTE } from '../shared/contracts/status.js';
 import type { Platform, SandboxdPaths } from '../shared/paths.js';
 import { AgentBridges } from './agent-bridges.js';
 import { createSessionContainers } from './containers/wiring.js';
@@ -15,6 +15,9 @@ import { installErrorHandlers } from './http/errors.js';
 import type { Logger } from './logger.js';
 import { inspectAgentSocket } from './plan/agent-socket.js';
 import { createGitFactsCache } from './plan/git-host.js';
+import { watchDirectory } from './guard/fs-edge.js';
+import { fileGuardStore } from './guard/guard-store.js';
+import { RepoGuards } from './guard/repo-guards.js';
 import { DockerEngines } from './engines/docker-engines.js';
 import { runSubprocess } from './subprocess.js';
 import type { SshDeps } from './plan/ssh.js';
@@ -30,6 +33,7 @@ import type { Clock } from './clock.js';
 import { SessionRegistry } from './session-registry.js';
 import { SessionService } from './session-service.js';
 import type { TunnelRecord } from './tunnels/tunnel.js';
+import type { DaemonIdentity } from './containers/container-store.js';
 
 export interface DaemonSettings {
   leaseTtlMs: number;
@@ -57,9 +61,9 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 
 /**
  * Answered whatever version the client speaks (shared/protocol-policy.ts): any client can learn
- * which daemon runs and how busy it is, and a newer one can stop an idle older one.
+ * which daemon runs and how busy it is, and a newer one can have an older one make way.
  */
-const VERSION_FREE_ROUTES = new Set([`GET ${STATUS_ROUTE}`, `POST ${SHUTDOWN_ROUTE}`]);
+const VERSION_FREE_ROUTES = new Set([`GET ${STATUS_ROUTE}`, `POST ${SHUTDOWN_ROUTE}`, `POST ${DRAIN_ROUTE}`]);
 
 /** Stands in for fastify's schema compilers: a route that declared a JSON schema fails to register. */
 function noSchemaCompiler(): () => never {
@@ -78,6 +82,10 @@ export interface DaemonDeps {
   logPath: string | null;
   settings: DaemonSettings;
   uid: number;
+  /** This daemon's pid and start time, as its container records name it. */
+  identity: DaemonIdentity;
+  /** Whether a daemon of an earlier layout answers: what it may own is left alone. */
+  strayAnswers(): Promise<boolean>;
   requestShutdown(reason: string): void;
   /** Persists a tunnel's running ssh (the state file); null once it stopped. */
   onTunnelChild(id: string, record: TunnelRecord | null): void;
@@ -127,6 +135,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     paths: deps.paths,
     idleMs: settings.bridgeIdleMs,
     logger,
+    uid: deps.uid,
     discover: async (input) => ({
       connection: await discovery.connectionFor(input),
       forget: () => {
@@ -146,14 +155,30 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     clock: deps.clock,
     leaseTtlMs: settings.leaseTtlMs,
     logger,
+    identity: deps.identity,
+    strayAnswers: () => deps.strayAnswers(),
+    defer: quiet.later,
     isLive: (id) => registry.has(id),
   });
+  /** A newer client asked this daemon to make way once its last session ends. */
+  let draining = false;
   /** Container work a session's end or start time set off: a graceful close waits for it. */
   const containerWork = new Set<Promise<void>>();
   const track = (work: Promise<void>): void => {
     containerWork.add(work);
     void work.finally(() => containerWork.delete(work));
   };
+  const guards = new RepoGuards({
+    // File ctimes, which the guard compares with when it began, are wall-clock.
+    now: () => Date.now(),
+    logger,
+    store: fileGuardStore(deps.paths.stateDir, logger),
+    endSessions: (sessionIds) => {
+      for (const id of sessionIds) registry.end(id, 'guard');
+    },
+    idleMs: settings.bridgeIdleMs,
+    watch: watchDirectory,
+  });
   const registry = new SessionRegistry({
     clock: deps.clock,
     probe: deps.probe,
@@ -162,6 +187,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     maxSessions: settings.maxSessions,
     logger,
     onEnd: (info, reason) => {
+      guards.release(info.id);
       track(
         containers.ended(info.id, reason).then(
           () => undefined,
@@ -170,6 +196,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
           },
         ),
       );
+      if (draining && !closing && registry.size === 0) deps.requestShutdown('the last session ended; a newer sandboxd takes over');
     },
     onStartTime: (info, startTime) => {
       track(
@@ -191,6 +218,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     registry,
     ssh,
     gitFacts: (input) => gitFacts.get(input),
+    guard: guards,
     writeGitConfig: (content) => gitConfigs.write(content),
     containers,
     site: createContainerSites({
@@ -260,6 +288,11 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     requestShutdown: (reason) => {
       deps.requestShutdown(reason);
     },
+    drain: () => {
+      draining = true;
+      logger.info({ sessions: registry.size }, 'a newer client asked this daemon to make way; it stops once its last session ends');
+      return registry.size;
+    },
   });
   registerSessionRoutes(app, service, registry, containers);
   registerTunnelRoutes(app, bridges);
@@ -272,16 +305,28 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   const sweepSessions = exclusive(() => registry.sweep(), (error) => {
     logger.error({ err: error }, 'session sweep failed');
   });
+  // Each bridge looks at its socket: one that is not the socket it bound is re-created.
+  const checkBridges = exclusive(() => bridges.check(), (error) => {
+    logger.error({ err: error }, 'bridge check failed');
+  });
   return {
     app,
     registry,
     bridges,
     start() {
-      // At once: the containers of sessions a killed daemon left, whose clients are gone.
+      // At once: the containers of sessions a killed daemon left, whose clients are gone, its
+      // helpers, and the repositories their sandboxes could write.
       sweepContainers();
+      agentBridges.start();
+      track(
+        guards.start().catch((error: unknown) => {
+          logger.error({ module: 'guard', err: error }, 'cannot check the repositories a previous daemon guarded');
+        }),
+      );
       sweeper = setInterval(() => {
         sweepContainers();
         sweepSessions();
+        checkBridges();
       }, settings.sweepIntervalMs);
       sweeper.unref();
     },
@@ -291,7 +336,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       if (sweeper !== null) clearInterval(sweeper);
       await app.close();
       registry.endAll('shutdown');
-      await bridges.closeAll();
+      await Promise.all([bridges.closeAll(), guards.close()]);
       // A removal or record write under way finishes, so the next daemon finds what it left.
       await Promise.all(containerWork);
     },

@@ -3,7 +3,7 @@ import os from 'node:os';
 import type { Server } from 'node:net';
 import { SandboxdError } from '../shared/errors.js';
 import { systemClock } from './clock.js';
-import { assertSocketPathFits, currentPlatform, resolvePaths, type SandboxdPaths } from '../shared/paths.js';
+import { assertSocketPathFits, currentPlatform, otherLayoutSockets, resolvePaths, type SandboxdPaths } from '../shared/paths.js';
 import { createDaemon, DEFAULT_SETTINGS, type DaemonSettings } from './daemon.js';
 import { acquireInstanceLock } from './instance-lock.js';
 import { clip } from './clip.js';
@@ -14,9 +14,13 @@ import { ensureOwnDir, ensureSecureDir, withUmask } from './secure-dir.js';
 import { VERSION } from './version.js';
 import { reapOrphans, TunnelStore } from './tunnels/tunnel-store.js';
 import { inheritedListenFd, scrubActivationEnv } from './socket-activation.js';
+import { socketAnswers } from './socket-probe.js';
+import { readPidRecord } from './pid-record.js';
 
 /** SIGTERM/SIGINT/shutdown must finish within 5 s; past this we clean up by hand and exit. */
 const SHUTDOWN_DEADLINE_MS = 4_500;
+/** A listener accepts at once, even a stopped one (into its backlog); a dead one's socket refuses. */
+const SOCKET_PROBE_MS = 1_000;
 
 export interface RunDaemonOptions {
   env: NodeJS.ProcessEnv;
@@ -24,9 +28,20 @@ export interface RunDaemonOptions {
   settings: Partial<DaemonSettings>;
   /** Called once the socket accepts connections (the CLI prints a line). */
   onListening?: (paths: SandboxdPaths) => void;
+  /**
+   * Started by launchd or systemd: another daemon already serving is not a failure (exit 0), or
+   * launchd's KeepAlive would start this one again every 10 s for as long as that one runs.
+   */
+  serviceManager?: 'launchd' | 'systemd' | undefined;
+  /** A daemon under a service manager found another one serving; `message` says which. */
+  onAlreadyRunning?: (message: string) => void;
 }
 
-/** Removes a socket left by a dead daemon; only called while holding the instance lock. */
+/**
+ * Removes a socket left by a dead daemon; only called while holding the instance lock. That lock
+ * is the state dir's, so a socket something still answers on is another daemon's (one of another
+ * state dir given the same SANDBOXD_RUNTIME_DIR): it is never taken from under it (STYLE 5).
+ */
 async function clearStaleSocket(socketPath: string): Promise<void> {
   try {
     const stat = await fs.lstat(socketPath);
@@ -35,10 +50,21 @@ async function clearStaleSocket(socketPath: string): Promise<void> {
         remedy: `Remove ${socketPath} by hand; sandboxd only deletes its own sockets.`,
       });
     }
+    if (await socketAnswers(socketPath, SOCKET_PROBE_MS)) {
+      throw new SandboxdError('DAEMON_ALREADY_RUNNING', `another daemon answers on ${socketPath}`, {
+        remedy: 'Stop it (`sandboxd status` names its pid), or give each state dir its own SANDBOXD_RUNTIME_DIR.',
+      });
+    }
     await fs.rm(socketPath);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
+}
+
+/** Whether a daemon of an earlier layout (a stray that may share this state dir) answers. */
+async function strayAnswers(sockets: readonly string[]): Promise<boolean> {
+  const answers = await Promise.all(sockets.map((socket) => socketAnswers(socket, SOCKET_PROBE_MS)));
+  return answers.includes(true);
 }
 
 /** `target`: the socket path to create, or a listening fd a service manager handed over. */
@@ -65,7 +91,9 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
   const activatedFd = inheritedListenFd(options.env, process.pid);
   scrubActivationEnv(options.env);
   scrubActivationEnv(process.env);
-  const paths = resolvePaths({ platform, env: options.env, uid: process.getuid?.() ?? 0, home });
+  const pathInputs = { platform, env: options.env, uid: process.getuid?.() ?? 0, home };
+  const paths = resolvePaths(pathInputs);
+  const strays = otherLayoutSockets(pathInputs, paths);
   assertSocketPathFits(paths.socketPath, platform);
   await ensureSecureDir(paths.runtimeDir);
   await ensureOwnDir(paths.emptyDir, 0o555);
@@ -89,8 +117,14 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
       logger.info({ reason }, 'stopping');
     };
   });
+  const alreadyRunning = (error: unknown): boolean => {
+    if (options.serviceManager === undefined || !(error instanceof SandboxdError && error.code === 'DAEMON_ALREADY_RUNNING')) return false;
+    logger.info({ serviceManager: options.serviceManager, reason: error.message }, 'another daemon serves; leaving it to');
+    options.onAlreadyRunning?.(error.message);
+    return true;
+  };
   const releaseLock = await acquireInstanceLock({
-    lockTarget: paths.runtimeDir,
+    lockTarget: paths.stateDir,
     lockPath: paths.lockPath,
     guardPath: paths.lockGuardPath,
     pidPath: paths.pidPath,
@@ -102,13 +136,31 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
       logger.error({ err: error }, 'daemon lock compromised; stopping');
       stop('lock compromised');
     },
+  }).catch((error: unknown) => {
+    if (alreadyRunning(error)) return null;
+    throw error;
   });
+  if (releaseLock === null) return 0;
+
+  // A socket systemd listens on is its own: removing it would cut off every later client.
+  if (activatedFd === null) {
+    try {
+      await clearStaleSocket(paths.socketPath);
+    } catch (error) {
+      await releaseLock();
+      if (alreadyRunning(error)) return 0;
+      throw error;
+    }
+  }
 
   try {
-    // A socket systemd listens on is its own: removing it would cut off every later client.
-    if (activatedFd === null) await clearStaleSocket(paths.socketPath);
+    const identity = await readPidRecord(paths.pidPath);
     const store = new TunnelStore(paths.statePath, logger.child({ module: 'state' }));
-    const reaped = await reapOrphans(
+    // A daemon of an earlier layout (its lock was in its runtime dir) may still run on this state
+    // dir: the ssh processes it recorded may be its own live tunnels, and are not killed.
+    const stray = await strayAnswers(strays);
+    if (stray) logger.warn({ sockets: strays }, 'a daemon of an earlier layout answers; its tunnels and containers are left alone');
+    const reaped = stray ? 0 : await reapOrphans(
       await store.load(),
       {
         commandLine: (pid) => commandLine(pid, platform),
@@ -127,6 +179,8 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
     await store.clear();
     const daemon = createDaemon({
       uid: process.getuid?.() ?? 0,
+      identity: { pid: process.pid, startTime: identity?.pid === process.pid ? identity.startTime : null },
+      strayAnswers: () => strayAnswers(strays),
       onTunnelChild: (id, record) => {
         void store.set(id, record);
       },

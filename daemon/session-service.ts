@@ -13,6 +13,8 @@ import { dedupeMounts, flattenArgs, relabelFor } from './plan/flatten.js';
 import { hardenFlags } from './plan/harden.js';
 import type { GitHostFacts, GitHostInput } from './plan/git-host.js';
 import { planGitSection } from './plan/git-section.js';
+import { guardTarget, repoWarnings } from './plan/git.js';
+import type { RepoGuards } from './guard/repo-guards.js';
 import { expressibleMounts } from './plan/mount-args.js';
 import { canonicalIfExists, resolveMountSpecs } from './plan/mount-spec.js';
 import { workdirMount } from './plan/workdir.js';
@@ -35,10 +37,12 @@ export interface SessionServiceDeps {
   registry: SessionRegistry;
   ssh: SshDeps;
   gitFacts(input: GitHostInput): Promise<GitHostFacts>;
+  /** Watches what the session's sandbox can write in its repository; checks it first when nobody did. */
+  guard: Pick<RepoGuards, 'before' | 'hold' | 'release'>;
   /** Stores a generated GIT_CONFIG_GLOBAL file and returns its host path. */
   writeGitConfig(content: string): Promise<string>;
   /** Labels the session's container and names its cidfile; removes it when the session dies. */
-  containers: Pick<SessionContainers, 'prepare' | 'ended'>;
+  containers: Pick<SessionContainers, 'prepare' | 'abandon'>;
   /** Where the session's containers run (a Podman connection's VM, or here) and what it sees. */
   site(input: AcquireInput): Promise<ContainerSite>;
   leaseTtlMs: number;
@@ -93,10 +97,18 @@ export class SessionService {
     );
     recorded.catch(() => undefined);
     let ssh: SshSection | null = null;
+    let held = false;
     try {
+      // What a sandbox left in the repository while nobody watched is moved aside before its
+      // layout is read for this plan.
+      let guardWarnings: string[] = [];
+      const gitPending = deps.guard.before(cwd).then((warnings) => {
+        guardWarnings = warnings;
+        return deps.gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: clientEnv.XDG_CONFIG_HOME });
+      });
       const [startTime, git, cloud, site] = await Promise.all([
         startPending,
-        deps.gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: clientEnv.XDG_CONFIG_HOME }),
+        gitPending,
         input.cloudCredentials
           ? cloudCredentialMounts({ hostHome: deps.hostHome, containerHome: containerHome ?? deps.hostHome, googleApplicationCredentials: clientEnv.GOOGLE_APPLICATION_CREDENTIALS, relabel })
           : Promise.resolve({ mounts: [], env: {} }),
@@ -123,6 +135,10 @@ export class SessionService {
       const planEnv = { ...gitPlan.env, ...ssh.env, ...cloud.env };
       const passed = containerEnv(clientEnv, input.passEnv, new Set(Object.keys(planEnv)));
       const globalArgs = site.globalArgs;
+      const policy = { hooks: input.gitHooks, config: input.gitConfig };
+      // Guarded from before the plan leaves: a file the sandbox changes carries a later ctime.
+      held = true;
+      guardWarnings.push(...(await deps.guard.hold(id, guardTarget(git.repo, cwd, policy, mounts.mounts))));
       const container = await recorded;
       const body: Omit<Plan, 'args'> = {
         mounts: mounts.mounts,
@@ -130,7 +146,7 @@ export class SessionService {
         spawnEnv: passed.spawnEnv,
         globalArgs,
         flags: [...ssh.flags, ...(input.workdir ? ['--workdir', cwd] : []), ...container.flags, ...(input.harden ? hardenFlags() : [])],
-        warnings: [...ssh.warnings, ...gitPlan.warnings, ...mounts.warnings, ...passed.warnings],
+        warnings: [...guardWarnings, ...ssh.warnings, ...gitPlan.warnings, ...(git.repo === null ? [] : repoWarnings(git.repo, policy)), ...mounts.warnings, ...passed.warnings],
       };
       const now = new Date(deps.clock.now()).toISOString();
       const session: SessionInfo = {
@@ -152,12 +168,13 @@ export class SessionService {
         sockets: ssh.sockets,
       };
     } catch (error) {
+      if (held) deps.guard.release(id);
       releaseLeases(ssh ?? (await sshPending.catch(() => null)));
       // No container can have started from a plan that was never handed out. The record is
       // forgotten only once it is written, or the write would bring it back (one never written
       // is nothing to forget).
       await recorded.catch(() => undefined);
-      await deps.containers.ended(id, 'released');
+      await deps.containers.abandon(id);
       throw error;
     }
   }

@@ -27,6 +27,10 @@ export const ERROR_SPECS = {
   },
   INVALID_MOUNT: { status: 400, remedy: 'Give an absolute, existing path without ":" or ",".' },
   UNSUPPORTED_PATH: { status: 400, remedy: 'Rename or move it: a path with a newline, or with both ":" and ",", cannot be mounted.' },
+  REPOSITORY_UNSAFE: {
+    status: 422,
+    remedy: 'Inspect the file the message names; if you did not put it there, move it aside (`mv FILE FILE.bak`) and retry.',
+  },
   WORKDIR_TOO_WIDE: { status: 400, remedy: 'Run from the project directory, or pass --allow-wide-workdir (library: allowWideWorkdir) if you mean it.' },
   SHUTTING_DOWN: { status: 503, remedy: 'The daemon is stopping; retry in a moment.' },
   DAEMON_BUSY: { status: 503, remedy: 'The daemon is out of processes or file descriptors; retry in a moment.' },
@@ -73,8 +77,17 @@ export const ERROR_SPECS = {
   DOCKER_INFO_FAILED: { status: 502, remedy: 'Check that `docker info` works in your shell (start Docker Desktop, OrbStack or `colima start`, or fix DOCKER_HOST / DOCKER_CONTEXT), or pass --ssh-agent off.' },
   RELAY_CONTAINER_FAILED: { status: 502, remedy: 'See `sandboxd tunnels ls` for the relay container\'s last error; `sandboxd tunnels restart ID` retries.' },
   RUN_ARGS_UNPARSABLE: { status: 400, remedy: 'Write that run option as --name=value, so its value cannot be mistaken for the image.' },
+  STATE_WRITE_FAILED: { status: 507, remedy: 'Free space in the state dir (or fix its permissions), or point SANDBOXD_STATE_DIR elsewhere; no plan was handed out.' },
   CONTAINER_REMOVE_FAILED: { status: 502, remedy: 'Remove it by hand (`podman rm -f ID` or `docker rm -f ID`); the daemon log has the engine\'s error.' },
   USAGE: { status: 400, remedy: 'See `sandboxd --help`.' },
+  SERVICE_VALUE_UNSUPPORTED: {
+    status: 400,
+    remedy: 'Remove the control character (a newline, a tab …) from the path or variable it names, then run `sandboxd install` again.',
+  },
+  SERVICE_MANAGER_UNREACHABLE: {
+    status: 503,
+    remedy: 'Run `sandboxd install` where your service manager runs (a desktop login; on Linux also after `loginctl enable-linger`), or skip it: clients start the daemon themselves.',
+  },
   SERVICE_FAILED: { status: 500, remedy: 'Run the command it names by hand to see why; `sandboxd install --dry-run` prints every step.' },
   LOG_NOT_FOUND: { status: 404, remedy: 'The daemon has not logged yet, or logs to stdout (`sandboxd daemon --log stdout`): read it where that goes.' },
 } as const satisfies Record<string, ErrorSpec>;

@@ -13,6 +13,7 @@ export interface PathInputs {
 export interface SandboxdPaths {
   readonly runtimeDir: string;
   readonly socketPath: string;
+  /** The instance lock and what it guards live in the state dir: one daemon per user and state dir. */
   readonly lockPath: string;
   /** Held only while the daemon lock is taken and its pid record written (instance-lock.ts). */
   readonly lockGuardPath: string;
@@ -34,55 +35,73 @@ function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value === '' ? undefined : value;
 }
 
-const SOCKET_NAME = 'sandboxd.sock';
+export const SOCKET_NAME = 'sandboxd.sock';
 
 function socketFits(dir: string, platform: Platform): boolean {
   return Buffer.byteLength(path.resolve(dir, SOCKET_NAME)) <= MAX_SOCKET_PATH_BYTES[platform];
 }
 
+/** FNV-1a, 32 bits: tells state dirs apart in a directory name; nothing relies on it being secret. */
+function shortHash(text: string): string {
+  let hash = 0x811c9dc5;
+  for (const byte of Buffer.from(text)) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  return hash.toString(16).padStart(8, '0');
+}
+
 /**
- * Linux without XDG_RUNTIME_DIR: a directory under the user's own home, which no other user can
- * create first. /tmp/sandboxd-<uid> is the last resort, for a home too deep to hold a socket path;
+ * Linux: the socket lives beside the state it serves (`<state dir>/run`), never in a directory the
+ * shell's environment decides: `XDG_RUNTIME_DIR` is set in a login shell and unset under `su -`,
+ * `sudo -u`, cron and some ssh shells, and two shells of one user must find one daemon. A state
+ * dir too deep to hold a socket path falls back to /tmp, named for the uid and the state dir;
  * there the client's ownership check (client/trust.ts) is what keeps another user out.
  */
-function linuxFallbackRuntimeDir(xdgState: string, uid: number): string {
-  const inHome = path.join(xdgState, 'sandboxd', 'run');
-  return socketFits(inHome, 'linux') ? inHome : `/tmp/sandboxd-${uid}`;
+function linuxRuntimeDir(stateDir: string, uid: number): string {
+  const beside = path.join(stateDir, 'run');
+  return socketFits(beside, 'linux') ? beside : `/tmp/sandboxd-${String(uid)}-${shortHash(stateDir)}`;
 }
 
 /** DESIGN §3. Pure: the caller supplies platform, env, uid and home. */
 export function resolvePaths({ platform, env, uid, home }: PathInputs): SandboxdPaths {
   const appSupport = path.join(home, 'Library', 'Application Support', 'sandboxd');
   const xdgState = nonEmpty(env.XDG_STATE_HOME) ?? path.join(home, '.local', 'state');
-  const xdgRuntime = nonEmpty(env.XDG_RUNTIME_DIR);
-
-  const runtimeDir =
-    nonEmpty(env.SANDBOXD_RUNTIME_DIR) ??
-    (platform === 'darwin'
-      ? appSupport
-      : xdgRuntime !== undefined
-        ? path.join(xdgRuntime, 'sandboxd')
-        : linuxFallbackRuntimeDir(xdgState, uid));
-  const stateDir =
-    nonEmpty(env.SANDBOXD_STATE_DIR) ?? (platform === 'darwin' ? appSupport : path.join(xdgState, 'sandboxd'));
+  const stateDir = path.resolve(nonEmpty(env.SANDBOXD_STATE_DIR) ?? (platform === 'darwin' ? appSupport : path.join(xdgState, 'sandboxd')));
+  const runtimeDir = path.resolve(nonEmpty(env.SANDBOXD_RUNTIME_DIR) ?? (platform === 'darwin' ? stateDir : linuxRuntimeDir(stateDir, uid)));
   const logDir =
     nonEmpty(env.SANDBOXD_LOG_DIR) ??
     (platform === 'darwin' ? path.join(home, 'Library', 'Logs', 'sandboxd') : path.join(xdgState, 'sandboxd', 'log'));
 
   return {
-    runtimeDir: path.resolve(runtimeDir),
-    socketPath: path.resolve(runtimeDir, SOCKET_NAME),
-    lockPath: path.resolve(runtimeDir, 'daemon.lock'),
-    lockGuardPath: path.resolve(runtimeDir, 'daemon.lock.guard'),
-    pidPath: path.resolve(runtimeDir, 'daemon.pid'),
-    spawnLockPath: path.resolve(runtimeDir, 'spawn.lock'),
-    agentsDir: path.resolve(runtimeDir, 'agents'),
-    emptyDir: path.resolve(runtimeDir, 'empty'),
-    stateDir: path.resolve(stateDir),
-    statePath: path.resolve(stateDir, 'state.json'),
+    runtimeDir,
+    socketPath: path.join(runtimeDir, SOCKET_NAME),
+    lockPath: path.join(stateDir, 'daemon.lock'),
+    lockGuardPath: path.join(stateDir, 'daemon.lock.guard'),
+    pidPath: path.join(stateDir, 'daemon.pid'),
+    spawnLockPath: path.join(stateDir, 'spawn.lock'),
+    agentsDir: path.join(runtimeDir, 'agents'),
+    emptyDir: path.join(runtimeDir, 'empty'),
+    stateDir,
+    statePath: path.join(stateDir, 'state.json'),
     logDir: path.resolve(logDir),
     logPath: path.resolve(logDir, 'sandboxd.log'),
   };
+}
+
+/**
+ * Sockets where earlier releases put the daemon (the runtime dir used to follow XDG_RUNTIME_DIR):
+ * a daemon still answering there is a stray that shares this state dir, and a socket nothing
+ * answers on is left over. `status` and `doctor` report them; the daemon leaves alone what such a
+ * stray may still own.
+ */
+export function otherLayoutSockets({ platform, env, uid }: PathInputs, paths: SandboxdPaths): string[] {
+  if (platform === 'darwin') return [];
+  const xdgRuntime = nonEmpty(env.XDG_RUNTIME_DIR);
+  const dirs = [
+    ...(xdgRuntime === undefined ? [] : [path.join(xdgRuntime, 'sandboxd')]),
+    `/run/user/${String(uid)}/sandboxd`,
+    `/tmp/sandboxd-${String(uid)}`,
+  ];
+  const sockets = dirs.map((dir) => path.resolve(dir, SOCKET_NAME));
+  return [...new Set(sockets)].filter((socket) => socket !== paths.socketPath);
 }
 
 /** Throws SOCKET_PATH_TOO_LONG naming the path and the variable that moves it. */

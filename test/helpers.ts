@@ -65,8 +65,9 @@ export function cliEnv(sandbox: Sandbox, extra: Record<string, string> = {}): No
   return { ...process.env, ...sandbox.env, ...extra };
 }
 
-export function cli(args: string[], env: NodeJS.ProcessEnv, timeout = 30_000) {
-  return execa(process.execPath, [CLI, ...args], { env, reject: false, timeout, extendEnv: false });
+/** Runs the CLI as a shell would; `cwd` defaults to this repository (a git repository). */
+export function cli(args: string[], env: NodeJS.ProcessEnv, timeout = 30_000, cwd?: string) {
+  return execa(process.execPath, [CLI, ...args], { env, reject: false, timeout, extendEnv: false, ...(cwd === undefined ? {} : { cwd }) });
 }
 
 export async function waitFor<T>(probe: () => T | Promise<T>, what: string, timeoutMs = 15_000, intervalMs = 50): Promise<NonNullable<T>> {
@@ -93,9 +94,10 @@ export function pidAlive(pid: number): boolean {
   }
 }
 
-export function daemonPid(env: { SANDBOXD_RUNTIME_DIR: string }): number | null {
+/** The daemon's pid record lives beside the state its lock guards. */
+export function daemonPid(env: { SANDBOXD_STATE_DIR: string }): number | null {
   try {
-    const record = JSON.parse(readFileSync(path.join(env.SANDBOXD_RUNTIME_DIR, 'daemon.pid'), 'utf8')) as { pid: number };
+    const record = JSON.parse(readFileSync(path.join(env.SANDBOXD_STATE_DIR, 'daemon.pid'), 'utf8')) as { pid: number };
     return pidAlive(record.pid) ? record.pid : null;
   } catch {
     return null;

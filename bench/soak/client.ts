@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { acquireSession, SandboxdError } from '../../client/index.js';
 
@@ -6,6 +7,11 @@ import { acquireSession, SandboxdError } from '../../client/index.js';
  * One soak client process: acquire → use → release, over and over, through the library as a CLI
  * would, until SIGTERM (then it finishes the cycle it is in). "Use" asks the agent for its keys
  * through the socket the plan serves. Prints one JSON line per cycle for the orchestrator.
+ *
+ * With SOAK_PLANT set (the planter, one per phase, its cwd a repository of its own), "use" is also
+ * what a hostile sandbox does under its mounts: one file per cycle where the host's git would
+ * follow or run it. It prints `{ planted, content }` first, so a plant counts even when the guard
+ * ends the session before the release.
  */
 type Cycle = { ok: true; acquireMs: number; used: boolean } | { ok: false; code: string };
 
@@ -29,6 +35,33 @@ function agentAnswers(socketDir: string): Promise<boolean> {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** One plant of each kind in turn: a redirect, foreign objects, a hook in a new submodule git dir, a worktree led elsewhere. */
+function plant(cycle: number): void {
+  const gitDir = path.join(process.cwd(), '.git');
+  const tag = `${String(process.pid)}-${String(cycle)}`;
+  const content = `/elsewhere/${tag}\n`;
+  const kinds = [
+    () => path.join(gitDir, 'commondir'),
+    () => path.join(gitDir, 'objects', 'info', 'alternates'),
+    () => {
+      const module = path.join(gitDir, 'modules', `p${tag}`);
+      mkdirSync(path.join(module, 'hooks'), { recursive: true });
+      writeFileSync(path.join(module, 'HEAD'), 'ref: refs/heads/main\n');
+      return path.join(module, 'hooks', 'post-checkout');
+    },
+    () => {
+      const admin = path.join(gitDir, 'worktrees', `p${tag}`);
+      mkdirSync(admin, { recursive: true });
+      return path.join(admin, 'commondir');
+    },
+  ];
+  const file = (kinds[cycle % kinds.length] ?? kinds[0])?.() ?? '';
+  writeFileSync(file, content);
+  process.stdout.write(`${JSON.stringify({ planted: file, content })}\n`);
+}
+
+let cycles = 0;
+
 while (!state.stopping) {
   const start = performance.now();
   try {
@@ -36,6 +69,8 @@ while (!state.stopping) {
     const acquireMs = performance.now() - start;
     const agentDir = session.plan.mounts.find((mount) => mount.purpose === 'ssh agent')?.source;
     const used = agentDir !== undefined && (await agentAnswers(agentDir));
+    if (process.env.SOAK_PLANT === '1') plant(cycles);
+    cycles += 1;
     await sleep(Math.random() * 300);
     await session.release();
     report({ ok: true, acquireMs, used });

@@ -6,13 +6,15 @@ const STOP_TIMEOUT_MS = 15_000;
 
 export interface ClientStats {
   cycles: number;
+  /** What the planter wrote where the host's git would follow or run it. */
+  planted: { planted: string; content: string }[];
   used: number;
   errors: Map<string, number>;
   acquireMs: number[];
 }
 
 export function emptyStats(): ClientStats {
-  return { cycles: 0, used: 0, errors: new Map(), acquireMs: [] };
+  return { cycles: 0, planted: [], used: 0, errors: new Map(), acquireMs: [] };
 }
 
 /** The soak's client processes: spawned, killed by chaos, replaced, and stopped for checks. */
@@ -28,9 +30,11 @@ export class ClientPool {
     return [...this.children].map((child) => child.pid ?? 0).filter((pid) => pid > 0);
   }
 
-  spawn(count: number): void {
+  /** `planter`: the one client that also plants files in its repository (`cwd`). */
+  spawn(count: number, planter?: { cwd: string }): void {
     for (let i = 0; i < count; i += 1) {
-      const child = spawn(process.execPath, [CLIENT_SCRIPT], { env: this.env, stdio: ['ignore', 'pipe', 'ignore'] });
+      const options = planter === undefined ? { env: this.env } : { env: { ...this.env, SOAK_PLANT: '1' }, cwd: planter.cwd };
+      const child = spawn(process.execPath, [CLIENT_SCRIPT], { ...options, stdio: ['ignore', 'pipe', 'ignore'] });
       this.children.add(child);
       let buffered = '';
       child.stdout.on('data', (chunk: Buffer) => {
@@ -78,7 +82,11 @@ export class ClientPool {
 
   private record(line: string): void {
     try {
-      const cycle = JSON.parse(line) as { ok: boolean; acquireMs?: number; used?: boolean; code?: string };
+      const cycle = JSON.parse(line) as { ok: boolean; acquireMs?: number; used?: boolean; code?: string; planted?: string; content?: string };
+      if (cycle.planted !== undefined) {
+        this.stats.planted.push({ planted: cycle.planted, content: cycle.content ?? '' });
+        return;
+      }
       this.stats.cycles += 1;
       if (cycle.ok) {
         this.stats.acquireMs.push(cycle.acquireMs ?? 0);

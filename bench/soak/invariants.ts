@@ -105,6 +105,22 @@ export function quietViolations(view: QuietView): string[] {
   ];
 }
 
+/**
+ * No planted file survives a session: each one the planter wrote is gone from where it was put
+ * (moved aside by the guard) or holds something else (written back as it must be).
+ */
+export function plantedViolations(planted: readonly { planted: string; content: string }[]): string[] {
+  return planted
+    .filter(({ planted: file, content }) => {
+      try {
+        return readFileSync(file, 'utf8') === content;
+      } catch {
+        return false;
+      }
+    })
+    .map(({ planted: file }) => `planted file survived: ${file}`);
+}
+
 /** Names, sizes and mtimes under `dir`, except the daemon's own dirs: the fuzzer must change none. */
 export function snapshot(dir: string, skip: ReadonlySet<string>): string {
   const lines: string[] = [];

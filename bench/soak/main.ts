@@ -6,7 +6,8 @@ import { removeTunnelRoot, startSshd, type Sshd } from '../../test/lab/sshd.js';
 import { DAEMON_FAULTS, emptyChaos, runChaos, TUNNEL_FAULTS, type Action, type ChaosStats } from './chaos.js';
 import { ClientPool, emptyStats } from './clients.js';
 import { fuzz, holdConnections } from './fuzz.js';
-import { daemonResources, heldViolations, quietViolations, snapshot, tunnelSshPids, vmSockets } from './invariants.js';
+import { daemonResources, heldViolations, plantedViolations, quietViolations, snapshot, tunnelSshPids, vmSockets } from './invariants.js';
+import { execFileSync } from 'node:child_process';
 
 /**
  * `npm run soak` (issue 8): client processes doing acquire → use → release through the library on
@@ -42,6 +43,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Lab {
   env: NodeJS.ProcessEnv;
+  /** The planter's repository. */
+  repo: string;
   sshd: Sshd;
   sandboxDir: string;
   skip: Set<string>;
@@ -55,6 +58,9 @@ async function setUp(cleanup: Cleanup): Promise<Lab> {
   const agent = await startAgent(sandbox.dir, cleanup);
   const conf = path.join(sandbox.dir, 'containers.conf');
   writeFileSync(conf, `[engine]\nactive_service = "soak"\n[engine.service_destinations.soak]\nuri = "ssh://root@127.0.0.1:${String(sshd.port)}/run/podman/podman.sock"\nidentity = "${sshd.clientKey}"\n`);
+  const repo = path.join(sandbox.dir, 'planted-repo');
+  mkdirSync(repo);
+  execFileSync('git', ['init', '-q', '-b', 'main'], { cwd: repo });
   const canary = path.join(sandbox.dir, 'canary');
   mkdirSync(path.join(canary, 'inner'), { recursive: true });
   writeFileSync(path.join(canary, 'inner', 'keep.txt'), 'must not change\n');
@@ -67,8 +73,8 @@ async function setUp(cleanup: Cleanup): Promise<Lab> {
     SANDBOXD_TUNNEL_IDLE: '2',
   };
   cleanup.add(() => requestShutdown(env).catch(() => undefined));
-  const skip = new Set([sandbox.env.SANDBOXD_RUNTIME_DIR, sandbox.env.SANDBOXD_STATE_DIR, sandbox.env.SANDBOXD_LOG_DIR, sshdDir]);
-  return { env, sshd, sandboxDir: sandbox.dir, skip, canary };
+  const skip = new Set([sandbox.env.SANDBOXD_RUNTIME_DIR, sandbox.env.SANDBOXD_STATE_DIR, sandbox.env.SANDBOXD_LOG_DIR, sshdDir, repo]);
+  return { env, repo, sshd, sandboxDir: sandbox.dir, skip, canary };
 }
 
 function daemonPidOf(env: NodeJS.ProcessEnv): number | null {
@@ -183,13 +189,18 @@ async function main(): Promise<void> {
     ];
     for (const [phase, faults] of phases) {
       const clients = new ClientPool(env, stats);
-      clients.spawn(CLIENTS);
+      clients.spawn(CLIENTS - 1);
+      clients.spawn(1, { cwd: lab.repo });
       const until = performance.now() + PHASE_MS;
       if (faults === null) await sleep(PHASE_MS);
       else await runChaos(faults, { env, sshd: lab.sshd, clients, daemonPid: () => daemonPidOf(env) }, chaos, until, CHAOS_INTERVAL_MS);
       await checker.held(phase, clients);
       await clients.stopAll();
       await checker.quiet(phase);
+      // The planter's last session has ended: its release check (or, after a kill -9, the next
+      // daemon's start-up check) moves aside what it left.
+      await waitFor(() => plantedViolations(stats.planted).length === 0, 'planted files to be moved aside', QUIET_BOUND_MS).catch(() => undefined);
+      checker.violations.push(...plantedViolations(stats.planted).map((violation) => `${phase}: ${violation}`));
       measureDrift(phase);
     }
 
@@ -209,6 +220,7 @@ async function main(): Promise<void> {
     const rows: [string, string][] = [
       ['clients per phase, phase length', `${String(CLIENTS)}, ${String(PHASE_MS / 1000)} s`],
       ['cycles (acquire, use, release)', `${String(stats.cycles)} (${String(stats.used)} reached the agent through the plan)`],
+      ['files planted where git reads them', String(stats.planted.length)],
       ['errors by code', errors],
       ['acquire p50 / p99 under chaos', `${percentile(stats.acquireMs, 50).toFixed(1)} / ${percentile(stats.acquireMs, 99).toFixed(1)} ms`],
       ['faults injected', [...chaos.actions].map(([name, count]) => `${name} ×${String(count)}`).join(', ') || 'none'],

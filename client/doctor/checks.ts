@@ -62,12 +62,12 @@ export async function checkDirectories(paths: SandboxdPaths, uid: number): Promi
 /** The daemon's status, or the error that stood in the way (not running is not a failure). */
 export type DaemonProbe = { status: StatusResponse } | { error: unknown };
 
-export function checkDaemon(probe: DaemonProbe, autoStart: boolean): CheckResult {
+export function checkDaemon(probe: DaemonProbe, autoStart: boolean, socketPath: string): CheckResult {
   if ('error' in probe) {
     if (probe.error instanceof SandboxdError && probe.error.code === 'DAEMON_NOT_RUNNING') {
       return autoStart
-        ? ok('daemon', 'not running; it starts on first use')
-        : fail('daemon', 'not running, and SANDBOXD_NO_AUTOSTART keeps clients from starting it', 'Run `sandboxd start`, or `sandboxd install`.');
+        ? ok('daemon', `not running (socket ${socketPath}); it starts on first use`)
+        : fail('daemon', `not running (socket ${socketPath}), and SANDBOXD_NO_AUTOSTART keeps clients from starting it`, 'Run `sandboxd start`.');
     }
     return fromError('daemon', probe.error);
   }
@@ -75,7 +75,15 @@ export function checkDaemon(probe: DaemonProbe, autoStart: boolean): CheckResult
   if (status.version !== VERSION || status.protocol !== PROTOCOL_VERSION) {
     return fail('daemon', `pid ${status.pid} runs ${status.version} (protocol ${status.protocol}); this client is ${VERSION} (protocol ${PROTOCOL_VERSION})`, ERROR_SPECS.PROTOCOL_MISMATCH.remedy);
   }
-  return ok('daemon', `${status.version} (protocol ${status.protocol}), pid ${status.pid}, ${status.counts.sessions} sessions`);
+  return ok('daemon', `${status.version} (protocol ${status.protocol}), pid ${status.pid}, ${status.counts.sessions} sessions, socket ${status.socketPath}`);
+}
+
+/** Daemons and sockets of an earlier layout (client/other-daemons.ts): one stray may act on this state dir. */
+export function checkOtherDaemons(warnings: readonly { detail: string; remedy: string }[], looked: readonly string[]): CheckResult {
+  const name = 'other daemons';
+  if (looked.length === 0) return skip(name, 'no earlier layout on this platform');
+  if (warnings.length === 0) return ok(name, `none at ${looked.join(', ')}`);
+  return fail(name, warnings.map((warning) => warning.detail).join('; '), warnings.map((warning) => warning.remedy).join(' '));
 }
 
 export function checkEngines(found: Readonly<Record<'podman' | 'docker', string | null>>): CheckResult[] {
@@ -132,9 +140,33 @@ export function checkDockerEngines(probe: DaemonProbe): CheckResult[] {
   );
 }
 
-export function checkService(installed: { kind: string; files: readonly string[]; loaded: boolean } | null): CheckResult {
+/** What `doctor` learned about the login service; `unreachable`: why its manager does not answer here. */
+export interface ServiceState {
+  kind: string;
+  files: readonly string[];
+  installed: boolean;
+  unreachable: { reason: string; remedy: string } | null;
+  /** The installed command's program or entry is gone; null when both exist. */
+  programProblem: string | null;
+  loaded: boolean;
+  lastExit: string | null;
+}
+
+/**
+ * Never recommends a command that fails the same way: with no manager reachable from this shell
+ * (`su -` on Linux, ssh without a desktop login on a Mac), `sandboxd install` is not offered.
+ */
+export function checkService(state: ServiceState): CheckResult {
   const name = 'login service';
-  if (installed === null) return skip(name, 'not installed; clients start the daemon (`sandboxd install` starts it at login)');
-  const where = `${installed.kind}: ${installed.files.map((file) => path.basename(file)).join(', ')}`;
-  return installed.loaded ? ok(name, `installed and loaded (${where})`) : fail(name, `installed but not loaded (${where})`, 'Run `sandboxd install` again.');
+  const where = `${state.kind}: ${state.files.map((file) => path.basename(file)).join(', ')}`;
+  if (!state.installed) {
+    return state.unreachable === null
+      ? skip(name, 'not installed; clients start the daemon (`sandboxd install` starts it at login)')
+      : skip(name, `not installed; clients start the daemon (${state.kind} cannot be reached from this shell, so it cannot be installed from here: ${state.unreachable.reason})`);
+  }
+  const again = 'Run `sandboxd install` again: it names the node on your PATH and this sandboxd (clients start the daemon themselves meanwhile).';
+  if (state.programProblem !== null) return fail(name, `installed (${where}), but ${state.programProblem}`, state.unreachable?.remedy ?? again);
+  if (state.unreachable !== null) return skip(name, `installed (${where}); ${state.kind} cannot be reached from this shell to say more: ${state.unreachable.reason}`);
+  const last = state.lastExit === null ? '' : `; ${state.lastExit}`;
+  return state.loaded ? ok(name, `installed and loaded (${where})${last}`) : fail(name, `installed but not loaded (${where})${last}`, 'Run `sandboxd install` again.');
 }

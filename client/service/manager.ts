@@ -3,6 +3,7 @@ import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import type { Platform } from '../../shared/paths.js';
 import { launchdManager } from './launchd.js';
+import { isExecutableFile } from '../../daemon/executables.js';
 import { fileExists, type CommandRunner, type ServiceManager, type ServiceStep } from './service.js';
 import { systemdManager, systemdUnitDir } from './systemd.js';
 import { readTemplate } from './templates.js';
@@ -28,6 +29,33 @@ export async function installedService(inputs: ManagerInputs): Promise<ServiceMa
   const manager = serviceManager(inputs);
   const [primary] = manager.files;
   return primary !== undefined && (await fileExists(primary)) ? manager : null;
+}
+
+/**
+ * Whether the user's service manager answers from this shell; SERVICE_MANAGER_UNREACHABLE (with
+ * what it said and a remedy that does not fail the same way) when not.
+ */
+export async function assertReachable(manager: ServiceManager, run: CommandRunner): Promise<void> {
+  const [file = '', ...args] = manager.reachableArgv;
+  const result = await run(file, args);
+  if (result.exitCode === 0) return;
+  const said = (result.stderr.trim() || result.stdout.trim()).split('\n').slice(-2).join(' ');
+  throw new SandboxdError('SERVICE_MANAGER_UNREACHABLE', `${manager.kind} cannot be reached from this shell: \`${manager.reachableArgv.join(' ')}\` failed${said === '' ? '' : `: ${said}`}`, {
+    remedy: manager.unreachableRemedy,
+  });
+}
+
+/**
+ * What is wrong with the installed service's command: its program or entry script is gone (an
+ * upgrade of node or of sandboxd moved it), or the file names none. Null when both exist.
+ */
+export async function programProblem(manager: ServiceManager): Promise<string | null> {
+  const argv = await manager.program();
+  const [program, entry] = argv ?? [];
+  if (program === undefined || entry === undefined) return `${manager.files[0] ?? manager.kind} names no program to run`;
+  if (!(await isExecutableFile(program))) return `the service's program ${program} is missing`;
+  if (!(await fileExists(entry))) return `the service's entry script ${entry} is missing`;
+  return null;
 }
 
 /** One line per step, for `--dry-run` and progress. */

@@ -45,6 +45,15 @@ export interface ServiceManager {
   readonly restartArgv: string[];
   /** argv that exits 0 when the manager has the service loaded (enabled). */
   readonly loadedArgv: string[];
+  /** argv that exits 0 when the user's service manager answers from this shell at all. */
+  readonly reachableArgv: string[];
+  /** What to do when it does not: a remedy that does not fail the same way. */
+  readonly unreachableRemedy: string;
+  /** The installed service's command (program, entry, arguments), or null when it is not installed. */
+  program(): Promise<string[] | null>;
+  /** argv whose output says how the service's last run ended. */
+  readonly statusArgv: string[];
+  lastExit(output: string): string | null;
 }
 
 /** Tools whose directories the daemon's PATH keeps: a login agent's PATH is minimal. */
@@ -83,13 +92,48 @@ export function serviceEnvironment(env: NodeJS.ProcessEnv, dirs: readonly string
   return picked;
 }
 
-export const execRunner: CommandRunner = (file, args) =>
-  new Promise((resolve) => {
-    execFile(file, [...args], { timeout: 30_000, encoding: 'utf8' }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : null;
-      resolve({ exitCode: code, stdout, stderr: error !== null && stderr === '' ? error.message : stderr });
+/** Runs launchctl or systemctl with `env` (default: this process's), bounded at 30 s. */
+export function commandRunner(env: NodeJS.ProcessEnv = process.env): CommandRunner {
+  return (file, args) =>
+    new Promise((resolve) => {
+      execFile(file, [...args], { timeout: 30_000, encoding: 'utf8', env }, (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : null;
+        resolve({ exitCode: code, stdout, stderr: error !== null && stderr === '' ? error.message : stderr });
+      });
     });
-  });
+}
+
+export const execRunner: CommandRunner = commandRunner();
+
+/**
+ * The environment `systemctl --user` finds the user's manager with. A shell without
+ * XDG_RUNTIME_DIR (`su -`, `sudo -u`, cron) still reaches a manager that runs (the user is logged
+ * in elsewhere, or lingering) through its bus in /run/user/<uid>, when that is the user's own.
+ */
+export async function managerEnvironment(env: NodeJS.ProcessEnv, platform: Platform, uid: number): Promise<NodeJS.ProcessEnv> {
+  if (platform !== 'linux' || (env.XDG_RUNTIME_DIR ?? '') !== '' || (env.DBUS_SESSION_BUS_ADDRESS ?? '') !== '') return env;
+  const runtime = `/run/user/${String(uid)}`;
+  const [dir, bus] = await Promise.all([fs.lstat(runtime).catch(() => null), fs.lstat(path.join(runtime, 'bus')).catch(() => null)]);
+  const own = dir?.isDirectory() === true && dir.uid === uid && (dir.mode & 0o077) === 0 && bus?.isSocket() === true && bus.uid === uid;
+  return own ? { ...env, XDG_RUNTIME_DIR: runtime } : env;
+}
+
+/**
+ * The `node` the service runs: the one the user's PATH names (`/opt/homebrew/bin/node`, a link
+ * that upgrading node repoints) when it is the very program running now; a realpath into a
+ * version directory (`…/Cellar/node/<version>/bin/node`) is removed by the next `brew upgrade`.
+ * Else the running program's own path, as it was started.
+ */
+export async function serviceNode(searchPath: string, execPath: string): Promise<string> {
+  const running = await fs.realpath(execPath).catch(() => execPath);
+  for (const dir of searchPath.split(path.delimiter)) {
+    if (!path.isAbsolute(dir)) continue;
+    const candidate = path.join(dir, 'node');
+    if (!(await isExecutableFile(candidate))) continue;
+    return (await fs.realpath(candidate).catch(() => null)) === running ? candidate : execPath;
+  }
+  return execPath;
+}
 
 export async function fileExists(file: string): Promise<boolean> {
   try {

@@ -1,5 +1,6 @@
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { fillTemplate } from './templates.js';
+import { fillTemplate, refuseControlCharacters } from './templates.js';
 import type { ServiceManager, ServiceSpec } from './service.js';
 
 export const SYSTEMD_SERVICE = 'sandboxd.service';
@@ -12,17 +13,29 @@ export function systemdUnitDir(env: NodeJS.ProcessEnv, home: string): string {
 
 /**
  * One ExecStart word: `%` is a specifier and `$` a variable there, and a word with spaces needs
- * double quotes (systemd.service(5), "Command lines").
+ * double quotes (systemd.service(5), "Command lines"). A control character is refused: a newline
+ * would end the directive and start another.
  */
-export function execWord(value: string): string {
+export function execWord(value: string, what = 'a path of the service command'): string {
+  refuseControlCharacters(value, what);
   const escaped = value.replaceAll('\\', '\\\\').replaceAll('"', '\\"').replaceAll('%', '%%').replaceAll('$', '$$$$');
   return /[\s"'\\]/.test(value) ? `"${escaped}"` : escaped;
 }
 
 /** One `Environment=` assignment: specifiers expand there, variables do not (systemd.exec(5)). */
 export function environmentLine(name: string, value: string): string {
+  refuseControlCharacters(value, name);
   const assignment = `${name}=${value}`.replaceAll('\\', '\\\\').replaceAll('"', '\\"').replaceAll('%', '%%');
   return `Environment="${assignment}"`;
+}
+
+/**
+ * `ListenStream=` takes the rest of the line with specifiers expanded (an absolute path ending in
+ * the socket's name has no blank at either end for systemd to trim).
+ */
+function listenStream(socketPath: string): string {
+  refuseControlCharacters(socketPath, 'the socket path (SANDBOXD_RUNTIME_DIR or SANDBOXD_STATE_DIR)');
+  return socketPath.replaceAll('%', '%%');
 }
 
 /** Pure: both units for `spec`, from the `systemd/` templates. */
@@ -32,11 +45,32 @@ export function renderUnits(templates: { service: string; socket: string }, spec
     .join('\n');
   return {
     service: fillTemplate(templates.service, {
-      EXEC_START: [spec.node, spec.entry, 'daemon'].map(execWord).join(' '),
+      EXEC_START: [execWord(spec.node, 'the node path'), execWord(spec.entry, 'the sandboxd entry path'), 'daemon', '--service-manager', 'systemd'].join(' '),
       ENVIRONMENT: environment,
     }),
-    socket: fillTemplate(templates.socket, { SOCKET: spec.paths.socketPath.replaceAll('%', '%%') }),
+    socket: fillTemplate(templates.socket, { SOCKET: listenStream(spec.paths.socketPath) }),
   };
+}
+
+/** The words of an ExecStart line as `renderUnits` writes them (double quotes, backslash escapes, `%%`, `$$`). */
+export function parseExecStart(unit: string): string[] | null {
+  const line = /^ExecStart=(.*)$/m.exec(unit)?.[1];
+  if (line === undefined) return null;
+  const words: string[] = [];
+  for (const match of line.matchAll(/"((?:[^"\\]|\\.)*)"|(\S+)/g)) {
+    const raw = match[1] ?? match[2] ?? '';
+    words.push(raw.replace(/\\(.)/g, '$1').replaceAll('%%', '%').replaceAll('$$', '$'));
+  }
+  return words;
+}
+
+/** `systemctl show` lines the doctor reports: how the service's last run ended. */
+function lastExit(output: string): string | null {
+  const values = new Map(output.split('\n').map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]));
+  const status = values.get('ExecMainStatus');
+  const result = values.get('Result');
+  if (status === undefined || result === undefined) return null;
+  return `${values.get('ActiveState') ?? 'unknown'}, last exit status ${status} (${result})`;
 }
 
 /** systemd's user instance: the socket is enabled, the service starts on the first connection. */
@@ -67,5 +101,15 @@ export function systemdManager(options: { unitDir: string; templates: () => { se
     stopArgv: systemctl('stop', SYSTEMD_SERVICE),
     restartArgv: systemctl('restart', SYSTEMD_SERVICE),
     loadedArgv: systemctl('is-enabled', '--quiet', SYSTEMD_SOCKET),
+    // Talks to the user's manager over its bus: fails (`Failed to connect to bus`) where there is none.
+    reachableArgv: systemctl('show-environment'),
+    unreachableRemedy:
+      'No user systemd answers in this shell (`su -`, `sudo -u` and cron shells have no user bus). Enable lingering (as root: `loginctl enable-linger <user>`) and run `sandboxd install` again, or run it from a login of the user (ssh, a desktop session); or skip it: clients start the daemon themselves.',
+    program: async () => {
+      const unit = await fs.readFile(servicePath, 'utf8').catch(() => null);
+      return unit === null ? null : parseExecStart(unit);
+    },
+    statusArgv: systemctl('show', SYSTEMD_SERVICE, '--property=ActiveState,ExecMainStatus,Result'),
+    lastExit,
   };
 }

@@ -25,3 +25,28 @@ export function fillTemplate(template: string, values: Readonly<Record<string, s
     return value;
   });
 }
+
+/** C0 controls and DEL: no service file reads them back as the value they were. */
+function firstControl(value: string): number | undefined {
+  for (let index = 0; index < value.length; index += 1) {
+    const code = value.charCodeAt(index);
+    if (code < 0x20 || code === 0x7f) return code;
+  }
+  return undefined;
+}
+
+/**
+ * Refuses a value with a control character before anything is written: in a systemd unit a
+ * newline ends the directive and starts another (`ExecStartPre=` from an environment value), and
+ * XML 1.0 cannot carry most of them at all. `what` names where the value came from.
+ */
+export function refuseControlCharacters(value: string, what: string): string {
+  const found = firstControl(value);
+  if (found !== undefined) {
+    const code = `U+${found.toString(16).toUpperCase().padStart(4, '0')}`;
+    throw new SandboxdError('SERVICE_VALUE_UNSUPPORTED', `${what} contains a control character (${code}); it cannot be written into the service file`, {
+      remedy: `Remove the control character from ${what} (rename or move the path, or change the variable), then run \`sandboxd install\` again.`,
+    });
+  }
+  return value;
+}

@@ -19,10 +19,18 @@ export interface AgentRelayOptions {
   logger: Logger;
 }
 
+/** Which inode a path names: a socket re-created or replaced at the same path is another one. */
+interface Identity {
+  dev: number;
+  ino: number;
+}
+
 /**
  * The Linux direct-mount bridge (DESIGN §6, last paragraph): a 0666 socket in a 0711 directory
  * inside the 0700 runtime dir, piping each connection to the user's agent. Other host users cannot
- * traverse to it; a container, whatever its uid or user namespace, sees only the mounted directory.
+ * traverse to it; a container, whatever its uid or user namespace, sees only the mounted directory,
+ * read-only. The relay remembers the inode it bound and, at each acquire and on the daemon's sweep,
+ * re-creates a socket that is no longer that one (DESIGN §9: a bridge checks its socket).
  */
 export class AgentRelay implements Bridge {
   readonly id: string;
@@ -32,6 +40,9 @@ export class AgentRelay implements Bridge {
   private ready: Promise<void> = Promise.resolve();
   private restarts = 0;
   private lastError: string | null = null;
+  /** The socket this generation bound; null while none is listening. */
+  private bound: Identity | null = null;
+  private checking: Promise<void> | null = null;
   private readonly createdAt = new Date().toISOString();
   private readonly logger: Logger;
 
@@ -49,8 +60,10 @@ export class AgentRelay implements Bridge {
     this.ready.catch(() => undefined);
   }
 
-  whenReady(): Promise<void> {
-    return this.ready;
+  /** Every acquire looks at the socket too: one lstat, so a session never gets one it did not bind. */
+  async whenReady(): Promise<void> {
+    await this.ready;
+    await this.check();
   }
 
   async restart(): Promise<void> {
@@ -59,6 +72,31 @@ export class AgentRelay implements Bridge {
     this.restarts += 1;
     this.start();
     await this.ready;
+  }
+
+  /**
+   * Re-creates the listener when `agent.sock` is no longer the socket it bound (moved, removed or
+   * replaced: containers cannot, their mount is read-only, so this is a bug or the host), and keeps
+   * what it found as `lastError`. Concurrent callers share one look.
+   */
+  check(): Promise<void> {
+    this.checking ??= this.compare().finally(() => {
+      this.checking = null;
+    });
+    return this.checking;
+  }
+
+  private async compare(): Promise<void> {
+    const bound = this.bound;
+    if (this.state !== 'ready' || bound === null) return;
+    const found = await identityOf(this.socketPath);
+    if (found !== null && found.dev === bound.dev && found.ino === bound.ino) return;
+    // A restart or halt meanwhile made (or dropped) a socket of its own.
+    if (this.bound !== bound) return;
+    const what = found === null ? 'nothing is there' : `inode ${String(found.ino)} is there, not ${String(bound.ino)}`;
+    this.logger.warn({ socket: this.socketPath, found, bound }, 'relay socket is not the one it bound; re-creating it');
+    await this.restart();
+    this.lastError = `${this.socketPath} is not the socket it bound (${what}); re-created it`;
   }
 
   async halt(): Promise<void> {
@@ -105,6 +143,7 @@ export class AgentRelay implements Bridge {
         this.lastError = error.message;
         this.logger.warn({ err: error }, 'relay listener error');
       });
+      this.bound = await identityOf(this.socketPath);
       this.state = 'ready';
       this.logger.info({ socket: this.socketPath }, 'relay ready');
     } catch (error) {
@@ -144,6 +183,7 @@ export class AgentRelay implements Bridge {
   private async closeServer(): Promise<void> {
     const server = this.server;
     this.server = null;
+    this.bound = null;
     for (const socket of this.connections) socket.destroy();
     this.connections.clear();
     if (server === null) return;
@@ -151,4 +191,9 @@ export class AgentRelay implements Bridge {
       resolve();
     }));
   }
+}
+
+async function identityOf(file: string): Promise<Identity | null> {
+  const stat = await fs.lstat(file).catch(() => null);
+  return stat === null ? null : { dev: stat.dev, ino: stat.ino };
 }

@@ -83,6 +83,19 @@ export class BridgePool<B extends Bridge = Bridge> {
     return true;
   }
 
+  /** Every bridge looks at its socket; one that cannot be re-created is logged, not thrown. */
+  async check(): Promise<void> {
+    await Promise.all(
+      [...this.entries.values()].map(async (entry) => {
+        try {
+          await entry.bridge.check?.();
+        } catch (error) {
+          this.options.logger.error({ err: error, bridgeId: entry.bridge.id }, 'bridge check failed');
+        }
+      }),
+    );
+  }
+
   async closeAll(): Promise<void> {
     await Promise.all([...this.entries.values()].map((entry) => this.haltEntry(entry)));
   }

@@ -11,6 +11,11 @@ export interface Bridge {
   restart(): Promise<void>;
   /** The only way the bridge's listener or child process is stopped. */
   halt(): Promise<void>;
+  /**
+   * Looks whether the socket the bridge serves is still the one it made, and re-creates it when
+   * not (the daemon's sweep calls it); bridges that watch their socket otherwise have none.
+   */
+  check?(): Promise<void>;
   describe(refs: number): BridgeInfo;
 }
 

@@ -30,6 +30,10 @@ export class Bridges {
     return false;
   }
 
+  async check(): Promise<void> {
+    await Promise.all(this.pools.map((pool) => pool.check()));
+  }
+
   async closeAll(): Promise<void> {
     await Promise.all(this.pools.map((pool) => pool.closeAll()));
   }

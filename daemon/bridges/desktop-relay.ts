@@ -1,9 +1,11 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import type { BridgeInfo, BridgeState } from '../../shared/contracts/bridges.js';
 import { SandboxdError } from '../../shared/errors.js';
 import { clip } from '../clip.js';
 import type { Logger } from '../logger.js';
 import type { RunSubprocess } from '../subprocess.js';
 import type { Bridge } from './bridge.js';
+import { helperLabels, helperRecord, type HelperRecords } from './helper-records.js';
 import { RELAY_BINARY_IN_IMAGE } from './relay-image.js';
 
 const COMMAND_TIMEOUT_MS = 30_000;
@@ -12,6 +14,23 @@ const READY_POLL_MS = 100;
 const READY_LINE = 'sandboxd-relay ready';
 const UPSTREAM_IN_RELAY = '/upstream.sock';
 const SERVED_DIR_IN_RELAY = '/srv';
+/** The relay's exit code when its socket is not the one it bound (sandboxd-relay.c). */
+const EXIT_REPLACED = 3;
+/** Re-creations after a replaced socket with no acquire in between; past it the relay stays failed. */
+const MAX_REPLACED_RELAUNCHES = 3;
+/**
+ * Agent connections served at once: git and ssh open a handful each. Past it the relay closes a
+ * connection instead of forking for it, so a flood from one session costs neither pids nor memory.
+ */
+export const RELAY_MAX_CONNECTIONS = 128;
+/** The relay, its children, and room for children that ended but are not reaped yet. */
+const RELAY_LIMITS = ['--pids-limit', String(RELAY_MAX_CONNECTIONS + 16), '--memory', '64m'];
+
+/** `docker wait NAME`: resolves with the container's exit code once it stops; `stop` ends the watch. */
+export interface ContainerWatch {
+  exited: Promise<number | null>;
+  stop(): void;
+}
 
 export interface DesktopRelayOptions {
   id: string;
@@ -21,6 +40,9 @@ export interface DesktopRelayOptions {
   upstream: string;
   uid: number;
   gid: number;
+  /** This daemon's owner label: the container and volume carry it, so start-up can sweep them. */
+  owner: string;
+  records: HelperRecords;
   /** `docker import`s the relay image on first use; resolves to its tag. */
   image(): Promise<string>;
   run: RunSubprocess;
@@ -28,38 +50,76 @@ export interface DesktopRelayOptions {
   env: Record<string, string>;
   logger: Logger;
   sleep?: (ms: number) => Promise<void>;
+  /** Watches the running container (default: a `docker wait` child); tests stand in for it. */
+  watch?: (name: string) => ContainerWatch;
 }
 
-/** The volume's tmpfs belongs to the session's user alone, so only it may create or reach the socket. */
-export function volumeCreateArgs(name: string, uid: number, gid: number): string[] {
-  return ['volume', 'create', '--driver', 'local', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', '--opt', `o=uid=${uid},gid=${gid},mode=0700`, '--label', 'sandboxd.relay=1', name];
+/**
+ * The volume's tmpfs belongs to the session's user alone, so only it may create or reach the
+ * socket; it holds one socket, so it is sized for little more.
+ */
+export function volumeCreateArgs(name: string, uid: number, gid: number, owner: string): string[] {
+  return ['volume', 'create', '--driver', 'local', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', '--opt', `o=uid=${uid},gid=${gid},mode=0700,size=64k,nr_inodes=16`, ...helperLabels(owner, 'relay'), name];
 }
 
 /**
  * The relay runs as the session's uid:gid and holds gid 0 (the built-in socket's group) itself, with
- * no network, no capabilities, a read-only root and no-new-privileges; its socket is 0600.
+ * no network, no capabilities, a read-only root, no-new-privileges, and pids and memory limits; its
+ * socket is 0600.
  */
-export function relayRunArgs(options: { name: string; upstream: string; uid: number; gid: number; image: string }): string[] {
+export function relayRunArgs(options: { name: string; upstream: string; uid: number; gid: number; image: string; owner: string }): string[] {
   const { name } = options;
   return [
-    'run', '--detach', '--name', name, '--label', 'sandboxd.relay=1', '--network', 'none', '--cap-drop', 'ALL', '--read-only',
-    '--security-opt', 'no-new-privileges', '--user', `${options.uid}:${options.gid}`, '--group-add', '0', '--pull', 'never',
+    'run', '--detach', '--name', name, ...helperLabels(options.owner, 'relay'), '--network', 'none', '--cap-drop', 'ALL', '--read-only',
+    '--security-opt', 'no-new-privileges', ...RELAY_LIMITS, '--user', `${options.uid}:${options.gid}`, '--group-add', '0', '--pull', 'never',
     '--mount', `type=bind,source=${options.upstream},target=${UPSTREAM_IN_RELAY}`,
     '--mount', `type=volume,source=${name},target=${SERVED_DIR_IN_RELAY}`,
-    '--entrypoint', RELAY_BINARY_IN_IMAGE, options.image, UPSTREAM_IN_RELAY, `${SERVED_DIR_IN_RELAY}/agent.sock`,
+    '--entrypoint', RELAY_BINARY_IN_IMAGE, options.image, 'serve', UPSTREAM_IN_RELAY, `${SERVED_DIR_IN_RELAY}/agent.sock`, String(RELAY_MAX_CONNECTIONS),
   ];
 }
 
-/** What a session adds to `run`: the volume, where the socket is `agent.sock`. */
+/**
+ * What a session adds to `run`: the volume, where the socket is `agent.sock`, read-only, so no
+ * session can put a listener of its own there for the others (connecting needs no write access).
+ */
 export function sessionMountFlags(name: string, target: string): string[] {
-  return ['--mount', `type=volume,source=${name},target=${target}`];
+  return ['--mount', `type=volume,source=${name},target=${target},readonly`];
+}
+
+/** `docker wait` as a child of its own: it holds no subprocess slot for as long as the relay runs. */
+function dockerWait(docker: string, env: Record<string, string>): (name: string) => ContainerWatch {
+  return (name) => {
+    const child: ChildProcess = spawn(docker, ['wait', name], { env, stdio: ['ignore', 'pipe', 'ignore'] });
+    let stdout = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => {
+      child.once('error', () => {
+        resolve(null);
+      });
+      child.once('close', () => {
+        const code = Number.parseInt(stdout.trim(), 10);
+        resolve(Number.isNaN(code) ? null : code);
+      });
+    });
+    return { exited, stop: () => child.kill() };
+  };
+}
+
+/** The last line a command printed on stderr, for a message. */
+function lastLine(stderr: string): string {
+  return clip(stderr.trim().split('\n').filter((line) => line !== '').at(-1) ?? '');
 }
 
 /**
  * The shared relay container of one engine instance and container user (README, "Docker
  * Desktop"). Sessions mount its volume, never the VM socket, and never hold gid 0 themselves.
- * When the engine restarts the container is gone with it; the next session identifies a new
- * instance and gets a new relay, while this one idles out.
+ * While it runs a `docker wait` watches it: a relay whose socket was replaced exits, and is
+ * re-created at once with what it said as `lastError`; one that stopped otherwise (the engine
+ * restarted, someone removed it) is `failed` until the next session asks for it. When the engine
+ * restarts, the next session identifies a new instance and gets a new relay, while this one idles
+ * out.
  */
 export class DesktopRelay implements Bridge {
   readonly id: string;
@@ -67,6 +127,13 @@ export class DesktopRelay implements Bridge {
   private ready: Promise<void> = Promise.resolve();
   private restarts = 0;
   private lastError: string | null = null;
+  /** The running container's watch; null while none runs (starting, halted, stopped). */
+  private watching: ContainerWatch | null = null;
+  /** The running relay stopped by itself: the next session that asks starts it again. */
+  private stoppedByItself = false;
+  private replacedRelaunches = 0;
+  /** Launches so far: a stop noticed while a later launch ran is not that launch's. */
+  private launches = 0;
   private readonly createdAt = new Date().toISOString();
   private readonly logger: Logger;
 
@@ -85,21 +152,32 @@ export class DesktopRelay implements Bridge {
   }
 
   whenReady(): Promise<void> {
+    this.replacedRelaunches = 0;
+    if (this.stoppedByItself) {
+      this.stoppedByItself = false;
+      this.relaunch();
+    }
     return this.ready;
   }
 
   async restart(): Promise<void> {
-    this.state = 'restarting';
-    this.restarts += 1;
-    this.start();
+    this.relaunch();
     await this.ready;
   }
 
   async halt(): Promise<void> {
     this.state = 'stopped';
-    await this.docker(['rm', '--force', this.options.name]);
-    // Fails while a session container still mounts it; it is reused by the next relay of that name.
-    await this.docker(['volume', 'rm', this.options.name]);
+    this.unwatch();
+    const { name } = this.options;
+    await this.docker(['rm', '--force', name]);
+    // Fails while a session container still mounts it: the record stays, so the next relay of that
+    // name reuses it or the next start-up removes it.
+    const volume = await this.docker(['volume', 'rm', name]);
+    if (volume.exitCode === 0) {
+      await this.options.records.forget([name]).catch((error: unknown) => {
+        this.logger.warn({ err: error }, 'cannot forget the relay container\'s record');
+      });
+    }
     this.logger.info('relay container halted');
   }
 
@@ -119,19 +197,33 @@ export class DesktopRelay implements Bridge {
     };
   }
 
+  private relaunch(): void {
+    this.state = 'restarting';
+    this.restarts += 1;
+    this.start();
+  }
+
   private async launch(): Promise<void> {
-    const { name, uid, gid } = this.options;
+    const { name, uid, gid, owner, docker, env } = this.options;
+    this.launches += 1;
+    this.unwatch();
     try {
+      // On disk before anything is created: a daemon killed from here on leaves a record.
+      await this.options.records.add(helperRecord(name, docker, env)).catch((error: unknown) => {
+        throw new SandboxdError('RELAY_CONTAINER_FAILED', `cannot record relay container ${name} in the state dir: ${(error as Error).message}`);
+      });
       // Whatever a previous daemon left under this name is ours (the name carries our state dir).
       await this.docker(['rm', '--force', name]);
-      const volume = await this.docker(volumeCreateArgs(name, uid, gid));
+      // A new volume gets this release's options and labels; one a session still mounts is reused.
+      await this.docker(['volume', 'rm', name]);
+      const volume = await this.docker(volumeCreateArgs(name, uid, gid, owner));
       if (volume.exitCode !== 0) throw this.failure(`cannot create volume ${name}`, volume.stderr);
       const image = await this.options.image();
-      const started = await this.docker(relayRunArgs({ name, upstream: this.options.upstream, uid, gid, image }));
+      const started = await this.docker(relayRunArgs({ name, upstream: this.options.upstream, uid, gid, image, owner }));
       if (started.exitCode !== 0) throw this.failure(`cannot start relay container ${name}`, started.stderr);
       await this.awaitReadyLine();
+      this.watch();
       this.state = 'ready';
-      this.lastError = null;
       this.logger.info({ name }, 'relay container ready');
     } catch (error) {
       this.state = 'failed';
@@ -139,6 +231,37 @@ export class DesktopRelay implements Bridge {
       this.logger.error({ err: error }, 'relay container failed');
       throw error;
     }
+  }
+
+  private watch(): void {
+    const watch = (this.options.watch ?? dockerWait(this.options.docker, this.options.env))(this.options.name);
+    this.watching = watch;
+    void watch.exited.then((code) => this.stopped(watch, code));
+  }
+
+  private unwatch(): void {
+    this.watching?.stop();
+    this.watching = null;
+  }
+
+  /** The relay container stopped while nothing here stopped it. */
+  private async stopped(watch: ContainerWatch, code: number | null): Promise<void> {
+    if (watch !== this.watching) return;
+    this.watching = null;
+    const { name } = this.options;
+    const launches = this.launches;
+    const said = lastLine((await this.docker(['logs', '--tail', '5', name]).catch(() => null))?.stderr ?? '');
+    // Halted, or restarted by hand, meanwhile.
+    if (this.state !== 'ready' || this.launches !== launches) return;
+    this.lastError = `relay container ${name} stopped${code === null ? '' : ` (exit ${String(code)})`}${said === '' ? '' : `: ${said}`}`;
+    this.logger.warn({ name, code, said }, 'relay container stopped');
+    if (code === EXIT_REPLACED && this.replacedRelaunches < MAX_REPLACED_RELAUNCHES) {
+      this.replacedRelaunches += 1;
+      this.relaunch();
+      return;
+    }
+    this.state = 'failed';
+    this.stoppedByItself = true;
   }
 
   /** The relay prints its ready line once it listens; `docker run -d` returns before that. */
@@ -160,7 +283,7 @@ export class DesktopRelay implements Bridge {
   }
 
   private failure(what: string, stderr: string): SandboxdError {
-    const detail = clip(stderr.trim().split('\n').filter((line) => line !== '').at(-1) ?? '');
+    const detail = lastLine(stderr);
     return new SandboxdError('RELAY_CONTAINER_FAILED', `${what}${detail === '' ? '' : `: ${detail}`}`);
   }
 }

@@ -13,13 +13,19 @@ import type { RunSubprocess } from '../subprocess.js';
 import type { Lease } from './bridge.js';
 import { BridgePool } from './bridge-pool.js';
 import { DesktopRelay, sessionMountFlags } from './desktop-relay.js';
-import { ensureRelayImage } from './relay-image.js';
+import { helperLabels, type HelperRecords } from './helper-records.js';
+import { removeLeftoverHelpers } from './leftover-helpers.js';
+import { ensureRelayImage, RELAY_BINARY_IN_IMAGE } from './relay-image.js';
 
 export interface DockerBridgesDeps {
   engines: DockerEngines;
   run: RunSubprocess;
   /** sandboxd's state dir: relay container names carry it, so two daemons never share one. */
   stateDir: string;
+  /** This daemon's owner label, on every helper container and volume. */
+  owner: string;
+  /** The relay containers made and not removed yet, for the start-up sweep of the next daemon. */
+  records: HelperRecords;
   /** Daemon-owned scratch directory for the relay image archive. */
   workDir: string;
   idleMs: number;
@@ -54,9 +60,23 @@ export function agentMismatchWarning(label: string, vmKeys: readonly string[], s
  */
 export class DockerBridges {
   readonly relays: BridgePool<DesktopRelay>;
+  /**
+   * The start-up sweep of helpers a killed daemon left: probes and relays wait for it, since it
+   * removes every helper with this daemon's owner label.
+   */
+  private swept: Promise<void> = Promise.resolve();
+  /** Imports of the relay image under way, by engine instance. */
+  private readonly imports = new Map<string, Promise<string>>();
 
   constructor(private readonly deps: DockerBridgesDeps) {
     this.relays = new BridgePool<DesktopRelay>({ idleMs: deps.idleMs, logger: deps.logger.child({ module: 'pool' }) });
+  }
+
+  /** Called once at start-up. */
+  removeLeftovers(): void {
+    this.swept = removeLeftoverHelpers({ run: this.deps.run, owner: this.deps.owner, records: this.deps.records, logger: this.deps.logger.child({ module: 'helpers' }) }).catch((error: unknown) => {
+      this.deps.logger.error({ err: error }, 'cannot remove helpers a previous daemon left');
+    });
   }
 
   async serve(agentSocket: string, input: AcquireInput, role: ServeRole, builtinOnly: boolean): Promise<ServedAgent | Unavailable> {
@@ -95,11 +115,14 @@ export class DockerBridges {
 
   private async serveBuiltin(bridge: Extract<EngineBridge, { kind: 'builtin' }>, engine: IdentifiedEngine, agentSocket: string, input: AcquireInput): Promise<ServedAgent | Unavailable> {
     const { label, instance } = engine.identity;
-    const probe = await this.deps.engines.probe(engine, bridge.socket, input.image);
+    await this.swept;
+    const probe = await this.deps.engines.probe(engine, bridge.socket, {
+      tag: () => this.relayImage(engine),
+      entrypoint: RELAY_BINARY_IN_IMAGE,
+      labels: helperLabels(this.deps.owner, 'probe'),
+    });
     const warnings: string[] = [];
-    if (probe === null) {
-      warnings.push(`the agent socket of ${label} is used unverified: the session named no image to probe it with (pass --image, or the image in the run args)`);
-    } else if (probe.state === 'missing' || probe.state === 'unusable') {
+    if (probe.state === 'missing' || probe.state === 'unusable') {
       return { unavailable: `${label}: ${probe.detail}`, remedy: bridge.missingRemedy };
     } else if (probe.state === 'unverified') {
       warnings.push(`the agent socket of ${label} is used unverified: ${probe.detail}`);
@@ -119,8 +142,24 @@ export class DockerBridges {
     }
   }
 
-  private async serveByRelayContainer(socket: string, engine: IdentifiedEngine, uid: number, gid: number, warnings: string[]): Promise<ServedAgent> {
+  /**
+   * sandboxd's own image in the engine, for the probe and the relay containers alike; callers at
+   * the same time share one import (they would write the same archive).
+   */
+  private relayImage(engine: IdentifiedEngine): Promise<string> {
     const { instance, architecture } = engine.identity;
+    const pending = this.imports.get(instance);
+    if (pending !== undefined) return pending;
+    const dir = stableHash([this.deps.stateDir, instance].join('\n'), 16);
+    const started = ensureRelayImage(architecture, { run: this.deps.run, docker: engine.docker, env: engine.env, workDir: path.join(this.deps.workDir, dir) }).finally(() => {
+      this.imports.delete(instance);
+    });
+    this.imports.set(instance, started);
+    return started;
+  }
+
+  private async serveByRelayContainer(socket: string, engine: IdentifiedEngine, uid: number, gid: number, warnings: string[]): Promise<ServedAgent> {
+    const { instance } = engine.identity;
     const hash = stableHash([this.deps.stateDir, instance, uid, gid].join('\n'), 16);
     const name = `sandboxd-relay-${hash}`;
     const { lease } = await this.relays.acquire(`${instance}\n${uid}:${gid}`, () =>
@@ -130,7 +169,9 @@ export class DockerBridges {
         upstream: socket,
         uid,
         gid,
-        image: () => ensureRelayImage(architecture, { run: this.deps.run, docker: engine.docker, env: engine.env, workDir: path.join(this.deps.workDir, hash) }),
+        owner: this.deps.owner,
+        records: this.deps.records,
+        image: () => this.relayImage(engine),
         run: this.deps.run,
         docker: engine.docker,
         env: engine.env,

@@ -64,31 +64,76 @@ function lastLine(text: string): string {
   return clip(text.trim().split('\n').pop() ?? '');
 }
 
+/** The engine binary on the session's PATH, and the environment it runs with. */
+async function engineCommand(target: EngineTarget, deps: EngineCliDeps): Promise<{ binary: string; env: Record<string, string> }> {
+  const binary =
+    (await deps.findExecutable(target.engine, target.path)) ??
+    (target.engine === 'podman' ? await deps.findExecutable('podman-remote', target.path) : null);
+  if (binary === null) throw failed(`${target.engine} is not on the session's PATH (${clip(target.path) || '(empty)'})`);
+  return { binary, env: { ...target.env, PATH: target.path, HOME: deps.home } };
+}
+
+/** Ids of the containers carrying all these label filters (`key=value`, or a bare key). */
+async function listLabelled(target: EngineTarget, filters: readonly string[], deps: EngineCliDeps): Promise<string[]> {
+  const { binary, env } = await engineCommand(target, deps);
+  const args = [...target.globalArgs, 'ps', '-a', '-q', '--no-trunc', ...filters.flatMap((filter) => ['--filter', `label=${filter}`])];
+  const result = await deps.run(binary, args, { env, timeoutMs: LIST_TIMEOUT_MS });
+  if (result.exitCode !== 0) throw failed(`\`${target.engine} ps\` failed: ${lastLine(result.stderr) || `exit ${String(result.exitCode ?? 'killed')}`}`);
+  return result.stdout.split('\n').map((line) => line.trim()).filter((line) => line !== '');
+}
+
+/** `rm -f` (podman: `--time 0`); what is still listed afterwards by `left` failed to go. */
+async function removeIds(target: EngineTarget, ids: readonly string[], left: () => Promise<string[]>, deps: EngineCliDeps): Promise<void> {
+  const { binary, env } = await engineCommand(target, deps);
+  const force = target.engine === 'podman' ? ['-f', '--time', '0'] : ['-f'];
+  const removed = await deps.run(binary, [...target.globalArgs, 'rm', ...force, ...ids], { env, timeoutMs: REMOVE_TIMEOUT_MS });
+  if (removed.exitCode === 0) return;
+  // A container that went away by itself meanwhile (`run --rm`) fails rm but is gone all the same.
+  const still = new Set(await left());
+  const stuck = ids.filter((id) => still.has(id));
+  if (stuck.length > 0) throw failed(`\`${target.engine} rm -f ${stuck.join(' ')}\` failed: ${lastLine(removed.stderr) || `exit ${String(removed.exitCode ?? 'killed')}`}`);
+}
+
 /**
  * Stops and removes the containers labelled with this session *and* this owner (so a container
  * another daemon or user labelled is never matched), with the session's own engine, PATH and
  * variables, bounded in time. Resolves to the ids removed; throws CONTAINER_REMOVE_FAILED.
  */
 export async function removeLabelled(target: EngineTarget, labels: { session: string; owner: string }, deps: EngineCliDeps): Promise<string[]> {
-  const binary =
-    (await deps.findExecutable(target.engine, target.path)) ??
-    (target.engine === 'podman' ? await deps.findExecutable('podman-remote', target.path) : null);
-  if (binary === null) throw failed(`${target.engine} is not on the session's PATH (${clip(target.path) || '(empty)'})`);
-  const options = { env: { ...target.env, PATH: target.path, HOME: deps.home } };
-  const list = async (): Promise<string[]> => {
-    const filters = ['--filter', `label=${SESSION_LABEL}=${labels.session}`, '--filter', `label=${OWNER_LABEL}=${labels.owner}`];
-    const result = await deps.run(binary, [...target.globalArgs, 'ps', '-a', '-q', '--no-trunc', ...filters], { ...options, timeoutMs: LIST_TIMEOUT_MS });
-    if (result.exitCode !== 0) throw failed(`\`${target.engine} ps\` failed: ${lastLine(result.stderr) || `exit ${String(result.exitCode ?? 'killed')}`}`);
-    return result.stdout.split('\n').map((line) => line.trim()).filter((line) => line !== '');
-  };
+  const list = () => listLabelled(target, [`${SESSION_LABEL}=${labels.session}`, `${OWNER_LABEL}=${labels.owner}`], deps);
   const ids = await list();
-  if (ids.length === 0) return [];
-  const force = target.engine === 'podman' ? ['-f', '--time', '0'] : ['-f'];
-  const removed = await deps.run(binary, [...target.globalArgs, 'rm', ...force, ...ids], { ...options, timeoutMs: REMOVE_TIMEOUT_MS });
-  if (removed.exitCode !== 0) {
-    // A container that went away by itself meanwhile (`run --rm`) fails rm but is gone all the same.
-    const left = await list();
-    if (left.length > 0) throw failed(`\`${target.engine} rm -f ${left.join(' ')}\` failed: ${lastLine(removed.stderr) || `exit ${String(removed.exitCode ?? 'killed')}`}`);
-  }
+  if (ids.length > 0) await removeIds(target, ids, list, deps);
   return ids;
+}
+
+/** A session container of this owner, as the engine lists it. */
+export interface OwnedContainer {
+  id: string;
+  /** Its session label. */
+  session: string;
+}
+
+/**
+ * Every session container carrying this owner's label on the target's engine, with its session
+ * label (helper containers carry no session label and are not listed).
+ */
+export async function listOwned(target: EngineTarget, owner: string, deps: EngineCliDeps): Promise<OwnedContainer[]> {
+  const ids = await listLabelled(target, [`${OWNER_LABEL}=${owner}`, SESSION_LABEL], deps);
+  if (ids.length === 0) return [];
+  const { binary, env } = await engineCommand(target, deps);
+  // Both engines' inspect carries the labels as a map; their `ps` formats disagree.
+  const format = `{{.Id}} {{index .Config.Labels "${SESSION_LABEL}"}}`;
+  const result = await deps.run(binary, [...target.globalArgs, 'inspect', '--type', 'container', '--format', format, ...ids], { env, timeoutMs: LIST_TIMEOUT_MS });
+  const owned = result.stdout
+    .split('\n')
+    .map((line) => line.trim().split(' '))
+    .flatMap(([id = '', session = '']) => (ids.includes(id) && session !== '' ? [{ id, session }] : []));
+  // One that went away between ps and inspect fails inspect; the rest are still answered.
+  if (result.exitCode !== 0 && owned.length === 0) throw failed(`\`${target.engine} inspect\` failed: ${lastLine(result.stderr) || `exit ${String(result.exitCode ?? 'killed')}`}`);
+  return owned;
+}
+
+/** Removes these containers of this owner; what vanished by itself meanwhile counts as removed. */
+export function removeOwned(target: EngineTarget, owner: string, ids: readonly string[], deps: EngineCliDeps): Promise<void> {
+  return removeIds(target, ids, () => listLabelled(target, [`${OWNER_LABEL}=${owner}`, SESSION_LABEL], deps), deps);
 }

@@ -4,11 +4,12 @@ import { stableHash } from '../ids.js';
 import type { Logger } from '../logger.js';
 import { findExecutable } from '../executables.js';
 import type { ProcessProbe } from '../process-identity.js';
+import type { Defer } from '../quiet-time.js';
 import { ensureSecureDir } from '../secure-dir.js';
 import type { Clock } from '../session-registry.js';
 import { runSubprocess } from '../subprocess.js';
-import { ContainerStore } from './container-store.js';
-import { removeLabelled } from './engine-cli.js';
+import { ContainerStore, type DaemonIdentity } from './container-store.js';
+import { listOwned, removeLabelled, removeOwned } from './engine-cli.js';
 import { SessionContainers } from './session-containers.js';
 
 export interface ContainerWiring {
@@ -19,8 +20,17 @@ export interface ContainerWiring {
   clock: Clock;
   leaseTtlMs: number;
   logger: Logger;
+  /** This daemon: its records name it, and no other daemon acts on them while it runs. */
+  identity: DaemonIdentity;
+  /** Whether a daemon of an earlier layout answers (it may share this state dir). */
+  strayAnswers(): Promise<boolean>;
+  /** Runs engine look-ups that no request waits for at a quiet moment. */
+  defer: Defer;
   isLive(sessionId: string): boolean;
 }
+
+/** After the start-up sweep, containers that no record names are looked for again this often. */
+const UNRECORDED_SWEEP_MS = 60 * 60 * 1000;
 
 /**
  * One value per user and state dir: a start-up sweep matches only its own containers, never those
@@ -34,17 +44,25 @@ export function ownerLabel(uid: number, stateDir: string): string {
 export function createSessionContainers(wiring: ContainerWiring): SessionContainers {
   const logger = wiring.logger.child({ module: 'containers' });
   const store = new ContainerStore(path.join(wiring.paths.stateDir, 'containers'), path.join(wiring.paths.stateDir, 'containers.json'), logger);
+  const owner = ownerLabel(wiring.uid, wiring.paths.stateDir);
+  const engineCli = { home: wiring.hostHome, run: runSubprocess, findExecutable };
   return new SessionContainers({
     dir: path.join(wiring.paths.runtimeDir, 'containers'),
-    owner: ownerLabel(wiring.uid, wiring.paths.stateDir),
+    owner,
+    self: wiring.identity,
     probe: wiring.probe,
     clock: wiring.clock,
     isLive: (sessionId) => wiring.isLive(sessionId),
     // A renewing client asks within a heartbeat interval; a cold acquire may take a while more.
     claimWindowMs: 2 * wiring.leaseTtlMs,
+    unrecordedSweepMs: UNRECORDED_SWEEP_MS,
+    defer: wiring.defer,
+    strayAnswers: () => wiring.strayAnswers(),
     load: () => store.load(),
     save: (records) => store.save(records),
-    remove: (record, labels) => removeLabelled(record, labels, { home: wiring.hostHome, run: runSubprocess, findExecutable }),
+    remove: (record, labels) => removeLabelled(record, labels, engineCli),
+    listOwned: (target) => listOwned(target, owner, engineCli),
+    removeOwned: (target, ids) => removeOwned(target, owner, ids, engineCli),
     ensureDir: (dir) => ensureSecureDir(dir),
     logger,
   });

@@ -10,11 +10,6 @@ export function fingerprintOf(blob: Buffer): string {
   return `SHA256:${createHash('sha256').update(blob).digest('base64').replace(/=+$/, '')}`;
 }
 
-/** The fingerprints in `ssh-add -l` output (one key a line). */
-export function fingerprintsInListing(stdout: string): string[] {
-  return [...stdout.matchAll(/SHA256:[A-Za-z0-9+/]+/g)].map((match) => match[0]);
-}
-
 /** Parses an IDENTITIES_ANSWER body (after its length); null when it is not one. */
 export function parseIdentities(body: Buffer): string[] | null {
   if (body.length < 5 || body[0] !== SSH_AGENT_IDENTITIES_ANSWER) return null;

@@ -1,11 +1,13 @@
 import { randomId } from '../ids.js';
 import { clip } from '../clip.js';
 import type { RunSubprocess, SubprocessResult } from '../subprocess.js';
-import { fingerprintsInListing } from './agent-keys.js';
+import { fingerprintOf } from './agent-keys.js';
 
 /** A probe that takes longer is cut off with a warning: the agent or the VM is not answering. */
 export const PROBE_TIMEOUT_MS = 8_000;
 const PROBE_SOCKET = '/run/sandboxd/probe.sock';
+/** One process, a few KiB: the limits only bound what a broken engine could make of it. */
+const PROBE_LIMITS = ['--pids-limit', '4', '--memory', '16m'];
 
 export interface ProbeOutcome {
   /**
@@ -19,15 +21,26 @@ export interface ProbeOutcome {
 }
 
 /**
- * `ssh-add -l` in the session's own image, as root (the socket is root:root 0660), with nothing
- * else: no network, no capabilities, read-only, and never a pull.
+ * sandboxd's own image, never a session's (DESIGN §9: the answer decides for every session of the
+ * engine): the relay binary in the image, asked to list the socket's identities, and its labels.
  */
-export function probeArgs(name: string, socket: string, image: string): string[] {
+export interface ProbeImage {
+  /** `docker import`s the image on first use; resolves to its tag. */
+  tag(): Promise<string>;
+  entrypoint: string;
+  labels: readonly string[];
+}
+
+/**
+ * `sandboxd-relay identities` as root (the socket is root:root 0660), with nothing else: no
+ * network, no capabilities, read-only, bounded, and never a pull.
+ */
+export function probeArgs(name: string, socket: string, image: string, helper: Omit<ProbeImage, 'tag'>): string[] {
   return [
     'run', '--rm', '--name', name, '--pull', 'never', '--network', 'none', '--cap-drop', 'ALL', '--read-only',
-    '--security-opt', 'no-new-privileges', '--user', '0:0', '--label', 'sandboxd.probe=1',
-    '--mount', `type=bind,source=${socket},target=${PROBE_SOCKET}`, '--env', `SSH_AUTH_SOCK=${PROBE_SOCKET}`,
-    '--entrypoint', 'ssh-add', image, '-l',
+    '--security-opt', 'no-new-privileges', ...PROBE_LIMITS, '--user', '0:0', ...helper.labels,
+    '--mount', `type=bind,source=${socket},target=${PROBE_SOCKET},readonly`,
+    '--entrypoint', helper.entrypoint, image, 'identities', PROBE_SOCKET,
   ];
 }
 
@@ -35,26 +48,29 @@ function lastLine(text: string): string {
   return clip(text.trim().split('\n').filter((line) => line.trim() !== '').at(-1) ?? '');
 }
 
-/** What `docker run … ssh-add -l` said about the socket (exit codes of docker run and ssh-add). */
-export function interpretProbe(result: SubprocessResult, socket: string, image: string, timeoutMs: number): ProbeOutcome {
+/** The key blobs `sandboxd-relay identities` printed (`key <hex>`), as `ssh-add -l` fingerprints. */
+function keysListed(stdout: string): string[] {
+  return [...stdout.matchAll(/^key ([0-9a-f]+)$/gm)].map((match) => fingerprintOf(Buffer.from(match[1] ?? '', 'hex')));
+}
+
+/**
+ * What `docker run … sandboxd-relay identities` said about the socket: the relay's exit codes
+ * (2 nothing answers, 3 not an agent, 4 no answer in time) and docker's own 125. Nothing of a
+ * session's image runs, so docker's "bind source path does not exist" is docker's.
+ */
+export function interpretProbe(result: SubprocessResult, socket: string, timeoutMs: number): ProbeOutcome {
   const none = { keys: [] };
   if (result.exitCode === 0) {
-    const keys = fingerprintsInListing(result.stdout);
-    return { state: 'verified', detail: `the agent at ${socket} lists ${keys.length} key(s)`, keys };
+    const keys = keysListed(result.stdout);
+    return { state: 'verified', detail: keys.length === 0 ? `the agent at ${socket} holds no keys` : `the agent at ${socket} lists ${keys.length} key(s)`, keys };
   }
-  if (result.exitCode === 1) return { state: 'verified', detail: `the agent at ${socket} holds no keys`, ...none };
   if (result.exitCode === null) return { state: 'unverified', detail: `the probe of ${socket} did not finish within ${timeoutMs} ms and was cut off`, ...none };
   const stderr = result.stderr;
-  if (/bind source path does not exist|no such file or directory/i.test(stderr) && stderr.includes(socket)) {
+  if (result.exitCode === 125 && /bind source path does not exist|no such file or directory/i.test(stderr) && stderr.includes(socket)) {
     return { state: 'missing', detail: `the engine's VM has no ${socket}`, ...none };
   }
-  if (/no such image|pull access denied|image .* not (found|known)|unable to find image/i.test(stderr)) {
-    return { state: 'unverified', detail: `image ${image} is not present in the engine (sandboxd never pulls for a probe)`, ...none };
-  }
-  if (result.exitCode === 126 || result.exitCode === 127) {
-    return { state: 'unverified', detail: `image ${image} has no ssh-add to probe the agent with`, ...none };
-  }
-  if (result.exitCode === 2) return { state: 'unusable', detail: `nothing answers on ${socket} in the engine's VM: ${lastLine(stderr)}`, ...none };
+  if (result.exitCode === 2 || result.exitCode === 3) return { state: 'unusable', detail: `nothing answers on ${socket} in the engine's VM: ${lastLine(stderr)}`, ...none };
+  if (result.exitCode === 4) return { state: 'unverified', detail: `the agent at ${socket} did not answer within 5 s`, ...none };
   return { state: 'unverified', detail: `the probe of ${socket} failed: ${lastLine(stderr) || `exit ${result.exitCode}`}`, ...none };
 }
 
@@ -62,6 +78,7 @@ export interface ProbeDeps {
   run: RunSubprocess;
   docker: string;
   env: Record<string, string>;
+  image: ProbeImage;
   timeoutMs?: number;
 }
 
@@ -69,11 +86,18 @@ export interface ProbeDeps {
 const REMOVE_GRACE_MS = 10_000;
 
 /**
- * Runs the probe container once. One that hangs is cut off by removing its container: killing the
- * docker CLI is not enough, since `ssh-add` is PID 1 there and ignores the SIGTERM it forwards.
+ * Runs the probe container once. One that hangs (the engine, not the relay, which gives up by
+ * itself) is cut off by removing its container. Without sandboxd's image (no relay built for the
+ * engine's architecture) the socket cannot be verified.
  */
-export async function probeBuiltinSocket(socket: string, image: string, deps: ProbeDeps): Promise<ProbeOutcome> {
+export async function probeBuiltinSocket(socket: string, deps: ProbeDeps): Promise<ProbeOutcome> {
   const timeoutMs = deps.timeoutMs ?? PROBE_TIMEOUT_MS;
+  let image: string;
+  try {
+    image = await deps.image.tag();
+  } catch (error) {
+    return { state: 'unverified', detail: `sandboxd cannot probe ${socket}: ${error instanceof Error ? error.message : String(error)}`, keys: [] };
+  }
   const name = randomId('sandboxd-probe');
   const removal = { started: false };
   const timer = setTimeout(() => {
@@ -81,8 +105,8 @@ export async function probeBuiltinSocket(socket: string, image: string, deps: Pr
     void deps.run(deps.docker, ['rm', '-f', name], { env: deps.env, timeoutMs: REMOVE_GRACE_MS }).catch(() => undefined);
   }, timeoutMs);
   try {
-    const result = await deps.run(deps.docker, probeArgs(name, socket, image), { env: deps.env, timeoutMs: timeoutMs + REMOVE_GRACE_MS });
-    return interpretProbe(removal.started ? { ...result, exitCode: null } : result, socket, image, timeoutMs);
+    const result = await deps.run(deps.docker, probeArgs(name, socket, image, deps.image), { env: deps.env, timeoutMs: timeoutMs + REMOVE_GRACE_MS });
+    return interpretProbe(removal.started ? { ...result, exitCode: null } : result, socket, timeoutMs);
   } finally {
     clearTimeout(timer);
   }

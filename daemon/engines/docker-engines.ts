@@ -5,13 +5,15 @@ import type { Platform } from '../../shared/paths.js';
 import type { FingerprintCache } from '../fingerprint-cache.js';
 import type { Defer } from '../quiet-time.js';
 import type { RunSubprocess } from '../subprocess.js';
-import { probeBuiltinSocket } from './builtin-probe.js';
+import { probeBuiltinSocket, type ProbeImage } from './builtin-probe.js';
 import { createEngineIdentifier, type IdentifiedEngine, type IdentifyRequest } from './engine-identifier.js';
 import type { EngineBridge } from './profile.js';
 import { ProbeCache, type ProbeRecord } from './probe-cache.js';
 
 /** Engines shown by `sandboxd status`: the most recent instances, older ones forgotten. */
 const MAX_REMEMBERED = 16;
+/** What every probe runs (the cache keeps an answer that could not tell per image). */
+const SANDBOXD_IMAGE = 'sandboxd-relay';
 
 export interface DockerEnginesDeps {
   run: RunSubprocess;
@@ -60,11 +62,13 @@ export class DockerEngines {
     return engine;
   }
 
-  /** The probe of the engine's built-in socket with the session's image; null without an image. */
-  probe(engine: IdentifiedEngine, socket: string, image: string | undefined): Promise<ProbeRecord> | null {
-    if (image === undefined) return null;
-    return this.probes.get(engine.identity.instance, image, () =>
-      probeBuiltinSocket(socket, image, { run: this.deps.run, docker: engine.docker, env: engine.env, ...(this.deps.probeTimeoutMs === undefined ? {} : { timeoutMs: this.deps.probeTimeoutMs }) }),
+  /**
+   * The probe of the engine's built-in socket, run with sandboxd's own image whatever image the
+   * session runs: its answer is kept for every session of the engine instance.
+   */
+  probe(engine: IdentifiedEngine, socket: string, image: ProbeImage): Promise<ProbeRecord> {
+    return this.probes.get(engine.identity.instance, SANDBOXD_IMAGE, () =>
+      probeBuiltinSocket(socket, { run: this.deps.run, docker: engine.docker, env: engine.env, image, ...(this.deps.probeTimeoutMs === undefined ? {} : { timeoutMs: this.deps.probeTimeoutMs }) }),
     );
   }
 

@@ -1,29 +1,27 @@
 import path from 'node:path';
 import { shQuote } from '../shell-quote.js';
-import { PATH_KEYS, type ConfigEntry } from './git-config.js';
+import type { ConfigEntry } from './git-config.js';
+import type { ConfigSetting } from './git-config-text.js';
 
 /** One `key = value` the generated global config sets after the user's own files. */
-export interface ConfigSetting {
-  section: string;
-  subsection?: string;
-  key: string;
+export interface Override extends ConfigSetting {
   value: string;
 }
 
-export interface SigningKeyFile {
-  /** The public key file as the user's config names it, expanded on the host. */
-  path: string;
-  /** Set when the config names a private key: only its `.pub` is ever mounted. */
-  fromPrivateKey: boolean;
-}
-
 export interface Overrides {
-  settings: ConfigSetting[];
+  settings: Override[];
   warnings: string[];
-  /** The public key file that `user.signingkey` names, to mount read-only. */
-  signingKey: SigningKeyFile | null;
+  /** Host files the settings name, to mount where `sandboxPath` says. */
+  files: XdgDefault[];
   /** Commits or tags are signed with SSH keys: the agent must reach the container. */
   sshSigning: boolean;
+}
+
+/** A file git reads by default from `$XDG_CONFIG_HOME/git/` when no key names another. */
+export interface XdgDefault {
+  key: 'core.excludesfile' | 'core.attributesfile';
+  /** The host file, which exists. */
+  file: string;
 }
 
 export interface OverrideInput {
@@ -36,6 +34,8 @@ export interface OverrideInput {
   sandboxPath(file: string): string;
   /** Whether `<path>.pub` exists on the host, for a signing key that names a private key. */
   publicKeyExists(file: string): Promise<boolean>;
+  /** git's XDG `ignore` and `attributes` files that exist on the host. */
+  xdgDefaults: readonly XdgDefault[];
 }
 
 /** Credential helpers that exist in any image with git; everything else is a host program. */
@@ -119,18 +119,15 @@ async function signingOverrides(input: OverrideInput, out: Overrides): Promise<v
   const signs = isTrue(last(entries, 'commit.gpgsign') ?? 'false') || isTrue(last(entries, 'tag.gpgsign') ?? 'false');
   const format = (last(entries, 'gpg.format') ?? 'openpgp').toLowerCase();
   const signingKey = last(entries, 'user.signingkey');
-  if (format === 'ssh' && signingKey !== undefined && signingKey !== null && !signingKey.startsWith('key::') && !signingKey.startsWith('ssh-')) {
+  // The translated config names the public half of a key file (translateConfig); say so, or
+  // that it is missing.
+  if (format === 'ssh' && signingKey !== undefined && signingKey !== null && /^(~\/|\/)/.test(signingKey) && !signingKey.endsWith('.pub')) {
     const file = expandHome(signingKey, input.hostHome);
-    if (path.isAbsolute(file)) {
-      const pub = file.endsWith('.pub') ? file : `${file}.pub`;
-      if (file.endsWith('.pub') || (await input.publicKeyExists(pub))) {
-        out.signingKey = { path: pub, fromPrivateKey: !file.endsWith('.pub') };
-        // Absolute, so it resolves whatever HOME the container user has.
-        out.settings.push({ section: 'user', key: 'signingkey', value: input.sandboxPath(pub) });
-        if (!file.endsWith('.pub')) out.warnings.push(`git: user.signingkey names the private key ${file}; the sandbox signs with ${pub} through the agent (private keys are never mounted)`);
-      } else {
-        out.warnings.push(`git: user.signingkey names the private key ${file} and ${pub} does not exist; private keys are never mounted, so signing fails in the sandbox (remedy: create ${pub} with \`ssh-keygen -y -f ${file} > ${pub}\`)`);
-      }
+    const pub = `${file}.pub`;
+    if (await input.publicKeyExists(pub)) {
+      out.warnings.push(`git: user.signingkey names the private key ${file}; the sandbox signs with ${pub} through the agent (private keys are never mounted)`);
+    } else {
+      out.warnings.push(`git: user.signingkey names the private key ${file} and ${pub} does not exist; private keys are never mounted, so signing fails in the sandbox (remedy: create ${pub} with \`ssh-keygen -y -f ${file} > ${pub}\`)`);
     }
   }
   if (!signs) return;
@@ -142,15 +139,19 @@ async function signingOverrides(input: OverrideInput, out: Overrides): Promise<v
   }
 }
 
-/** Files the config names by a `~/` path resolve against the container's HOME; name them absolutely. */
-function fileOverrides(input: OverrideInput, out: Overrides): void {
-  for (const key of PATH_KEYS) {
-    const value = last(input.entries, key);
-    if (value === undefined || value === null || value === '') continue;
-    const inSandbox = input.sandboxPath(expandHome(value, input.hostHome));
-    if (inSandbox === value) continue;
+/**
+ * Without `core.excludesFile` or `core.attributesFile` git reads `git/ignore` and `git/attributes`
+ * under `$XDG_CONFIG_HOME` (or `~/.config`), which in the container is the container's: name the
+ * host's, mounted, for any user and HOME.
+ */
+function defaultFileOverrides(input: OverrideInput, out: Overrides): void {
+  for (const { key, file } of input.xdgDefaults) {
+    if (last(input.entries, key) !== undefined) continue;
+    const value = input.sandboxPath(file);
     const [section = '', name = ''] = key.split('.');
-    out.settings.push({ section, key: name, value: inSandbox });
+    out.settings.push({ section, key: name, value });
+    out.files.push({ key, file });
+    out.warnings.push(`git: ${key} is set to ${value} in the sandbox, where your ${file} is mounted, since git would look for it under the container's HOME`);
   }
 }
 
@@ -159,17 +160,23 @@ function sshOverrides(input: OverrideInput, out: Overrides): void {
   const sshCommand = last(input.entries, 'core.sshcommand');
   const hostOnly = sshCommand !== undefined && sshCommand !== null && HOST_ONLY_PROGRAM.test(sshCommand);
   if (sshCommand !== undefined && !hostOnly) return;
-  if (hostOnly) out.warnings.push(`git: core.sshCommand "${sshCommand}" is a host program; the sandbox uses ssh`);
   const knownHosts = input.knownHosts.length === 0 ? '' : ` -o UserKnownHostsFile=${shQuote(input.knownHosts.join(' '))}`;
-  if (hostOnly || knownHosts !== '') out.settings.push({ section: 'core', key: 'sshCommand', value: `ssh${knownHosts}` });
+  if (!hostOnly && knownHosts === '') return;
+  const value = `ssh${knownHosts}`;
+  out.settings.push({ section: 'core', key: 'sshCommand', value });
+  out.warnings.push(
+    hostOnly
+      ? `git: core.sshCommand "${sshCommand}" is a host program; the sandbox uses ${value}`
+      : `git: core.sshCommand is set to "${value}" in the sandbox, so ssh trusts the hosts your known_hosts lists whatever the container user's HOME`,
+  );
 }
 
 /** What the generated global config sets after the user's files, and why (DESIGN §8). */
 export async function sandboxOverrides(input: OverrideInput): Promise<Overrides> {
-  const out: Overrides = { settings: [], warnings: [], signingKey: null, sshSigning: false };
+  const out: Overrides = { settings: [], warnings: [], files: [], sshSigning: false };
   credentialOverrides(input.entries, out);
   programOverrides(input.entries, out);
-  fileOverrides(input, out);
+  defaultFileOverrides(input, out);
   await signingOverrides(input, out);
   sshOverrides(input, out);
   return out;

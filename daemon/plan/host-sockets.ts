@@ -62,7 +62,8 @@ async function planOne(request: HostSocketRequest, input: AcquireInput, deps: Ss
         bridgeId: served.lease.bridgeId,
         env: request.env ?? null,
       },
-      mount: { source: served.mountSource, target: dir, readOnly: false, purpose: `socket ${name}`, ...(served.relabel === undefined ? {} : { relabel: served.relabel }) },
+      // Read-only, as the agent's directory (plan/ssh.ts): the bridge is shared with other sessions.
+      mount: { source: served.mountSource, target: dir, readOnly: true, purpose: `socket ${name}`, ...(served.relabel === undefined ? {} : { relabel: served.relabel }) },
       lease: served.lease,
       flags: served.flags,
       warnings: served.warnings,

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
-import { SHUTDOWN_ROUTE, STATUS_ROUTE, type EngineStatus, type ShutdownResponse, type StatusResponse } from '../../shared/contracts/status.js';
+import { DRAIN_ROUTE, SHUTDOWN_ROUTE, STATUS_ROUTE, type DrainResponse, type EngineStatus, type ShutdownResponse, type StatusResponse } from '../../shared/contracts/status.js';
 import type { Platform } from '../../shared/paths.js';
 import type { Bridges } from '../bridges/bridges.js';
 import type { SessionRegistry } from '../session-registry.js';
@@ -17,6 +17,8 @@ export interface StatusDeps {
   /** Each Docker engine sessions used: its kind, bridge and agent probe. */
   engines(): EngineStatus[];
   requestShutdown(reason: string): void;
+  /** Stop once the last session ends; answers how many are left (0: stop now). */
+  drain(): number;
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusDeps): void {
@@ -40,5 +42,16 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusDeps): vo
     });
     void reply.status(202);
     return { stopping: true };
+  });
+
+  app.post(DRAIN_ROUTE, (_request, reply): DrainResponse => {
+    const sessions = deps.drain();
+    if (sessions === 0) {
+      reply.raw.once('finish', () => {
+        deps.requestShutdown('replaced by a newer sandboxd');
+      });
+    }
+    void reply.status(202);
+    return { sessions };
   });
 }

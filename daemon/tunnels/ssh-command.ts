@@ -96,11 +96,13 @@ export function remoteScript(layout: TunnelLayout, leftovers: readonly string[] 
     `{ [ -d "$n" ] || mkdir -m 711 -- "$n"; } && cd -P -- "$n" && [ -O . ] || ${fail(3, 'cannot create the tunnel directory in $r')}`,
     `exec 9<. && { flock -s -w ${LOCK_WAIT_SECONDS} 9 2>/dev/null || echo ${UNLOCKED_MARKER}; }`,
     `i=0; while [ ! -S "$b" ]; do i=$((i+1)); [ $i -gt ${BIND_WAIT_POLLS} ] && ${fail(4, 'socket $b never appeared')}; sleep 0.02; done`,
-    `mv -f "$b" "$g" && chmod 666 "$g" && ln -sfn "$g" .agent.sock.new && mv -f .agent.sock.new agent.sock || ${fail(5, 'cannot publish $g')}`,
+    // `.bound` is a hard link to the socket sshd bound: a later swap of `$g` or of `agent.sock`
+    // under the same names no longer matches it (the `v` query below).
+    `mv -f "$b" "$g" && chmod 666 "$g" && ln -f "$g" .bound && ln -sfn "$g" .agent.sock.new && mv -f .agent.sock.new agent.sock || ${fail(5, 'cannot publish $g')}`,
     'for f in a-*.sock; do [ "$f" = "$g" ] || rm -f "$f"; done',
     `echo ${READY_MARKER}`,
     queryLoop(),
-    'rm -f "$g"; [ "$(readlink agent.sock)" = "$g" ] && rm -f agent.sock',
+    '[ .bound -ef "$g" ] && rm -f .bound; rm -f "$g"; [ "$(readlink agent.sock)" = "$g" ] && rm -f agent.sock',
     `[ "$c" = ${HALT_WORD} ] && cd .. && rmdir -- "$n" 2>/dev/null`,
     'exit 0',
   ].join('; ');
@@ -121,9 +123,13 @@ export function leftoverScript(leftovers: readonly string[]): string {
 /**
  * Answers `s <id> <path>` lines with `sandboxd-seen <id> d|f|-` until stdin closes or another word
  * (the halt word) arrives, which it leaves in `$c`. `[` is a builtin: no path reaches an argv.
+ * In a tunnel's directory, `v <id>` asks whether `agent.sock` still leads to the socket this
+ * generation published (`d`) or not (`-`): no container can change the directory (it is mounted
+ * read-only), but a bridge checks its socket all the same (DESIGN §9).
  */
 export function queryLoop(): string {
-  return `c=''; while IFS= read -r c; do case "$c" in "s "*) q=\${c#s }; k=\${q%% *}; p=\${q#* }; if [ -d "$p" ]; then t=d; elif [ -e "$p" ]; then t=f; else t=-; fi; echo "${SEEN_MARKER} $k $t";; *) break;; esac; done`;
+  const verify = `"v "*) k=\${c#v }; if [ agent.sock -ef .bound ] && [ -S .bound ]; then t=d; else t=-; fi; echo "${SEEN_MARKER} $k $t";;`;
+  return `c=''; while IFS= read -r c; do case "$c" in "s "*) q=\${c#s }; k=\${q%% *}; p=\${q#* }; if [ -d "$p" ]; then t=d; elif [ -e "$p" ]; then t=f; else t=-; fi; echo "${SEEN_MARKER} $k $t";; ${verify} *) break;; esac; done`;
 }
 
 export interface SshOptions {

@@ -191,6 +191,23 @@ export class Tunnel implements Bridge, IndexedTunnel {
     });
   }
 
+  /**
+   * Asks the VM, over the running generation's own connection, whether `agent.sock` still leads
+   * to the socket that generation published; when not, a new generation publishes its own and the
+   * finding stays as the last error (the daemon's sweep calls this).
+   */
+  async check(): Promise<void> {
+    const queries = this.queries;
+    if (this.state !== 'ready' || queries === null) return;
+    if (await queries.intact()) return;
+    // A generation that ended meanwhile (a restart, a halt) took its queries with it.
+    if (this.queries !== queries) return;
+    const found = this.failure('agent.sock in the VM no longer led to the socket this tunnel published; re-created it');
+    this.logger.error({ generation: this.generation }, 'the tunnel socket in the VM was replaced; re-creating it');
+    await this.restart();
+    this.lastError = found;
+  }
+
   async restart(): Promise<void> {
     if (this.state === 'stopped') throw this.failure('the tunnel is stopped');
     const previous = this.child;

@@ -7,7 +7,8 @@ export type PathKind = 'd' | 'f' | '-';
 export const QUERY_TIMEOUT_MS = 5_000;
 
 interface Pending {
-  path: string;
+  /** What was asked about, for errors. */
+  subject: string;
   resolve(kind: PathKind): void;
   reject(error: SandboxdError): void;
 }
@@ -31,6 +32,11 @@ export class VmQueries {
     private readonly timeoutMs = QUERY_TIMEOUT_MS,
   ) {}
 
+  /** Whether `agent.sock` still leads to the socket this generation published (`v <id>`). */
+  async intact(): Promise<boolean> {
+    return (await this.send('v', 'the tunnel\'s socket')) === 'd';
+  }
+
   async ask(paths: readonly string[]): Promise<Map<string, PathKind>> {
     const kinds = await Promise.all(paths.map((one) => this.askOne(one)));
     return new Map(paths.map((one, index) => [one, kinds[index] ?? '-']));
@@ -41,7 +47,7 @@ export class VmQueries {
     if (waiting === undefined) return;
     this.pending.delete(id);
     if (isKind(kind)) waiting.resolve(kind);
-    else waiting.reject(new SandboxdError('TUNNEL_FAILED', `the VM answered "${kind}" about ${waiting.path}`));
+    else waiting.reject(new SandboxdError('TUNNEL_FAILED', `the VM answered "${kind}" about ${waiting.subject}`));
   }
 
   /** Fails every open query: the connection they were sent on is gone. */
@@ -52,19 +58,24 @@ export class VmQueries {
   }
 
   private askOne(path: string): Promise<PathKind> {
-    if (this.closed !== null) return Promise.reject(this.closed);
     // eslint-disable-next-line no-control-regex -- a newline would split the query
     if (/[\u0000-\u001f]/.test(path)) return Promise.reject(new SandboxdError('UNSUPPORTED_PATH', `cannot ask the VM about ${JSON.stringify(path)}`));
+    return this.send('s', path, ` ${path}`);
+  }
+
+  /** `subject` names what is asked about in errors; `rest` follows the id on the query line. */
+  private send(verb: 's' | 'v', subject: string, rest = ''): Promise<PathKind> {
+    if (this.closed !== null) return Promise.reject(this.closed);
     this.next += 1;
     const id = String(this.next);
     return new Promise<PathKind>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        reject(new SandboxdError('TUNNEL_FAILED', `the VM did not say within ${this.timeoutMs} ms whether it sees ${path}`));
+        reject(new SandboxdError('TUNNEL_FAILED', `the VM did not say within ${this.timeoutMs} ms about ${subject}`));
       }, this.timeoutMs);
       timer.unref();
       this.pending.set(id, {
-        path,
+        subject,
         resolve: (kind) => {
           clearTimeout(timer);
           resolve(kind);
@@ -74,7 +85,7 @@ export class VmQueries {
           reject(error);
         },
       });
-      this.write(`s ${id} ${path}\n`);
+      this.write(`${verb} ${id}${rest}\n`);
     });
   }
 }

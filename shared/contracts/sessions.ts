@@ -94,8 +94,8 @@ export const AcquireRequest = z.strictObject({
    */
   gitConfig: z._default(z.enum(['readonly', 'writable']), 'readonly'),
   /**
-   * The image the session will run, when the caller knows it: a Docker Desktop-style engine's
-   * built-in agent socket is verified from inside the VM with it (never pulled).
+   * The image the session will run, when the caller knows it. Accepted from older callers and not
+   * used: a Docker Desktop-style engine's built-in agent socket is verified with sandboxd's own image.
    */
   image: z.optional(ExecText(1024).check(z.minLength(1))),
   /** Free text naming the caller (e.g. `llxprt`), shown in `sandboxd sessions ls`. */

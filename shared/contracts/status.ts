@@ -3,6 +3,11 @@ import { Count, Timestamp } from './common.js';
 
 export const STATUS_ROUTE = '/v1/status';
 export const SHUTDOWN_ROUTE = '/v1/shutdown';
+/**
+ * A newer client asks an older daemon to make way: it stops at once when it holds no session,
+ * else once the last one ends, and serves them (and any other) until then.
+ */
+export const DRAIN_ROUTE = '/v1/drain';
 
 /** What `docker info` said an engine is, the bridge chosen for it and its agent probe (DESIGN §7). */
 export const EngineStatus = z.strictObject({
@@ -45,3 +50,7 @@ export type StatusResponse = z.infer<typeof StatusResponse>;
 
 export const ShutdownResponse = z.strictObject({ stopping: z.literal(true) });
 export type ShutdownResponse = z.infer<typeof ShutdownResponse>;
+
+/** `sessions`: how many the daemon still serves before it stops (0: it stops now). */
+export const DrainResponse = z.strictObject({ sessions: Count });
+export type DrainResponse = z.infer<typeof DrainResponse>;

@@ -85,13 +85,14 @@ describe('auto-start (real processes)', () => {
 
   it('reports DAEMON_START_FAILED with the daemon\'s own error when it cannot start', async () => {
     const sandbox = makeSandbox(cleanup);
-    const stateDir = sandbox.env.SANDBOXD_STATE_DIR;
-    mkdirSync(stateDir, { recursive: true });
-    chmodSync(stateDir, 0o777);
+    // The client checks the state and runtime dirs it locks in; only the daemon opens the log dir.
+    const logDir = sandbox.env.SANDBOXD_LOG_DIR;
+    mkdirSync(logDir, { recursive: true });
+    chmodSync(logDir, 0o777);
     const result = await cli(['plan', '--engine', 'podman'], cliEnv(sandbox));
     expect(result.exitCode).toBe(1);
     expect(result.stderr).toContain(`sandboxd: the daemon (${process.execPath}) exited with code 1 while starting`);
-    expect(result.stderr).toContain(`${stateDir} has mode 0777`);
+    expect(result.stderr).toContain(`${logDir} has mode 0777`);
   });
 
   it('names both protocol versions and the fix when the daemon speaks another one', async () => {
@@ -220,12 +221,13 @@ describe('auto-start (real processes)', () => {
     const sandbox = makeSandbox(cleanup);
     const env = cliEnv(sandbox);
     const rt = sandbox.env.SANDBOXD_RUNTIME_DIR;
-    mkdirSync(rt, { recursive: true, mode: 0o700 });
+    const state = sandbox.env.SANDBOXD_STATE_DIR;
+    mkdirSync(state, { recursive: true, mode: 0o700 });
     // A live holder that never answers on the socket: a daemon that is still starting, say.
     const holder = spawn('sleep', ['60'], { stdio: 'ignore' });
     cleanup.add(() => holder.kill('SIGKILL'));
     const holderPid = holder.pid ?? 0;
-    const lock = path.join(rt, 'daemon.lock');
+    const lock = path.join(state, 'daemon.lock');
     mkdirSync(lock);
     const keepFresh = setInterval(() => {
       const now = new Date();
@@ -234,7 +236,7 @@ describe('auto-start (real processes)', () => {
     cleanup.add(() => {
       clearInterval(keepFresh);
     });
-    writeFileSync(path.join(rt, 'daemon.pid'), JSON.stringify({ pid: holderPid, startTime: await createProcessProbe('linux').startTime(holderPid) }));
+    writeFileSync(path.join(state, 'daemon.pid'), JSON.stringify({ pid: holderPid, startTime: await createProcessProbe('linux').startTime(holderPid) }));
 
     const plan = cli(['plan', '--engine', 'podman', '--ssh-agent', 'off', '--json'], env, 15_000);
     const stderrFile = path.join(rt, 'daemon.stderr');

@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, realpathSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import type { SessionInfo } from '../../shared/contracts/sessions.js';
 import { CLI, Cleanup, ROOT, cli, cliEnv, daemonPid, makeSandbox, pidAlive, startAgent, startDaemon, waitFor } from '../helpers.js';
+import { ownerLabel } from '../../daemon/containers/wiring.js';
 import { dockerLabUnavailable, startDockerd, type Dockerd } from '../lab/dockerd.js';
 import { lab, labMissing, podmanLab } from './lab.js';
 
@@ -19,7 +20,7 @@ const REAP_BOUND_MS = 10_000;
  * that does not reap), so it lingers as a zombie, as it does under a long-lived parent.
  */
 async function killAutoStartedDaemon(env: NodeJS.ProcessEnv): Promise<void> {
-  const pid = daemonPid(env as { SANDBOXD_RUNTIME_DIR: string });
+  const pid = daemonPid(env as { SANDBOXD_STATE_DIR: string });
   if (pid === null) throw new Error('no auto-started daemon to kill');
   process.kill(pid, 'SIGKILL');
   await waitFor(() => !pidAlive(pid), `daemon ${String(pid)} to die`);
@@ -147,6 +148,59 @@ describe.skipIf(labMissing)('sessions own their containers (real podman)', () =>
     await waitFor(() => gone(id), 'the orphan container to be removed', REAP_BOUND_MS, 200);
     expect(await running(foreign)).toBe(true);
     expect(await running(bystander)).toBe(true);
+  });
+
+  it('a full state dir fails the acquire with STATE_WRITE_FAILED, leaving no record and no container', async () => {
+    const { env, image, sandbox, podman } = setup();
+    // A real full filesystem as the state dir: the daemon starts on it, then it fills up.
+    const state = sandbox.env.SANDBOXD_STATE_DIR;
+    mkdirSync(state, { recursive: true, mode: 0o700 });
+    await execa('mount', ['-t', 'tmpfs', '-o', 'size=256k,mode=0700', 'tmpfs', state]);
+    cleanup.add(() => execa('umount', ['-l', state], { reject: false }));
+    await startDaemon(env, cleanup);
+    const fill = path.join(state, 'fill');
+    await execa('dd', ['if=/dev/zero', `of=${fill}`, 'bs=4k'], { reject: false });
+    const owner = ownerLabel(process.getuid?.() ?? 0, state);
+
+    const run = await execa(process.execPath, [CLI, 'run', '--engine', 'podman', '--ssh-agent', 'off', '--no-workdir', '--', '--network', 'none', image, 'true'], { env, reject: false, timeout: 60_000 });
+    expect(run.exitCode).toBe(1);
+    expect(run.stderr).toMatch(/^sandboxd: cannot record the session's container in .*: ENOSPC: no space left on device/);
+    expect(run.stderr).toContain('no plan was handed out');
+    expect((await podman(['ps', '-a', '-q', '--filter', `label=sandboxd.owner=${owner}`])).stdout).toBe('');
+    const records = existsSync(path.join(state, 'containers')) ? readdirSync(path.join(state, 'containers')) : [];
+    expect(records).toEqual([]);
+
+    // With room again, the same command works.
+    rmSync(fill);
+    const again = await execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'podman', '--ssh-agent', 'off', '--no-workdir', '--', '--rm', '--network', 'none', image, 'true'], { env, reject: false, timeout: 60_000 });
+    expect({ code: again.exitCode, stderr: again.stderr }).toEqual({ code: 0, stderr: '' });
+  });
+
+  it('a daemon started after a kill -9 removes a container carrying its owner label that no record names, and no other', async () => {
+    const { env, image, sandbox, podman, track, running, gone } = setup();
+    const owner = ownerLabel(process.getuid?.() ?? 0, sandbox.env.SANDBOXD_STATE_DIR);
+    // A session released at once (`plan`): its container, started afterwards, is the client's.
+    const planned = await cli(['plan', '--engine', 'podman', '--ssh-agent', 'off', '--json'], env, 60_000);
+    expect(planned.exitCode, planned.stderr).toBe(0);
+    const plan = JSON.parse(planned.stdout) as { session: { id: string }; plan: { args: string[] } };
+    const start = async (args: string[]): Promise<string> => {
+      const id = (await podman(['run', '-d', '--network', 'none', ...args, image, 'sleep', '60'])).stdout.trim();
+      track(id);
+      return id;
+    };
+    const released = await start(plan.plan.args);
+    // What a daemon that lost a record (a write a full disk refused, before the fix) left running.
+    const unrecorded = await start(['--label', 'sandboxd.session=ses_neverrecorded1', '--label', `sandboxd.owner=${owner}`]);
+    const foreign = await start(['--label', 'sandboxd.session=ses_neverrecorded1', '--label', 'sandboxd.owner=0000000000000000']);
+    // A helper (a relay) of this daemon: no session label, not a session container.
+    const helper = await start(['--label', `sandboxd.owner=${owner}`]);
+
+    await killAutoStartedDaemon(env);
+    expect((await cli(['start'], env)).exitCode).toBe(0);
+    await waitFor(() => gone(unrecorded), 'the unrecorded container to be removed', 30_000, 200);
+    for (const id of [released, foreign, helper]) expect(await running(id)).toBe(true);
+    const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
+    expect(log).toContain('removed containers of this daemon that no record names');
   });
 
   it('a client that outlives a killed daemon keeps its container under its renewed lease until it dies', async () => {

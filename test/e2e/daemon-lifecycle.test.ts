@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, statSync, existsSync, readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -48,6 +49,76 @@ describe('sandboxd daemon (real processes)', () => {
     expect(pidAlive(first.pid)).toBe(true);
   });
 
+  it('under a service manager, a second daemon leaves the first to serve and exits 0 (launchd\'s KeepAlive does not respawn it)', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    const first = await startDaemon(env, cleanup);
+    for (const manager of ['launchd', 'systemd']) {
+      const second = await cli(['daemon', '--service-manager', manager], env);
+      expect({ code: second.exitCode, stderr: second.stderr }).toEqual({ code: 0, stderr: `sandboxd: already running (pid ${String(first.pid)}); leaving it to serve` });
+    }
+    expect(pidAlive(first.pid)).toBe(true);
+  });
+
+  it('one daemon per state dir: a second runtime dir for the same state dir is refused; a second state dir on the same socket never takes it', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const first = await startDaemon(cliEnv(sandbox), cleanup);
+    const otherRuntime = await cli(['daemon'], cliEnv(sandbox, { SANDBOXD_RUNTIME_DIR: path.join(sandbox.dir, 'rt2') }));
+    expect(otherRuntime.exitCode).toBe(1);
+    expect(otherRuntime.stderr).toContain(`already running (pid ${String(first.pid)})`);
+    const otherState = await cli(['daemon'], cliEnv(sandbox, { SANDBOXD_STATE_DIR: path.join(sandbox.dir, 'state2') }));
+    expect(otherState.exitCode).toBe(1);
+    expect(otherState.stderr).toContain(`another daemon answers on ${path.join(sandbox.env.SANDBOXD_RUNTIME_DIR, 'sandboxd.sock')}`);
+    expect((JSON.parse((await cli(['status', '--json'], cliEnv(sandbox))).stdout) as { pid: number }).pid).toBe(first.pid);
+  });
+
+  it('status and doctor name the socket in use and warn about a daemon or socket of an earlier layout', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const xdg = path.join(sandbox.dir, 'xdg');
+    const strayDir = path.join(xdg, 'sandboxd');
+    mkdirSync(strayDir, { recursive: true, mode: 0o700 });
+    const straySocket = path.join(strayDir, 'sandboxd.sock');
+    // Stands in for a daemon of an earlier release, still serving where that release put it.
+    const stray = spawn(process.execPath, ['-e', `
+      const http = require('node:http');
+      http.createServer((req, res) => {
+        res.setHeader('sandboxd-protocol', '2');
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ version: '0.0.9', protocol: 2, pid: process.pid, counts: { sessions: 1, tunnels: 0 } }));
+      }).listen(${JSON.stringify(straySocket)}, () => console.log('listening'));`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    cleanup.add(() => stray.kill('SIGKILL'));
+    let heard = '';
+    stray.stdout.on('data', (chunk: Buffer) => (heard += chunk.toString()));
+    await waitFor(() => heard.includes('listening'), 'the stray to listen');
+    const env = cliEnv(sandbox, { XDG_RUNTIME_DIR: xdg });
+    const socket = path.join(sandbox.env.SANDBOXD_RUNTIME_DIR, 'sandboxd.sock');
+
+    const stopped = await cli(['status'], env);
+    expect(stopped.exitCode).toBe(3);
+    expect(stopped.stdout).toContain(`sandboxd is not running (socket ${socket})`);
+    expect(stopped.stderr).toContain(`sandboxd: warning: another sandboxd (pid ${String(stray.pid)}, 0.0.9) answers on ${straySocket}`);
+    expect(stopped.stderr).toContain(`Stop it: \`kill ${String(stray.pid)}\`.`);
+
+    const daemon = await startDaemon(env, cleanup);
+    const running = await cli(['status', '--json'], env);
+    expect(JSON.parse(running.stdout)).toMatchObject({ running: true, pid: daemon.pid, socketPath: socket });
+    expect(running.stderr).toContain(`answers on ${straySocket}`);
+    const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
+    expect(log).toContain('a daemon of an earlier layout answers; its tunnels and containers are left alone');
+
+    stray.kill('SIGKILL');
+    await exitOf(stray);
+    // What a killed stray leaves: a socket nothing answers on.
+    expect(existsSync(straySocket)).toBe(true);
+    const doctor = JSON.parse((await cli(['doctor', '--json'], env, 45_000)).stdout) as { checks: { name: string; state: string; detail: string; remedy: string }[] };
+    expect(doctor.checks.find((check) => check.name === 'daemon')?.detail).toContain(`socket ${socket}`);
+    expect(doctor.checks.find((check) => check.name === 'other daemons')).toMatchObject({
+      state: 'fail',
+      detail: expect.stringContaining(`${straySocket} is left over from an earlier release's layout`) as string,
+      remedy: expect.stringContaining(`rm ${straySocket}`) as string,
+    });
+  });
+
   it('starts again after kill -9 without manual clean-up', async () => {
     const sandbox = makeSandbox(cleanup);
     const env = cliEnv(sandbox);
@@ -89,13 +160,14 @@ describe('sandboxd daemon (real processes)', () => {
     const sandbox = makeSandbox(cleanup);
     const env = cliEnv(sandbox);
     const daemon = await startDaemon(env, cleanup);
+    const state = sandbox.env.SANDBOXD_STATE_DIR;
+    expect(existsSync(path.join(state, 'daemon.pid'))).toBe(true);
     daemon.child.kill(signal);
     const exit = await exitOf(daemon.child, 5_000);
     expect(exit.code).toBe(0);
-    const rt = sandbox.env.SANDBOXD_RUNTIME_DIR;
-    expect(existsSync(path.join(rt, 'sandboxd.sock'))).toBe(false);
-    expect(existsSync(path.join(rt, 'daemon.pid'))).toBe(false);
-    expect(existsSync(path.join(rt, 'daemon.lock'))).toBe(false);
+    expect(existsSync(path.join(sandbox.env.SANDBOXD_RUNTIME_DIR, 'sandboxd.sock'))).toBe(false);
+    expect(existsSync(path.join(state, 'daemon.pid'))).toBe(false);
+    expect(existsSync(path.join(state, 'daemon.lock'))).toBe(false);
   });
 
   it('stops on `sandboxd stop` (POST /v1/shutdown) and status then exits 3', async () => {

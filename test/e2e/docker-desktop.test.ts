@@ -1,15 +1,38 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Cleanup, cli, cliEnv, makeSandbox, startAgent, type Agent } from '../helpers.js';
+import { Cleanup, cli, cliEnv, daemonPid, makeSandbox, pidAlive, startAgent, waitFor, type Agent } from '../helpers.js';
 import { dockerLabUnavailable, startDockerd, type Dockerd } from '../lab/dockerd.js';
+import { ATTACK, ATTACKER_TOOLS } from './agent-attack.js';
 import { lab } from './lab.js';
 
 /** Docker Desktop's fixed path in its VM; on Linux the "VM" is this host, so tests here run one at a time. */
 const DESKTOP_SOCKET = '/run/host-services/ssh-auth.sock';
-const unavailable = dockerLabUnavailable(lab) ?? (existsSync(DESKTOP_SOCKET) ? `${DESKTOP_SOCKET} exists already` : null);
+const unavailable = dockerLabUnavailable(lab) ?? (await desktopPathInUse());
+
+/**
+ * A socket left at the fixed path by a run that was killed (its cleanup never ran) answers nothing:
+ * it is removed. One that answers belongs to something running, which these tests must not take.
+ */
+async function desktopPathInUse(): Promise<string | null> {
+  if (!existsSync(DESKTOP_SOCKET)) return null;
+  const answers = await new Promise<boolean>((resolve) => {
+    const probe = net.connect(DESKTOP_SOCKET, () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.setTimeout(2_000, () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.on('error', () => resolve(false));
+  });
+  if (answers) return `${DESKTOP_SOCKET} exists already and something answers on it`;
+  rmSync(path.dirname(DESKTOP_SOCKET), { recursive: true, force: true });
+  return null;
+}
 const fileCleanup = new Cleanup();
 const cleanup = new Cleanup();
 let dockerd: Dockerd;
@@ -47,13 +70,14 @@ async function desktopSocket(agent: Agent | 'hang'): Promise<void> {
 
 /**
  * Stands in for the docker CLI of a Docker Desktop install: `info` reports Docker Desktop, anything
- * else goes to the real CLI (and the engine under test); each probe run is counted in `probes.log`.
+ * else goes to the real CLI (and the engine under test); each `run` the daemon makes is logged in
+ * `runs.log`, and its probes are counted.
  */
-function desktopCli(dir: string): { path: string; probes: () => number } {
+function desktopCli(dir: string): { path: string; probes: () => number; runs: () => string[] } {
   const bin = path.join(dir, 'desktop-bin');
   mkdirSync(bin, { recursive: true });
   const real = execFileSync('sh', ['-c', 'command -v docker'], { encoding: 'utf8' }).trim();
-  const log = path.join(dir, 'probes.log');
+  const log = path.join(dir, 'runs.log');
   writeFileSync(
     path.join(bin, 'docker'),
     [
@@ -64,18 +88,98 @@ function desktopCli(dir: string): { path: string; probes: () => number } {
       `  printf '%s\\n' "$out" | sed -e 's/"OperatingSystem":"[^"]*"/"OperatingSystem":"Docker Desktop"/'`,
       '  exit 0',
       'fi',
-      `case " $* " in *" sandboxd.probe=1 "*) echo probe >> '${log}' ;; esac`,
+      `[ "$1" = run ] && echo "$*" >> '${log}'`,
       'exec "$real" "$@"',
       '',
     ].join('\n'),
   );
   chmodSync(path.join(bin, 'docker'), 0o755);
-  return { path: `${bin}:${process.env.PATH ?? ''}`, probes: () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => line !== '').length : 0) };
+  const runs = (): string[] => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => line !== '') : []);
+  return { path: `${bin}:${process.env.PATH ?? ''}`, probes: () => runs().filter((line) => / sandboxd\.(probe=1|helper=probe) /.test(` ${line} `)).length, runs };
 }
 
 interface PlanJson {
   session: { ssh: { status: string; bridge?: string; reason?: string } };
   plan: { warnings: string[]; args: string[] };
+}
+
+interface TunnelJson {
+  kind: string;
+  state: string;
+  socketPath: string;
+  restarts: number;
+  lastError: string | null;
+  hostAgentSocket: string;
+}
+
+async function tunnels(env: NodeJS.ProcessEnv): Promise<TunnelJson[]> {
+  return JSON.parse((await cli(['tunnels', 'ls', '--json'], env)).stdout) as TunnelJson[];
+}
+
+/** The relay container's name, which its volume shares (`tunnels ls` shows `<name>:/agent.sock`). */
+async function relayName(env: NodeJS.ProcessEnv): Promise<string> {
+  const relays = (await tunnels(env)).filter((bridge) => bridge.kind === 'container-relay');
+  expect(relays).toHaveLength(1);
+  return relays[0]?.socketPath.split(':')[0] ?? '';
+}
+
+/** Where the engine mounted the relay's volume on this host (the "VM"): its socket, as the relay bound it. */
+async function volumeSocket(name: string): Promise<string> {
+  return path.join((await dockerd.docker(['volume', 'inspect', '--format', '{{.Mountpoint}}', name])).stdout.trim(), 'agent.sock');
+}
+
+/** Processes whose parent is `pid`: the relay forks one per connection. */
+function childrenOf(pid: number): number {
+  let count = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) count += 1;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return count;
+}
+
+/** SSH2_AGENTC_REQUEST_IDENTITIES: a connection the relay serves answers it. */
+const REQUEST_IDENTITIES = Buffer.from([0, 0, 0, 1, 11]);
+
+/**
+ * Opens `total` connections to `socket`, at most `parallel` unsettled at once, and keeps the served
+ * ones open: each is served (an agent answer came back) or refused (closed without one).
+ */
+async function flood(socket: string, total: number, parallel: number): Promise<{ served: net.Socket[]; refused: number }> {
+  const served: net.Socket[] = [];
+  let refused = 0;
+  let next = 0;
+  const one = (): Promise<void> =>
+    new Promise((resolve) => {
+      const client = net.connect(socket);
+      let answered = false;
+      client.once('data', () => {
+        answered = true;
+        served.push(client);
+        resolve();
+      });
+      client.once('connect', () => client.write(REQUEST_IDENTITIES));
+      client.once('close', () => {
+        if (answered) return;
+        refused += 1;
+        resolve();
+      });
+      client.on('error', () => undefined);
+    });
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      while (next < total) {
+        next += 1;
+        await one();
+      }
+    }),
+  );
+  return { served, refused };
 }
 
 describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker Desktop emulated over a real engine: the built-in agent socket', () => {
@@ -94,11 +198,12 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
     const fake = desktopCli(sandbox.dir);
     const env = cliEnv(sandbox, { SSH_AUTH_SOCK: shellAgent.socket, DOCKER_HOST: dockerd.host, PATH: fake.path });
     const plan = async (args: string[] = []): Promise<PlanJson> => {
-      const result = await cli(['plan', '--engine', 'docker', '--image', dockerd.image, '--json', ...args], env, 60_000);
+      // Outside any repository, so the plan's warnings are the bridge's alone.
+      const result = await cli(['plan', '--engine', 'docker', '--json', ...args], env, 60_000, sandbox.dir);
       expect(result.stderr).toBe('');
       return JSON.parse(result.stdout) as PlanJson;
     };
-    return { env, shellAgent, probes: fake.probes, plan };
+    return { sandbox, env, shellAgent, probes: fake.probes, runs: fake.runs, plan };
   }
 
   it('root gets the socket itself; --user 1000 gets it through the shared relay container, without gid 0', async () => {
@@ -126,7 +231,7 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
 
   it('20 concurrent sessions cause one probe; an engine restart causes one more', async () => {
     const { env, probes, plan } = await setup('agent');
-    const results = await Promise.all(Array.from({ length: 20 }, () => cli(['plan', '--engine', 'docker', '--image', dockerd.image, '--container-user', '1000', '--json'], env, 120_000)));
+    const results = await Promise.all(Array.from({ length: 20 }, () => cli(['plan', '--engine', 'docker', '--container-user', '1000', '--json'], env, 120_000)));
     for (const result of results) expect((JSON.parse(result.stdout) as PlanJson).session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
     expect(probes()).toBe(1);
     await dockerd.restart();
@@ -139,7 +244,12 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
     const { plan } = await setup('hang');
     const { session, plan: body } = await plan();
     expect(session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
-    expect(body.warnings).toContainEqual('the agent socket of Docker Desktop is used unverified: the probe of /run/host-services/ssh-auth.sock did not finish within 8000 ms and was cut off');
+    // The relay gives up after 5 s; an engine slow to start its container is cut off at 8 s first.
+    expect(body.warnings).toEqual([
+      expect.stringMatching(
+        /^the agent socket of Docker Desktop is used unverified: (the agent at \/run\/host-services\/ssh-auth\.sock did not answer within 5 s|the probe of \/run\/host-services\/ssh-auth\.sock did not finish within 8000 ms and was cut off)$/,
+      ),
+    ]);
   });
 
   it('a Desktop agent without the keys of the shell\'s agent gives the warning with the remedy', async () => {
@@ -153,7 +263,7 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
     const { session, plan: body } = await plan();
     expect(session.ssh).toEqual({ status: 'skipped', reason: `Docker Desktop: the engine's VM has no ${DESKTOP_SOCKET}` });
     expect(body.warnings).toContainEqual(expect.stringContaining('Update Docker Desktop'));
-    const on = await cli(['plan', '--engine', 'docker', '--image', dockerd.image, '--ssh-agent', 'on', '--json'], env, 60_000);
+    const on = await cli(['plan', '--engine', 'docker', '--ssh-agent', 'on', '--json'], env, 60_000);
     expect(on.exitCode).toBe(1);
     expect(JSON.parse(on.stdout)).toEqual({
       error: {
@@ -163,4 +273,117 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
       },
     });
   });
+
+  const planAs1000 = ['--container-user', '1000:1000'];
+  const victimRun = (env: NodeJS.ProcessEnv) =>
+    cli(['run', '--quiet', '--engine', 'docker', '--', '--rm', '--network', 'none', '--user', '1000:1000', dockerd.image, 'ssh-add', '-l'], env, 90_000);
+
+  it('the relay volume is read-only in every session: a uid-1000 container cannot serve its own agent to another session', async () => {
+    const { env, shellAgent, plan } = await setup('agent');
+    const attacker = await plan(planAs1000);
+    expect(attacker.session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
+    const started = await dockerd.docker(['run', '--detach', '--network', 'none', ...attacker.plan.args, '--user', '1000:1000', ...ATTACKER_TOOLS, dockerd.image, 'sh', '-c', ATTACK, 'attack', '/run/sandboxd/ssh']);
+    expect(started.exitCode).toBe(0);
+    const id = started.stdout.trim();
+    cleanup.add(() => dockerd.docker(['rm', '--force', id]));
+    const attempted = await waitFor(async () => {
+      const logs = await dockerd.docker(['logs', id]);
+      return logs.stdout.includes('attacked') ? logs.stdout : null;
+    }, 'the attack to finish', 30_000, 200);
+
+    const result = await victimRun(env);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toContain(shellAgent.fingerprint);
+    expect(attempted).toBe('attacked');
+    expect(readdirSync(path.dirname(await volumeSocket(await relayName(env))))).toEqual(['agent.sock']);
+    expect((await tunnels(env))[0]).toMatchObject({ kind: 'container-relay', restarts: 0, lastError: null });
+  });
+
+  it('an image whose ssh-add fakes "bind source path does not exist" changes nothing for other sessions: the probe runs sandboxd\'s own image', async () => {
+    const { sandbox, env, runs, plan } = await setup('agent');
+    // Docker's own wording for a VM without the socket, printed by a fake ssh-add that exits 125.
+    const fake = path.join(sandbox.dir, 'ssh-add');
+    writeFileSync(fake, `#!/bin/sh\necho 'docker: Error response from daemon: invalid mount config for type "bind": bind source path does not exist: ${DESKTOP_SOCKET}' >&2\nexit 125\n`, { mode: 0o755 });
+    const created = await dockerd.docker(['create', dockerd.image, 'true']);
+    const id = created.stdout.trim();
+    expect((await dockerd.docker(['cp', fake, `${id}:/usr/bin/ssh-add`])).exitCode).toBe(0);
+    const evil = 'localhost/sandboxd-evil:latest';
+    expect((await dockerd.docker(['commit', id, evil])).exitCode).toBe(0);
+    await dockerd.docker(['rm', id]);
+    cleanup.add(() => dockerd.docker(['rmi', '--force', evil]));
+
+    // An older client still names its image; nothing runs it.
+    const first = await plan(['--image', evil]);
+    const second = await plan(planAs1000);
+    expect(first.session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
+    expect(second.session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
+    expect(runs().filter((line) => line.includes('sandboxd-evil'))).toEqual([]);
+    const status = JSON.parse((await cli(['status', '--json'], env)).stdout) as { engines: unknown[] };
+    expect(status.engines).toEqual([expect.objectContaining({ probe: expect.objectContaining({ state: 'verified', keys: 1 }) as unknown })]);
+  });
+
+  it('3,000 connections to the relay are capped: it refuses past its limit instead of forking, and serves again after', async () => {
+    const { env, shellAgent, plan } = await setup('agent');
+    await plan(planAs1000);
+    const name = await relayName(env);
+    const socket = await volumeSocket(name);
+    const pid = Number((await dockerd.docker(['inspect', '--format', '{{.State.Pid}}', name])).stdout.trim());
+    const { served, refused } = await flood(socket, 3_000, 32);
+    cleanup.add(() => {
+      for (const client of served) client.destroy();
+    });
+    expect(childrenOf(pid)).toBeLessThanOrEqual(128);
+    expect(served.length).toBeLessThanOrEqual(128);
+    expect(refused).toBeGreaterThanOrEqual(3_000 - 128);
+    expect(pidAlive(pid)).toBe(true);
+    for (const client of served) client.destroy();
+    await waitFor(() => childrenOf(pid) === 0, 'the relay\'s connections to end', 20_000, 100);
+    const result = await victimRun(env);
+    expect(result.stdout).toContain(shellAgent.fingerprint);
+  }, 180_000);
+
+  it('a relay whose socket was replaced anyway (from the host, standing in for a bug) notices, is re-created and says so', async () => {
+    const { env, shellAgent, plan } = await setup('agent');
+    await plan(planAs1000);
+    const socket = await volumeSocket(await relayName(env));
+    // Another listener where the relay's socket was: nothing a session can do now, but a bug could.
+    // (The plan's session has ended: a relay with no sessions that serves is `draining`.)
+    renameSync(socket, `${socket}.moved`);
+    const impostor = net.createServer((client) => client.destroy());
+    await new Promise<void>((resolve) => impostor.listen(socket, resolve));
+    cleanup.add(() => new Promise((resolve) => impostor.close(resolve)));
+
+    const noticed = await waitFor(async () => (await tunnels(env)).find((bridge) => bridge.kind === 'container-relay' && bridge.restarts > 0 && bridge.state === 'draining'), 'the relay to notice', 60_000, 200);
+    expect(noticed.lastError).toMatch(/agent\.sock is not the socket it bound/);
+    const result = await victimRun(env);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toContain(shellAgent.fingerprint);
+  }, 180_000);
+
+  it('kill -9 of the daemon: the next daemon\'s start-up removes its relay container and volume, and never another owner\'s', async () => {
+    const { sandbox, env, plan } = await setup('agent');
+    await plan(planAs1000);
+    const name = await relayName(env);
+    // Helpers labelled by another sandboxd (another user or state dir) on the same engine.
+    const other = ['--label', 'sandboxd.owner=0123456789abcdef', '--label', 'sandboxd.helper=relay'];
+    expect((await dockerd.docker(['volume', 'create', ...other, 'sandboxd-relay-other'])).exitCode).toBe(0);
+    expect((await dockerd.docker(['run', '--detach', '--name', 'sandboxd-relay-other', ...other, '--network', 'none', dockerd.image, 'sleep', '600'])).exitCode).toBe(0);
+    cleanup.add(async () => {
+      await dockerd.docker(['rm', '--force', 'sandboxd-relay-other']);
+      await dockerd.docker(['volume', 'rm', '--force', 'sandboxd-relay-other']);
+    });
+    const daemon = daemonPid(sandbox.env) ?? 0;
+    process.kill(daemon, 'SIGKILL');
+    await waitFor(() => !pidAlive(daemon), 'the daemon to die');
+    expect((await dockerd.docker(['inspect', '--format', '{{.State.Running}}', name])).stdout).toBe('true');
+
+    expect((await cli(['start'], env)).exitCode).toBe(0);
+    await waitFor(async () => {
+      const containers = await dockerd.docker(['ps', '--all', '--quiet', '--filter', `name=^${name}$`]);
+      const volumes = await dockerd.docker(['volume', 'ls', '--quiet', '--filter', `name=^${name}$`]);
+      return containers.stdout === '' && volumes.stdout === '';
+    }, 'the relay container and volume to be removed', 60_000, 200);
+    expect((await dockerd.docker(['inspect', '--format', '{{.State.Running}}', 'sandboxd-relay-other'])).stdout).toBe('true');
+    expect((await dockerd.docker(['volume', 'inspect', '--format', '{{.Name}}', 'sandboxd-relay-other'])).stdout).toBe('sandboxd-relay-other');
+  }, 180_000);
 });

@@ -275,21 +275,25 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
     expect(result.stdout).toBe('status-ok');
   });
 
-  it('a git that fails (macOS\'s xcode-select shim, faked here) falls back to the plain files with a warning', async () => {
+  it("a git that fails (macOS's xcode-select shim, faked here) falls back to the plain files with a warning and keeps the repository's protection", async () => {
     const bin = path.join(sandbox.dir, 'shim-bin');
     mkdirSync(bin, { recursive: true });
     writeFileSync(path.join(bin, 'git'), '#!/bin/sh\necho "xcrun: error: invalid active developer path (/Library/Developer/CommandLineTools)" >&2\nexit 1\n', { mode: 0o755 });
+    const dir = await plainRepo('shimmed', '1000:1000');
     const plan = await execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--ssh-agent', 'off', '--json'], {
-      cwd: src,
+      cwd: dir,
       env: { ...env, PATH: `${bin}:${process.env.PATH ?? ''}` },
       extendEnv: false,
     });
-    const body = JSON.parse(plan.stdout) as { plan: { warnings: string[]; mounts: { target: string }[]; env: Record<string, string> } };
+    const body = JSON.parse(plan.stdout) as { plan: { warnings: string[]; mounts: { target: string; readOnly: boolean }[]; env: Record<string, string> } };
     expect(body.plan.warnings).toContain(
-      `the session's git (${bin}/git) failed: xcrun: error: invalid active developer path (/Library/Developer/CommandLineTools); mounted ~/.gitconfig, ~/.config/git/config, ~/.gitignore_global where present, with no sandbox overrides and no repository`,
+      `the session's git (${bin}/git) failed: xcrun: error: invalid active developer path (/Library/Developer/CommandLineTools); mounted ~/.gitconfig, ~/.config/git/config, ~/.gitignore_global where present, with no sandbox overrides`,
     );
     expect(body.plan.mounts.map((m) => m.target)).toContain(path.join(sandbox.home, '.gitconfig'));
     expect(body.plan.env.GIT_CONFIG_GLOBAL).toBeUndefined();
+    // The repository is read without git: its hooks and config stay read-only whatever git does.
+    const readOnly = body.plan.mounts.filter((m) => m.readOnly).map((m) => m.target);
+    expect(readOnly).toEqual(expect.arrayContaining([path.join(dir, '.git', 'hooks'), path.join(dir, '.git', 'config')]));
   });
 
   it('--user 1000: git clone ssh:// from the lab sshd through the forwarded agent, host keys from known_hosts', async () => {

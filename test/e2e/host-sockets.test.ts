@@ -1,11 +1,8 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession, applyPlan, listTunnels } from '../../dist/client/index.js';
 import { Cleanup, cliEnv, makeSandbox, startAgent } from '../helpers.js';
-import { startRemotePodman } from '../lab/remote-podman.js';
-import { removeTunnelRoots, startSshd, writeContainersConf } from '../lab/sshd.js';
+import { startPodmanMachine } from '../lab/podman-machine.js';
 import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -45,20 +42,7 @@ describe.skipIf(labMissing)('extra host sockets, carried the agent\'s way (real 
 
   it('Podman machine: the second socket gets its own tunnel over the same connection', async () => {
     const { sandbox, podmanEnv, image, agent, extra } = await setup();
-    cleanup.add(() => {
-      removeTunnelRoots(sandbox.env.SANDBOXD_STATE_DIR);
-    });
-    // The "VM": a Podman API service reached over the lab's ssh connection, where the container runs.
-    mkdirSync(path.join(sandbox.home, '.ssh'), { recursive: true });
-    writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '');
-    const service = await startRemotePodman(podmanEnv, [], cleanup);
-    const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup, { mountNamespaceOf: service.pid });
-    const conf = writeContainersConf(
-      path.join(sandbox.dir, 'containers.conf'),
-      podmanEnv.CONTAINERS_CONF ?? '',
-      [{ name: 'lab', uri: `ssh://root@127.0.0.1:${String(sshd.port)}${service.socketPath}`, identity: sshd.clientKey }],
-      'lab',
-    );
+    const conf = await startPodmanMachine(sandbox, podmanEnv, cleanup);
     const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket });
     const session = await acquireSession({ engine: 'podman', env, heartbeat: false, sshBridge: 'tunnel', sockets: [{ name: 'extra', hostPath: extra.socket, env: 'EXTRA_SOCKET' }] });
     cleanup.add(() => session.release());

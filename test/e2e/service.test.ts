@@ -1,8 +1,9 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Cleanup, cli, cliEnv, exitOf, makeSandbox, pidAlive, startAgent, waitFor, type Sandbox } from '../helpers.js';
+import { execa } from 'execa';
+import { CLI, Cleanup, cli, cliEnv, exitOf, makeSandbox, pidAlive, startAgent, startDaemon, waitFor, type Sandbox } from '../helpers.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -67,11 +68,12 @@ describe('sandboxd install / uninstall on Linux (systemd user units)', () => {
       expect(result.exitCode, result.stderr).toBe(0);
       expect(result.stdout).toContain('sandboxd installed (systemd');
     }
-    expect(calls()).toEqual(['--user daemon-reload', '--user enable --now sandboxd.socket', '--user daemon-reload', '--user enable --now sandboxd.socket']);
+    const install = ['--user show-environment', '--user daemon-reload', '--user enable --now sandboxd.socket'];
+    expect(calls()).toEqual([...install, ...install]);
     const service = readFileSync(path.join(unitDir, 'sandboxd.service'), 'utf8');
     const { argv, env: unitEnv } = unitCommand(service);
     expect(argv.slice(0, 2).every((word) => path.isAbsolute(word))).toBe(true);
-    expect(argv.at(-1)).toBe('daemon');
+    expect(argv.slice(2)).toEqual(['daemon', '--service-manager', 'systemd']);
     expect(unitEnv.SANDBOXD_RUNTIME_DIR).toBe(env.SANDBOXD_RUNTIME_DIR);
     expect(readFileSync(path.join(unitDir, 'sandboxd.socket'), 'utf8')).toContain(`ListenStream=${env.SANDBOXD_RUNTIME_DIR ?? ''}/sandboxd.sock`);
 
@@ -82,8 +84,74 @@ describe('sandboxd install / uninstall on Linux (systemd user units)', () => {
     expect(removed.exitCode, removed.stderr).toBe(0);
     expect(existsSync(path.join(unitDir, 'sandboxd.service'))).toBe(false);
     expect(existsSync(path.join(unitDir, 'sandboxd.socket'))).toBe(false);
-    expect(calls().slice(4)).toEqual(['--user is-enabled --quiet sandboxd.socket', '--user disable --now sandboxd.socket', '--user stop sandboxd.service', '--user daemon-reload']);
+    expect(calls().slice(6)).toEqual([
+      '--user show-environment',
+      '--user is-enabled --quiet sandboxd.socket',
+      '--user show sandboxd.service --property=ActiveState,ExecMainStatus,Result',
+      '--user disable --now sandboxd.socket',
+      '--user stop sandboxd.service',
+      '--user daemon-reload',
+    ]);
     expect((await cli(['uninstall'], env)).stdout).toBe('sandboxd is not installed as a service');
+  });
+
+  it('names the node the PATH gives (a link an upgrade repoints), not its realpath into a version directory', async () => {
+    const { sandbox, env, unitDir } = serviceLab();
+    // Stands in for /opt/homebrew/bin/node -> ../Cellar/node/<version>/bin/node.
+    const linkDir = path.join(sandbox.dir, 'homebrew-bin');
+    mkdirSync(linkDir);
+    symlinkSync(process.execPath, path.join(linkDir, 'node'));
+    const result = await execa(path.join(linkDir, 'node'), [CLI, 'install'], { env: { ...env, PATH: `${linkDir}:${env.PATH ?? ''}` }, extendEnv: false, reject: false });
+    expect(result.exitCode, result.stderr).toBe(0);
+    const { argv } = unitCommand(readFileSync(path.join(unitDir, 'sandboxd.service'), 'utf8'));
+    expect(argv[0]).toBe(path.join(linkDir, 'node'));
+  });
+
+  it('refuses a newline in a value it would render, before it changes anything', async () => {
+    const { env, unitDir, calls } = serviceLab();
+    const injected = `${env.SANDBOXD_RUNTIME_DIR ?? ''}\nExecStartPre=/bin/touch /tmp/sbx-pwned`;
+    const result = await cli(['install', '--json'], { ...env, SANDBOXD_RUNTIME_DIR: injected });
+    expect(result.exitCode).toBe(1);
+    expect((JSON.parse(result.stdout) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: 'SERVICE_VALUE_UNSUPPORTED',
+      message: expect.stringContaining('contains a control character (U+000A)') as string,
+    });
+    expect(existsSync(unitDir)).toBe(false);
+    expect(calls()).toEqual([]);
+  });
+
+  it('a service whose program is gone (node upgraded): clients start the daemon themselves and say why; doctor names it', async () => {
+    const { env, unitDir, calls } = serviceLab();
+    expect((await cli(['install'], env)).exitCode).toBe(0);
+    const unit = path.join(unitDir, 'sandboxd.service');
+    const gone = '/opt/homebrew/Cellar/node/20.0.0/bin/node';
+    const { argv } = unitCommand(readFileSync(unit, 'utf8'));
+    writeFileSync(unit, readFileSync(unit, 'utf8').replace(`ExecStart=${argv[0] ?? ''}`, `ExecStart=${gone}`));
+    const plan = await cli(['plan', '--engine', 'podman', '--ssh-agent', 'off', '--json'], env, 30_000);
+    expect(plan.exitCode, plan.stdout).toBe(0);
+    expect(plan.stderr).toBe(`sandboxd: the service's program ${gone} is missing; starting the daemon without systemd (run \`sandboxd install\` again to fix the service)`);
+    // The stand-in systemctl was never asked to start a service that cannot run.
+    expect(calls().filter((call) => call.includes('start'))).toEqual([]);
+    const doctor = JSON.parse((await cli(['doctor', '--json'], env, 45_000)).stdout) as { checks: { name: string; state: string; detail: string; remedy: string }[] };
+    expect(doctor.checks.find((check) => check.name === 'login service')).toMatchObject({
+      state: 'fail',
+      detail: expect.stringContaining(`the service's program ${gone} is missing`) as string,
+      remedy: expect.stringContaining('Run `sandboxd install` again') as string,
+    });
+  });
+
+  it('uninstall leaves no unit, socket or daemon behind', async () => {
+    const { env, unitDir } = serviceLab();
+    expect((await cli(['install'], env)).exitCode).toBe(0);
+    // The daemon the service (or a client) started, still running when the user uninstalls.
+    const daemon = await startDaemon(env, cleanup, ['--service-manager', 'systemd']);
+    const socket = path.join(env.SANDBOXD_RUNTIME_DIR ?? '', 'sandboxd.sock');
+    expect(existsSync(socket)).toBe(true);
+    const removed = await cli(['uninstall'], env);
+    expect({ code: removed.exitCode, stderr: removed.stderr }).toEqual({ code: 0, stderr: '' });
+    await exitOf(daemon.child, 10_000);
+    expect(readdirSync(unitDir)).toEqual([]);
+    expect(existsSync(socket)).toBe(false);
   });
 
   it('refuses to install over a daemon with open sessions (DAEMON_ALREADY_RUNNING)', async () => {

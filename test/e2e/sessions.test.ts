@@ -180,9 +180,9 @@ describe('sessions (real daemon on a real Unix socket)', () => {
 
     expect(a.info.ssh).toMatchObject({ status: 'forwarded', bridge: 'mount', socket: '/run/sandboxd/ssh/agent.sock', hostAgentSocket: agent.socket });
     const mount = a.plan.mounts.find((m) => m.purpose === 'ssh agent');
-    expect(mount).toMatchObject({ target: '/run/sandboxd/ssh', readOnly: false, relabel: 'z' });
+    expect(mount).toMatchObject({ target: '/run/sandboxd/ssh', readOnly: true, relabel: 'z' });
     expect(b.plan.mounts.find((m) => m.purpose === 'ssh agent')).not.toHaveProperty('relabel');
-    expect(a.plan.args).toContain(`${mount?.source ?? ''}:/run/sandboxd/ssh:z`);
+    expect(a.plan.args).toContain(`${mount?.source ?? ''}:/run/sandboxd/ssh:ro,z`);
     expect(a.plan.env.SSH_AUTH_SOCK).toBe('/run/sandboxd/ssh/agent.sock');
 
     const dir = mount?.source ?? '';

@@ -1,16 +1,27 @@
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, chmodSync, mkdirSync, writeFileSync, symlinkSync } from 'node:fs';
+import { copyFileSync, chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 
 /** Binaries the container image needs; their shared libraries are copied alongside. */
 const BINARIES = ['/usr/bin/ssh-add', '/usr/bin/ssh', '/usr/bin/ssh-keygen', '/usr/bin/git'];
-/** git runs these from its exec path for local and ssh transports; they are git itself. */
-const GIT_EXEC_LINKS = ['git-upload-pack', 'git-receive-pack', 'git-upload-archive'];
-const APPLETS = ['sh', 'ls', 'cat', 'id', 'echo', 'env', 'test', 'true', 'false', 'touch', 'mkdir', 'rm', 'stat', 'grep', 'sleep', 'readlink', 'pwd'];
+/** git runs these from its exec path for local and ssh transports (and `git submodule`); they are git itself. */
+const GIT_EXEC_LINKS = ['git-upload-pack', 'git-receive-pack', 'git-upload-archive', 'git-submodule--helper'];
+/** `git submodule` is a shell script (git < 2.43) sourcing these; the envsubst helper is a binary of its own. */
+const GIT_EXEC_FILES = ['git-submodule', 'git-sh-setup', 'git-sh-i18n', 'git-sh-i18n--envsubst'];
+const APPLETS = ['sh', 'ls', 'cat', 'id', 'echo', 'env', 'test', 'true', 'false', 'touch', 'mkdir', 'rm', 'stat', 'grep', 'sleep', 'readlink', 'pwd', 'sed', 'basename', 'mv', 'ln', 'cp', 'chmod', 'printf', 'mkfifo'];
 
 function libraries(binary: string): string[] {
   const out = execFileSync('ldd', [binary], { encoding: 'utf8' });
   return [...out.matchAll(/(\/[^\s]+\.so[^\s]*)/g)].map((match) => match[1] ?? '').filter((lib) => lib !== '');
+}
+
+function copyLibrary(root: string, lib: string): void {
+  mkdirSync(path.join(root, path.dirname(lib)), { recursive: true });
+  copyFileSync(lib, path.join(root, lib));
+}
+
+function isElf(file: string): boolean {
+  return readFileSync(file).subarray(0, 4).toString('latin1') === '\x7fELF';
 }
 
 /**
@@ -25,14 +36,18 @@ export function buildRootfs(root: string): void {
   for (const binary of BINARIES) {
     copyFileSync(binary, path.join(root, binary));
     chmodSync(path.join(root, binary), 0o755);
-    for (const lib of libraries(binary)) {
-      mkdirSync(path.join(root, path.dirname(lib)), { recursive: true });
-      copyFileSync(lib, path.join(root, lib));
-    }
+    for (const lib of libraries(binary)) copyLibrary(root, lib);
   }
   mkdirSync(path.join(root, 'usr/lib/git-core'), { recursive: true });
   mkdirSync(path.join(root, 'usr/share/git-core/templates'), { recursive: true });
   for (const link of GIT_EXEC_LINKS) symlinkSync('/usr/bin/git', path.join(root, 'usr/lib/git-core', link));
+  for (const file of GIT_EXEC_FILES) {
+    const source = path.join('/usr/lib/git-core', file);
+    if (!existsSync(source) || lstatSync(source).isSymbolicLink()) continue;
+    copyFileSync(source, path.join(root, source));
+    chmodSync(path.join(root, source), 0o755);
+    if (isElf(source)) for (const lib of libraries(source)) copyLibrary(root, lib);
+  }
   writeFileSync(path.join(root, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\nu:x:1000:1000:u:/home/u:/bin/sh\n');
   writeFileSync(path.join(root, 'etc/group'), 'root:x:0:\nu:x:1000:\n');
   chmodSync(path.join(root, 'tmp'), 0o1777);

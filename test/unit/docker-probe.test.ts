@@ -6,29 +6,34 @@ import type { RunSubprocess, SubprocessResult } from '../../daemon/subprocess.js
 const SOCKET = '/run/host-services/ssh-auth.sock';
 const result = (exitCode: number | null, stdout = '', stderr = ''): SubprocessResult => ({ exitCode, stdout, stderr });
 
-describe('the built-in socket probe (`docker run … ssh-add -l` in the session\'s image)', () => {
-  it('runs without network, capabilities or a pull, as root, with the socket and nothing else', () => {
-    expect(probeArgs('p1', SOCKET, 'img:1')).toEqual([
+const HELPER = { entrypoint: '/sandboxd-relay', labels: ['--label', 'sandboxd.owner=o', '--label', 'sandboxd.helper=probe'] };
+/** An ed25519 key blob as an agent returns it (`ssh-add -l` shows it as the fingerprint below). */
+const BLOB = Buffer.from('0000000b7373682d6564323535313900000020c365fa6c2651fb4687d895421cacca8ae8f066e1158ef6e16ec8639e87d6d254', 'hex');
+
+describe('the built-in socket probe (`docker run … sandboxd-relay identities` in sandboxd\'s own image)', () => {
+  it('runs sandboxd\'s image, never the session\'s: no network, capabilities or pull, bounded, labelled, with the socket read-only and nothing else', () => {
+    expect(probeArgs('p1', SOCKET, 'sandboxd-relay:abc', HELPER)).toEqual([
       'run', '--rm', '--name', 'p1', '--pull', 'never', '--network', 'none', '--cap-drop', 'ALL', '--read-only',
-      '--security-opt', 'no-new-privileges', '--user', '0:0', '--label', 'sandboxd.probe=1',
-      '--mount', `type=bind,source=${SOCKET},target=/run/sandboxd/probe.sock`, '--env', 'SSH_AUTH_SOCK=/run/sandboxd/probe.sock',
-      '--entrypoint', 'ssh-add', 'img:1', '-l',
+      '--security-opt', 'no-new-privileges', '--pids-limit', '4', '--memory', '16m', '--user', '0:0', '--label', 'sandboxd.owner=o', '--label', 'sandboxd.helper=probe',
+      '--mount', `type=bind,source=${SOCKET},target=/run/sandboxd/probe.sock,readonly`,
+      '--entrypoint', '/sandboxd-relay', 'sandboxd-relay:abc', 'identities', '/run/sandboxd/probe.sock',
     ]);
   });
 
   it.each([
-    ['keys listed', result(0, '256 SHA256:abc/+1 me@mac (ED25519)\n3072 SHA256:xyz other (RSA)'), { state: 'verified', keys: ['SHA256:abc/+1', 'SHA256:xyz'], detail: `the agent at ${SOCKET} lists 2 key(s)` }],
-    ['no keys', result(1, 'The agent has no identities.'), { state: 'verified', keys: [], detail: `the agent at ${SOCKET} holds no keys` }],
+    ['keys listed', result(0, `key ${BLOB.toString('hex')}\nidentities 1`), { state: 'verified', keys: ['SHA256:KYrfQnF6IW6QnO9SsQpMANypp+n1so9l/1FMNfdbmWs'], detail: `the agent at ${SOCKET} lists 1 key(s)` }],
+    ['no keys', result(0, 'identities 0'), { state: 'verified', keys: [], detail: `the agent at ${SOCKET} holds no keys` }],
     ['no socket in the VM', result(125, '', `docker: Error response from daemon: invalid mount config for type "bind": bind source path does not exist: ${SOCKET}`), { state: 'missing', detail: `the engine's VM has no ${SOCKET}` }],
-    ['nothing answers', result(2, '', 'Error connecting to agent: Connection refused'), { state: 'unusable', detail: `nothing answers on ${SOCKET} in the engine's VM: Error connecting to agent: Connection refused` }],
-    ['image absent', result(125, '', 'docker: Error response from daemon: No such image: img:1.'), { state: 'unverified', detail: 'image img:1 is not present in the engine (sandboxd never pulls for a probe)' }],
-    ['no ssh-add in the image', result(127, '', 'exec: "ssh-add": executable file not found in $PATH: unknown'), { state: 'unverified', detail: 'image img:1 has no ssh-add to probe the agent with' }],
+    ['nothing answers', result(2, '', `sandboxd-relay: connect /run/sandboxd/probe.sock: Connection refused`), { state: 'unusable', detail: `nothing answers on ${SOCKET} in the engine's VM: sandboxd-relay: connect /run/sandboxd/probe.sock: Connection refused` }],
+    ['not an agent', result(3, '', 'sandboxd-relay: /run/sandboxd/probe.sock did not answer as an ssh agent'), { state: 'unusable' }],
+    ['the agent does not answer', result(4, '', 'sandboxd-relay: the agent did not answer in time'), { state: 'unverified', detail: `the agent at ${SOCKET} did not answer within 5 s` }],
+    ['the image is gone', result(125, '', 'docker: Error response from daemon: No such image: sandboxd-relay:abc.'), { state: 'unverified', detail: `the probe of ${SOCKET} failed: docker: Error response from daemon: No such image: sandboxd-relay:abc.` }],
     ['cut off', result(null, '', 'Command failed'), { state: 'unverified', detail: `the probe of ${SOCKET} did not finish within 8000 ms and was cut off` }],
   ])('%s', (_name, outcome, expected) => {
-    expect(interpretProbe(outcome, SOCKET, 'img:1', 8000)).toMatchObject(expected);
+    expect(interpretProbe(outcome, SOCKET, 8000)).toMatchObject(expected);
   });
 
-  it('a probe that hangs is cut off by removing its container (ssh-add as PID 1 ignores SIGTERM)', async () => {
+  it('a probe that hangs is cut off by removing its container', async () => {
     const calls: string[][] = [];
     let removed: (() => void) | null = null;
     // Stands in for runSubprocess running the docker CLI: `run` hangs until its container is removed.
@@ -38,11 +43,18 @@ describe('the built-in socket probe (`docker run … ssh-add -l` in the session\
       removed?.();
       return Promise.resolve(result(0));
     };
-    const outcome = await probeBuiltinSocket(SOCKET, 'img:1', { run, docker: '/usr/bin/docker', env: {}, timeoutMs: 20 });
+    const image = { ...HELPER, tag: () => Promise.resolve('sandboxd-relay:abc') };
+    const outcome = await probeBuiltinSocket(SOCKET, { run, docker: '/usr/bin/docker', env: {}, image, timeoutMs: 20 });
     expect(outcome).toEqual({ state: 'unverified', detail: `the probe of ${SOCKET} did not finish within 20 ms and was cut off`, keys: [] });
     const name = calls[0]?.[3] ?? '';
     expect(name).toMatch(/^sandboxd-probe_/);
     expect(calls[1]).toEqual(['rm', '-f', name]);
+  });
+
+  it('without sandboxd\'s image (no relay for the architecture) the socket is unverified, and nothing runs', async () => {
+    const run: RunSubprocess = () => Promise.reject(new Error('docker must not run'));
+    const image = { ...HELPER, tag: () => Promise.reject(new Error('no agent relay built for s390x')) };
+    expect(await probeBuiltinSocket(SOCKET, { run, docker: '/usr/bin/docker', env: {}, image })).toEqual({ state: 'unverified', detail: `sandboxd cannot probe ${SOCKET}: no agent relay built for s390x`, keys: [] });
   });
 });
 

@@ -1,44 +1,61 @@
 import { describe, expect, it } from 'vitest';
-import { globalConfigFiles, parseConfigList } from '../../daemon/plan/git-config.js';
+import { isCredentialStore, isPrivateSshFile, parseConfigList, pathKind } from '../../daemon/plan/git-config.js';
 
 /** What `git config --list --show-origin --show-scope --includes -z` printed for a real home. */
 const listing = [
   'global', 'file:/h/.config/git/config', 'color.ui\nauto',
   'global', 'file:/h/.gitconfig', 'include.path\ninc/a.inc',
   'global', 'file:/h/inc/a.inc', 'user.email\nnested@example.com',
-  'global', 'file:/h/.gitconfig', 'includeif.gitdir:/work/.path\n~/work.inc',
-  'global', 'file:/h/.gitconfig', 'include.path\n/h/.git-credentials',
-  'global', 'file:/h/.gitconfig', 'credential.helper\nstore',
-  'global', 'file:/h/.gitconfig', 'core.excludesfile\n~/.gitignore_global',
-  'global', 'file:/h/.gitconfig', 'commit.template\n/h/tmpl.txt',
+  'global', 'file:/h/.gitconfig', 'credential.https://Example.com/MyOrg.helper\nstore',
   'global', 'file:/h/.gitconfig', 'core.bare',
+  'command', 'command line:', 'core.pager\nless',
   'local', 'file:/repo/.git/config', 'core.filemode\ntrue',
   '',
 ].join('\0');
 
-describe('git global config files', () => {
-  it('parses records, including keys without a value', () => {
+describe('git config listings', () => {
+  it('parses records, keys without a value included, and skips what no file set', () => {
     const entries = parseConfigList(listing);
-    expect(entries).toHaveLength(10);
-    expect(entries[8]).toEqual({ scope: 'global', file: '/h/.gitconfig', key: 'core.bare', value: null });
+    expect(entries).toHaveLength(6);
+    expect(entries[4]).toEqual({ scope: 'global', file: '/h/.gitconfig', key: 'core.bare', value: null });
+    expect(entries.map((entry) => entry.scope)).not.toContain('command');
   });
 
-  it('lists every file git reads for the global scope and what they name, never credential stores', () => {
-    const { files } = globalConfigFiles(parseConfigList(listing), '/h', '/h/.config', '/repo');
-    expect(files).toEqual([
-      '/h/.config/git/config',
-      '/h/.gitconfig',
-      '/h/inc/a.inc',
-      '/h/work.inc',
-      '/h/.gitignore_global',
-      '/h/tmpl.txt',
-      '/h/.config/git/attributes',
-    ]);
-    expect(files).not.toContain('/h/.git-credentials');
+  it('keeps the case of a subsection, which git does not fold (a credential URL\'s path)', () => {
+    const upper = parseConfigList(['global', 'file:/h/.gitconfig', 'Credential.https://Example.com/MyOrg.Helper\nx', ''].join('\0'));
+    expect(upper[0]?.key).toBe('credential.https://Example.com/MyOrg.helper');
+  });
+});
+
+describe('files the sandbox never gets', () => {
+  it('credential stores, wherever the config names them', () => {
+    expect(isCredentialStore('/h/.git-credentials')).toBe(true);
+    expect(isCredentialStore('/h/.config/git/credentials')).toBe(true);
+    expect(isCredentialStore('/h/.config/git/config')).toBe(false);
   });
 
-  it('falls back to the XDG ignore file when core.excludesFile is unset', () => {
-    const { files } = globalConfigFiles(parseConfigList(['global', 'file:/h/.gitconfig', 'user.name\nx', ''].join('\0')), '/h', '/x', '/');
-    expect(files).toEqual(['/h/.gitconfig', '/x/git/ignore', '/x/git/attributes']);
+  it('in ~/.ssh, everything but public keys, known_hosts and allowed signers', () => {
+    expect(isPrivateSshFile('/h/.ssh/id_ed25519', '/h')).toBe(true);
+    expect(isPrivateSshFile('/h/.ssh/client.pem', '/h')).toBe(true);
+    expect(isPrivateSshFile('/h/.ssh/id_ed25519.pub', '/h')).toBe(false);
+    expect(isPrivateSshFile('/h/.ssh/known_hosts', '/h')).toBe(false);
+    expect(isPrivateSshFile('/h/.ssh/allowed_signers', '/h')).toBe(false);
+    expect(isPrivateSshFile('/h/certs/client.pem', '/h')).toBe(false);
+  });
+});
+
+describe('pathname-typed keys', () => {
+  it('names what each key\'s path is, http.<url>.* as http.*', () => {
+    expect(pathKind('core.excludesfile')).toBe('file');
+    expect(pathKind('gpg.ssh.allowedsignersfile')).toBe('file');
+    expect(pathKind('fetch.fsck.skiplist')).toBe('file');
+    expect(pathKind('http.https://corp.example.com/.sslcainfo')).toBe('file');
+    expect(pathKind('http.https://corp.example.com/.sslkey')).toBe('secret');
+    expect(pathKind('http.cookiefile')).toBe('secret');
+    expect(pathKind('core.hookspath')).toBe('directory');
+    expect(pathKind('safe.directory')).toBe('repository');
+    expect(pathKind('user.signingkey')).toBe('signing-key');
+    expect(pathKind('user.email')).toBeNull();
+    expect(pathKind('remote.origin.url')).toBeNull();
   });
 });

@@ -3,116 +3,38 @@ import type { ConfigEntry } from '../../daemon/plan/git-config.js';
 import { renderGlobalConfig } from '../../daemon/plan/git-global.js';
 import { sandboxOverrides, type OverrideInput } from '../../daemon/plan/git-overrides.js';
 import { gitFactsWatched, type GitHostFacts } from '../../daemon/plan/git-host.js';
-import { planGit, repoMounts, sandboxPath, type GitPlanInput, type GitRepo } from '../../daemon/plan/git.js';
+import { planGitSection } from '../../daemon/plan/git-section.js';
+import { planGit, sandboxPath, type GitPlanInput, type GitRepo } from '../../daemon/plan/git.js';
 
-const table = (mounts: { target: string; readOnly: boolean }[]) => mounts.map((m) => `${m.target}:${m.readOnly ? 'ro' : 'rw'}`);
 const readonlyPolicy = { hooks: 'readonly', config: 'readonly' } as const;
-
-describe('repoMounts', () => {
-  const worktree: GitRepo = {
-    topLevel: '/src/wt',
-    gitDir: '/src/main/.git/worktrees/wt',
-    commonDir: '/src/main/.git',
-    linked: true,
-    commonEntries: ['objects', 'refs', 'logs', 'config', 'info', 'hooks', 'HEAD', 'packed-refs', 'worktrees'],
-    worktrees: [
-      { admin: '/src/main/.git/worktrees/wt', dotGit: '/src/wt/.git' },
-      { admin: '/src/main/.git/worktrees/other', dotGit: '/src/other/.git' },
-      { admin: '/src/main/.git/worktrees/gone', dotGit: null },
-    ],
-    worktreeConfigs: [],
-    submodules: [],
-  };
-
-  it('mounts a linked worktree\'s common dir whole, with what the host runs read-only on top, and keeps other worktrees alive for prune', () => {
-    expect(table(repoMounts(worktree, readonlyPolicy, '/rt/empty', undefined))).toEqual([
-      '/src/main/.git:rw',
-      '/src/main/.git/hooks:ro',
-      '/src/main/.git/config:ro',
-      '/src/main/.git/worktrees/other/gitdir:ro',
-      '/src/other/.git:ro',
-      '/src/main/.git/worktrees/gone/gitdir:ro',
-    ]);
-  });
-
-  it('covers a missing hooks/ with the empty read-only dir, in worktrees and plain clones alike', () => {
-    const mounts = repoMounts({ ...worktree, commonEntries: ['objects', 'config'], worktrees: [] }, readonlyPolicy, '/rt/empty', 'z');
-    expect(mounts).toContainEqual({ source: '/rt/empty', target: '/src/main/.git/hooks', readOnly: true, purpose: 'git hooks (read-only)', relabel: 'z' });
-  });
-
-  it('protects a plain clone\'s config, config.worktree and its linked worktrees; policies turn hooks and config off', () => {
-    const plain: GitRepo = {
-      topLevel: '/src/p',
-      gitDir: '/src/p/.git',
-      commonDir: '/src/p/.git',
-      linked: false,
-      commonEntries: ['hooks', 'config', 'info', 'worktrees'],
-      worktrees: [{ admin: '/src/p/.git/worktrees/feature', dotGit: '/src/feature/.git' }],
-      worktreeConfigs: ['/src/p/.git/config.worktree', '/src/p/.git/worktrees/feature/config.worktree'],
-      submodules: [],
-    };
-    const feature = ['/src/p/.git/worktrees/feature/gitdir:ro', '/src/feature/.git:ro'];
-    expect(table(repoMounts(plain, readonlyPolicy, '/rt/empty', undefined))).toEqual([
-      '/src/p/.git/hooks:ro',
-      '/src/p/.git/config:ro',
-      '/src/p/.git/config.worktree:ro',
-      '/src/p/.git/worktrees/feature/config.worktree:ro',
-      ...feature,
-    ]);
-    expect(table(repoMounts(plain, { hooks: 'writable', config: 'writable' }, '/rt/empty', undefined))).toEqual(feature);
-  });
-
-  it("protects each submodule's hooks and config as the superproject's, a missing hooks/ included", () => {
-    const withSubmodules: GitRepo = {
-      ...worktree,
-      linked: false,
-      gitDir: '/src/main/.git',
-      worktrees: [],
-      submodules: [
-        { dir: '/src/main/.git/modules/lib', hooks: true, config: true, workTree: '/src/main/lib' },
-        { dir: '/src/main/.git/modules/lib/modules/deep', hooks: false, config: true, workTree: null },
-      ],
-    };
-    expect(table(repoMounts(withSubmodules, readonlyPolicy, '/rt/empty', undefined))).toEqual([
-      '/src/main/.git/hooks:ro',
-      '/src/main/.git/modules/lib/hooks:ro',
-      '/src/main/.git/modules/lib/modules/deep/hooks:ro',
-      '/src/main/.git/config:ro',
-      '/src/main/.git/modules/lib/config:ro',
-      '/src/main/.git/modules/lib/modules/deep/config:ro',
-    ]);
-    expect(repoMounts(withSubmodules, readonlyPolicy, '/rt/empty', undefined)[2]).toMatchObject({ source: '/rt/empty', purpose: 'submodule git hooks (read-only)' });
-    expect(repoMounts(withSubmodules, { hooks: 'writable', config: 'writable' }, '/rt/empty', undefined)).toEqual([]);
-  });
-
-  it('mounts a worktree git dir that lives outside the common dir on its own', () => {
-    const odd = { ...worktree, gitDir: '/elsewhere/wt-admin', worktrees: [] };
-    expect(table(repoMounts(odd, readonlyPolicy, '/rt/empty', undefined)).slice(0, 2)).toEqual(['/src/main/.git:rw', '/elsewhere/wt-admin:rw']);
-  });
-});
 
 describe('planGit', () => {
   const base: GitPlanInput = {
     hostHome: '/home/u',
     containerHome: '/root',
-    configFiles: [{ path: '/home/u/.gitconfig', source: '/home/u/dotfiles/gitconfig' }],
+    homeFiles: [{ path: '/home/u/.gitconfig', source: '/rt/git/t1.gitconfig' }],
+    files: [
+      { source: '/home/u/dotfiles/gitconfig', target: '/home/u/dotfiles/gitconfig', purpose: 'git config' },
+      { source: '/rt/git/t1.gitconfig', target: '/run/sandboxd/git/home/.gitconfig', purpose: 'git config from /home/u/.gitconfig' },
+      { source: '/home/u/.ssh/id_ed25519.pub', target: '/run/sandboxd/git/home/.ssh/id_ed25519.pub', purpose: 'git signing key (public)' },
+    ],
     repo: null,
     policy: readonlyPolicy,
     emptyDir: '/rt/empty',
     globalConfig: '/rt/git/abc.gitconfig',
     knownHosts: [{ path: '/home/u/.ssh/known_hosts', source: '/home/u/.ssh/known_hosts' }],
-    signingKey: { path: '/home/u/.ssh/id_ed25519.pub', source: '/home/u/.ssh/id_ed25519.pub' },
     relabel: undefined,
   };
 
-  it('points GIT_CONFIG_GLOBAL at the generated file and mounts config, known_hosts and the public key read-only', () => {
+  it('points GIT_CONFIG_GLOBAL at the generated file; mounts the files, the top-level ones at both homes too, and known_hosts, all read-only', () => {
     const plan = planGit(base);
     expect(plan.env).toEqual({ GIT_DISCOVERY_ACROSS_FILESYSTEM: '1', GIT_CONFIG_GLOBAL: '/run/sandboxd/git/config' });
     expect(plan.mounts.map((m) => [m.source, m.target, m.readOnly])).toEqual([
-      ['/home/u/dotfiles/gitconfig', '/home/u/.gitconfig', true],
-      ['/home/u/dotfiles/gitconfig', '/root/.gitconfig', true],
-      ['/home/u/dotfiles/gitconfig', '/run/sandboxd/git/home/.gitconfig', true],
+      ['/home/u/dotfiles/gitconfig', '/home/u/dotfiles/gitconfig', true],
+      ['/rt/git/t1.gitconfig', '/run/sandboxd/git/home/.gitconfig', true],
       ['/home/u/.ssh/id_ed25519.pub', '/run/sandboxd/git/home/.ssh/id_ed25519.pub', true],
+      ['/rt/git/t1.gitconfig', '/home/u/.gitconfig', true],
+      ['/rt/git/t1.gitconfig', '/root/.gitconfig', true],
       ['/home/u/.ssh/known_hosts', '/run/sandboxd/known_hosts/known_hosts', true],
       ['/home/u/.ssh/known_hosts', '/root/.ssh/known_hosts', true],
       ['/rt/git/abc.gitconfig', '/run/sandboxd/git/config', true],
@@ -122,12 +44,23 @@ describe('planGit', () => {
   it('without a known container HOME mounts only at host and fixed paths; without git, no generated config', () => {
     const plan = planGit({ ...base, containerHome: null, globalConfig: null });
     expect(plan.mounts.map((m) => m.target)).toEqual([
-      '/home/u/.gitconfig',
+      '/home/u/dotfiles/gitconfig',
       '/run/sandboxd/git/home/.gitconfig',
       '/run/sandboxd/git/home/.ssh/id_ed25519.pub',
+      '/home/u/.gitconfig',
       '/run/sandboxd/known_hosts/known_hosts',
     ]);
     expect(plan.env).toEqual({ GIT_DISCOVERY_ACROSS_FILESYSTEM: '1' });
+  });
+});
+
+describe('sandboxPath', () => {
+  it('puts files under HOME in HOME\'s layout and the others under their absolute path, never over the image\'s own', () => {
+    expect(sandboxPath('/home/u/.config/git/ignore', '/home/u')).toBe('/run/sandboxd/git/home/.config/git/ignore');
+    expect(sandboxPath('/home/u/inc/../x', '/home/u')).toBe('/run/sandboxd/git/home/x');
+    expect(sandboxPath('/home/u/..dotdot', '/home/u')).toBe('/run/sandboxd/git/home/..dotdot');
+    expect(sandboxPath('/etc/ssl/corp.pem', '/home/u')).toBe('/run/sandboxd/git/root/etc/ssl/corp.pem');
+    expect(sandboxPath('/home/other/x', '/home/u')).toBe('/run/sandboxd/git/root/home/other/x');
   });
 });
 
@@ -139,6 +72,7 @@ const overrides = (entries: ConfigEntry[], extra: Partial<OverrideInput> = {}) =
     knownHosts: [],
     sandboxPath: (file) => sandboxPath(file, '/home/u'),
     publicKeyExists: () => Promise.resolve(true),
+    xdgDefaults: [],
     ...extra,
   });
 
@@ -182,25 +116,22 @@ describe('sandboxOverrides', () => {
     expect(result.warnings[2]).toBe('git: gpg.ssh.program "/Applications/1Password.app/Contents/MacOS/op-ssh-sign" is a host program; the sandbox signs with ssh-keygen through the forwarded agent');
   });
 
-  it('SSH signing: the .pub file, absolute; a private key path becomes its .pub; key:: literals need nothing', async () => {
+  it('SSH signing: the agent must reach the container; a private key path is said to sign through its .pub, or its missing .pub named with the remedy', async () => {
     const ssh = [entry('gpg.format', 'ssh'), entry('commit.gpgsign', 'true')];
     const pub = await overrides([...ssh, entry('user.signingkey', '~/.ssh/id_ed25519.pub')]);
-    expect(pub.signingKey).toEqual({ path: '/home/u/.ssh/id_ed25519.pub', fromPrivateKey: false });
-    expect(pub.settings).toEqual([{ section: 'user', key: 'signingkey', value: '/run/sandboxd/git/home/.ssh/id_ed25519.pub' }]);
+    expect(pub.settings).toEqual([]);
     expect(pub.sshSigning).toBe(true);
     expect(pub.warnings).toEqual([]);
 
-    const priv = await overrides([...ssh, entry('user.signingkey', '/home/u/.ssh/id_ed25519')]);
-    expect(priv.signingKey).toEqual({ path: '/home/u/.ssh/id_ed25519.pub', fromPrivateKey: true });
-    expect(priv.warnings[0]).toContain('names the private key /home/u/.ssh/id_ed25519; the sandbox signs with /home/u/.ssh/id_ed25519.pub');
+    const priv = await overrides([...ssh, entry('user.signingkey', '~/.ssh/id_ed25519')]);
+    expect(priv.warnings[0]).toBe('git: user.signingkey names the private key /home/u/.ssh/id_ed25519; the sandbox signs with /home/u/.ssh/id_ed25519.pub through the agent (private keys are never mounted)');
 
     const noPub = await overrides([...ssh, entry('user.signingkey', '/home/u/.ssh/id_rsa')], { publicKeyExists: () => Promise.resolve(false) });
-    expect(noPub.signingKey).toBeNull();
     expect(noPub.warnings[0]).toContain('ssh-keygen -y -f /home/u/.ssh/id_rsa > /home/u/.ssh/id_rsa.pub');
 
     const literal = await overrides([...ssh, entry('user.signingkey', 'key::ssh-ed25519 AAAAC3Nza test')]);
-    expect(literal.signingKey).toBeNull();
     expect(literal.settings).toEqual([]);
+    expect(literal.warnings).toEqual([]);
   });
 
   it('warns with a remedy when commits are signed with OpenPGP, which cannot sign in the sandbox', async () => {
@@ -211,40 +142,49 @@ describe('sandboxOverrides', () => {
     ]);
   });
 
-  it('names files the config gives by ~/ paths where any container user finds them', async () => {
-    const result = await overrides([entry('core.excludesfile', '~/.gitignore_global'), entry('commit.template', '/etc/git-template')]);
-    expect(result.settings).toEqual([{ section: 'core', key: 'excludesfile', value: '/run/sandboxd/git/home/.gitignore_global' }]);
+  it('names git\'s XDG ignore and attributes files when no key names others, and says so', async () => {
+    const xdgDefaults = [
+      { key: 'core.excludesfile', file: '/home/u/.config/git/ignore' },
+      { key: 'core.attributesfile', file: '/home/u/.config/git/attributes' },
+    ] as const;
+    const result = await overrides([entry('core.excludesfile', '~/.gitignore_global')], { xdgDefaults });
+    expect(result.settings).toEqual([{ section: 'core', key: 'attributesfile', value: '/run/sandboxd/git/home/.config/git/attributes' }]);
+    expect(result.files).toEqual([xdgDefaults[1]]);
+    expect(result.warnings).toEqual([
+      "git: core.attributesfile is set to /run/sandboxd/git/home/.config/git/attributes in the sandbox, where your /home/u/.config/git/attributes is mounted, since git would look for it under the container's HOME",
+    ]);
   });
 
   it('names the mounted known_hosts in core.sshCommand unless the user set a portable one', async () => {
     const knownHosts = ['/run/sandboxd/known_hosts/known_hosts', '/run/sandboxd/known_hosts/known_hosts2'];
     const fresh = await overrides([], { knownHosts });
-    expect(fresh.settings).toEqual([
-      { section: 'core', key: 'sshCommand', value: "ssh -o UserKnownHostsFile='/run/sandboxd/known_hosts/known_hosts /run/sandboxd/known_hosts/known_hosts2'" },
-    ]);
+    const value = "ssh -o UserKnownHostsFile='/run/sandboxd/known_hosts/known_hosts /run/sandboxd/known_hosts/known_hosts2'";
+    expect(fresh.settings).toEqual([{ section: 'core', key: 'sshCommand', value }]);
+    expect(fresh.warnings).toEqual([`git: core.sshCommand is set to "${value}" in the sandbox, so ssh trusts the hosts your known_hosts lists whatever the container user's HOME`]);
     expect((await overrides([entry('core.sshcommand', 'ssh -v')], { knownHosts })).settings).toEqual([]);
     const hostOnly = await overrides([entry('core.sshcommand', '/Applications/Tailscale.app/Contents/MacOS/ssh')], { knownHosts: [] });
     expect(hostOnly.settings).toEqual([{ section: 'core', key: 'sshCommand', value: 'ssh' }]);
+    expect(hostOnly.warnings).toEqual(['git: core.sshCommand "/Applications/Tailscale.app/Contents/MacOS/ssh" is a host program; the sandbox uses ssh']);
   });
 });
 
 describe('renderGlobalConfig', () => {
   it('includes the user files in order, then safe.directory and overrides, quoted for git', () => {
-    const text = renderGlobalConfig({
-      includes: ['/home/u/.config/git/config', '/Users/me/My "odd" dir/.gitconfig'],
+    const { text, refused } = renderGlobalConfig({
+      includes: ['/run/sandboxd/git/home/.config/git/config', '/run/sandboxd/git/root/Users/me/My "odd" dir/.gitconfig'],
       safeDirectories: ['/src/wt'],
       settings: [
         { section: 'credential', key: 'helper', value: '' },
         { section: 'gpg', subsection: 'ssh', key: 'program', value: 'ssh-keygen' },
       ],
     });
+    expect(refused).toEqual([]);
     expect(text).toBe(
       [
         '# Generated by sandboxd for one sandbox session; read-only in the container.',
         '[include]',
-        '\tpath = "/home/u/.config/git/config"',
-        '[include]',
-        '\tpath = "/Users/me/My \\"odd\\" dir/.gitconfig"',
+        '\tpath = "/run/sandboxd/git/home/.config/git/config"',
+        '\tpath = "/run/sandboxd/git/root/Users/me/My \\"odd\\" dir/.gitconfig"',
         '[safe]',
         '\tdirectory = "/src/wt"',
         '[credential]',
@@ -260,29 +200,104 @@ describe('renderGlobalConfig', () => {
 describe('gitFactsWatched', () => {
   const input = { hostHome: '/home/u', cwd: '/src/app', path: '/usr/bin', xdgConfigHome: undefined };
   const facts = (repo: GitRepo | null): GitHostFacts => ({
-    configFiles: [{ path: '/home/u/.gitconfig', source: '/home/u/.gitconfig' }, { path: '/home/u/.gitconfig-work', source: '/home/u/.gitconfig-work' }],
-    includes: ['/home/u/.gitconfig'],
+    configs: [],
+    files: [],
+    plainHomeFiles: [],
+    configWatched: ['/home/u/.config/git/config', '/home/u/.gitconfig', '/home/u/.gitconfig-work', '/home/u/.config/git/ignore'],
     overrides: null,
-    signingKey: null,
     knownHosts: [],
     repo,
     warnings: [],
   });
-  const plain: GitRepo = { topLevel: '/src/app', gitDir: '/src/app/.git', commonDir: '/src/app/.git', linked: false, commonEntries: [], worktrees: [], worktreeConfigs: [], submodules: [] };
+  // Only what the watched list reads of a repository: the layout reader names its own paths.
+  const plain = { watched: ['/src/app', '/src/app/.git', '/src/app/.git/config'] } as unknown as GitRepo;
 
-  it('names each file once: what git reads, what it would read if it appeared, and the repository layout', () => {
+  it('names each file once: what git reads, what it would read if it appeared, and what the layout reader walked', () => {
     expect(gitFactsWatched(input, facts(plain))).toEqual([
-      '/home/u/.gitconfig',
       '/home/u/.config/git/config',
+      '/home/u/.gitconfig',
       '/home/u/.gitconfig-work',
+      '/home/u/.config/git/ignore',
       '/home/u/.ssh/known_hosts',
       '/home/u/.ssh/known_hosts2',
+      '/src/app',
       '/src/app/.git',
-      '/src/app/.git/worktrees',
-      '/src/app/.git/modules',
+      '/src/app/.git/config',
     ]);
-    const linked = { ...plain, topLevel: '/src/wt', gitDir: '/src/app/.git/worktrees/wt', linked: true };
-    expect(gitFactsWatched(input, facts(linked)).slice(5)).toEqual(['/src/wt/.git', '/src/app/.git/worktrees/wt', '/src/app/.git', '/src/app/.git/worktrees', '/src/app/.git/modules']);
-    expect(gitFactsWatched(input, facts(null)).at(-1)).toBe('/src/app');
+    // Without a repository, every directory git's discovery would look at: a `.git` there changes the answer.
+    expect(gitFactsWatched(input, facts(null)).slice(6)).toEqual(['/src/app', '/src', '/']);
+  });
+});
+
+describe('planGitSection', () => {
+  // A plain clone with nothing in its git dir: the repository's own mounts have their tests in git-repo.test.ts.
+  const dir = '/home/u/src/app/.git';
+  const repo: GitRepo = {
+    topLevel: '/home/u/src/app',
+    gitDir: dir,
+    commonDir: dir,
+    kind: 'plain',
+    dotGit: dir,
+    facts: { dir, entry: { path: dir, kind: 'dir', identity: '1:1', ctimeMs: 0 }, commondir: null, config: null, configWorktree: null, hooks: null, alternates: null, worktrees: [], modules: [], oddities: [], truncated: false, dirs: [dir] },
+    worktrees: [],
+    submodules: [],
+    hooksPaths: [],
+    includes: [],
+    pendingIncludes: [],
+    unguardable: { hooks: [], config: [] },
+    watched: [dir],
+  };
+  const facts: GitHostFacts = {
+    configs: [
+      { path: '/home/u/.gitconfig', source: '/home/u/dotfiles/gitconfig', target: '/run/sandboxd/git/home/.gitconfig', content: 'top', topLevel: true },
+      { path: '/home/u/.config/git/work', source: '/home/u/.config/git/work', target: '/run/sandboxd/git/home/.config/git/work', content: 'work', topLevel: false },
+    ],
+    files: [{ source: '/home/u/.gitignore', target: '/run/sandboxd/git/home/.gitignore', purpose: 'git core.excludesfile file' }],
+    plainHomeFiles: [],
+    configWatched: [],
+    overrides: { settings: [{ section: 'credential', subsection: 'https://a\tb', key: 'helper', value: '' }], warnings: ['git: credential helper "x" for https://a\tb is a host program; it is reset in the sandbox'], files: [], sshSigning: false },
+    knownHosts: [],
+    repo,
+    warnings: ['git: a warning of the facts'],
+  };
+
+  it('stores each translation and the generated config; mounts the originals first, then the translations, the named files, dual HOME; names every override', async () => {
+    const stored = new Map<string, string>();
+    const section = await planGitSection({
+      facts,
+      hostHome: '/home/u',
+      containerHome: '/root',
+      policy: { hooks: 'writable', config: 'writable' },
+      emptyDir: '/rt/empty',
+      relabel: undefined,
+      agentForwarded: false,
+      writeGlobalConfig: (content) => {
+        const file = `/rt/git/${String(stored.size)}.gitconfig`;
+        stored.set(content, file);
+        return Promise.resolve(file);
+      },
+    });
+    expect(stored.get('top')).toBeDefined();
+    expect(stored.get('work')).toBeDefined();
+    const generated = [...stored.keys()].find((content) => content.startsWith('# Generated'));
+    expect(generated).toContain('[include]\n\tpath = "/run/sandboxd/git/home/.gitconfig"\n[safe]\n\tdirectory = "/home/u/src/app"\n\tdirectory = "/home/u/src/app/.git"\n[credential "https://a\tb"]\n\thelper = ""\n');
+    const top = stored.get('top') ?? '';
+    const work = stored.get('work') ?? '';
+    expect(section.mounts.filter((m) => m.purpose !== 'git dir (read-write, pinned)').map((m) => `${m.source} -> ${m.target}`)).toEqual([
+      '/home/u/dotfiles/gitconfig -> /home/u/dotfiles/gitconfig',
+      '/home/u/.config/git/work -> /home/u/.config/git/work',
+      `${top} -> /run/sandboxd/git/home/.gitconfig`,
+      `${work} -> /run/sandboxd/git/home/.config/git/work`,
+      '/home/u/.gitignore -> /run/sandboxd/git/home/.gitignore',
+      `${top} -> /home/u/.gitconfig`,
+      `${top} -> /root/.gitconfig`,
+      `${stored.get(generated ?? '') ?? ''} -> /run/sandboxd/git/config`,
+    ]);
+    expect(section.mounts.filter((m) => !m.readOnly).map((m) => m.target)).toEqual([dir]);
+    expect(section.warnings).toEqual([
+      'git: a warning of the facts',
+      'git: safe.directory is set to /home/u/src/app, /home/u/src/app/.git in the sandbox, so git trusts this repository whichever user owns it there',
+      'git: credential helper "x" for https://a\tb is a host program; it is reset in the sandbox',
+    ]);
   });
 });

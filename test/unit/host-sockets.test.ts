@@ -59,8 +59,8 @@ describe('extra host sockets (planSsh)', () => {
       },
     ]);
     expect(section.mounts).toEqual([
-      { source: '/rt/agents/relay_realtmpagent.sock', target: '/run/sandboxd/ssh', readOnly: false, purpose: 'ssh agent', relabel: 'z' },
-      { source: '/rt/agents/relay_realtmpproxy.sock', target: '/run/sandboxd/sockets/credential-proxy', readOnly: false, purpose: 'socket credential-proxy', relabel: 'z' },
+      { source: '/rt/agents/relay_realtmpagent.sock', target: '/run/sandboxd/ssh', readOnly: true, purpose: 'ssh agent', relabel: 'z' },
+      { source: '/rt/agents/relay_realtmpproxy.sock', target: '/run/sandboxd/sockets/credential-proxy', readOnly: true, purpose: 'socket credential-proxy', relabel: 'z' },
     ]);
     expect(section.env).toEqual({ SSH_AUTH_SOCK: '/run/sandboxd/ssh/agent.sock', LLXPRT_CREDENTIAL_SOCKET: '/run/sandboxd/sockets/credential-proxy/agent.sock' });
     expect(section.leases.map((lease) => lease.bridgeId)).toEqual(['relay_realtmpagent.sock', 'relay_realtmpproxy.sock']);

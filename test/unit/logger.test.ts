@@ -48,6 +48,8 @@ describe('the running daemon log', () => {
       logPath,
       settings: DEFAULT_SETTINGS,
       uid: 0,
+      identity: { pid: process.pid, startTime: null },
+      strayAnswers: () => Promise.resolve(false),
       requestShutdown: () => undefined,
       onTunnelChild: () => undefined,
     });

@@ -26,6 +26,8 @@ export function memoryDaemon(dir: string, settings: Partial<DaemonSettings> = {}
     logPath: null,
     settings: { ...DEFAULT_SETTINGS, ...settings },
     uid: 0,
+    identity: { pid: process.pid, startTime: null },
+    strayAnswers: () => Promise.resolve(false),
     requestShutdown: () => undefined,
     onTunnelChild: () => undefined,
   });

@@ -1,40 +1,61 @@
 import { describe, expect, it } from 'vitest';
 import { SandboxdError } from '../../shared/errors.js';
-import { assertSocketPathFits, resolvePaths } from '../../shared/paths.js';
+import { assertSocketPathFits, otherLayoutSockets, resolvePaths } from '../../shared/paths.js';
 
 describe('resolvePaths (DESIGN §3)', () => {
-  it('uses XDG dirs on Linux', () => {
-    const paths = resolvePaths({ platform: 'linux', env: { XDG_RUNTIME_DIR: '/run/user/1000', XDG_STATE_HOME: '/s' }, uid: 1000, home: '/home/u' });
-    expect(paths.socketPath).toBe('/run/user/1000/sandboxd/sandboxd.sock');
-    expect(paths.statePath).toBe('/s/sandboxd/state.json');
-    expect(paths.logDir).toBe('/s/sandboxd/log');
+  it('puts the socket beside the state on Linux, whatever XDG_RUNTIME_DIR the shell has', () => {
+    const login = resolvePaths({ platform: 'linux', env: { XDG_RUNTIME_DIR: '/run/user/1000', XDG_STATE_HOME: '/s' }, uid: 1000, home: '/home/u' });
+    expect(login.socketPath).toBe('/s/sandboxd/run/sandboxd.sock');
+    expect(login.statePath).toBe('/s/sandboxd/state.json');
+    expect(login.logDir).toBe('/s/sandboxd/log');
+    // `su -`, `sudo -u`, cron: no XDG_RUNTIME_DIR, the same daemon.
+    for (const env of [{}, { XDG_RUNTIME_DIR: '' }, { XDG_RUNTIME_DIR: '/run/user/1000' }]) {
+      const paths = resolvePaths({ platform: 'linux', env, uid: 1000, home: '/home/u' });
+      expect(paths.runtimeDir).toBe('/home/u/.local/state/sandboxd/run');
+      expect(paths.socketPath).toBe('/home/u/.local/state/sandboxd/run/sandboxd.sock');
+      expect(paths.stateDir).toBe('/home/u/.local/state/sandboxd');
+    }
   });
 
-  it('falls back to a runtime dir under the home (which no other user can create first) without XDG variables', () => {
-    const paths = resolvePaths({ platform: 'linux', env: { XDG_RUNTIME_DIR: '' }, uid: 501, home: '/home/u' });
-    expect(paths.runtimeDir).toBe('/home/u/.local/state/sandboxd/run');
-    expect(paths.socketPath).toBe('/home/u/.local/state/sandboxd/run/sandboxd.sock');
-    expect(paths.stateDir).toBe('/home/u/.local/state/sandboxd');
-    const xdg = resolvePaths({ platform: 'linux', env: { XDG_STATE_HOME: '/s' }, uid: 501, home: '/home/u' });
-    expect(xdg.runtimeDir).toBe('/s/sandboxd/run');
+  it('derives the runtime dir from SANDBOXD_STATE_DIR when only that is set', () => {
+    const paths = resolvePaths({ platform: 'linux', env: { SANDBOXD_STATE_DIR: '/data/sbx' }, uid: 1, home: '/h' });
+    expect(paths.socketPath).toBe('/data/sbx/run/sandboxd.sock');
   });
 
-  it('falls back to /tmp/sandboxd-<uid> only when the socket under the home would exceed 107 bytes', () => {
-    // '/sandboxd/run/sandboxd.sock' is 27 bytes: a 80-byte state dir fits exactly, 81 does not.
+  it('falls back to /tmp, named for the uid and the state dir, only when the socket beside the state would exceed 107 bytes', () => {
+    // '/sandboxd/run/sandboxd.sock' is 27 bytes: a 80-byte state home fits exactly, 81 does not.
     const fits = `/${'a'.repeat(79)}`;
     expect(resolvePaths({ platform: 'linux', env: { XDG_STATE_HOME: fits }, uid: 501, home: '/h' }).socketPath).toHaveLength(107);
     const tooLong = `/${'a'.repeat(80)}`;
-    expect(resolvePaths({ platform: 'linux', env: { XDG_STATE_HOME: tooLong }, uid: 501, home: '/h' }).runtimeDir).toBe('/tmp/sandboxd-501');
+    const one = resolvePaths({ platform: 'linux', env: { XDG_STATE_HOME: tooLong }, uid: 501, home: '/h' }).runtimeDir;
+    expect(one).toMatch(/^\/tmp\/sandboxd-501-[0-9a-f]{8}$/);
+    expect(resolvePaths({ platform: 'linux', env: { XDG_STATE_HOME: tooLong }, uid: 501, home: '/elsewhere' }).runtimeDir).toBe(one);
+    const other = resolvePaths({ platform: 'linux', env: { XDG_STATE_HOME: `/${'b'.repeat(80)}` }, uid: 501, home: '/h' }).runtimeDir;
+    expect(other).not.toBe(one);
   });
 
-  it('keeps the lock, its guard, the pid file and the spawn lock in the runtime dir', () => {
-    const paths = resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: '/r' }, uid: 1, home: '/h' });
+  it('keeps the lock, its guard, the pid file and the spawn lock beside the state they guard', () => {
+    const paths = resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: '/r', SANDBOXD_STATE_DIR: '/s' }, uid: 1, home: '/h' });
     expect([paths.lockPath, paths.lockGuardPath, paths.pidPath, paths.spawnLockPath]).toEqual([
-      '/r/daemon.lock',
-      '/r/daemon.lock.guard',
-      '/r/daemon.pid',
-      '/r/spawn.lock',
+      '/s/daemon.lock',
+      '/s/daemon.lock.guard',
+      '/s/daemon.pid',
+      '/s/spawn.lock',
     ]);
+  });
+
+  it('names the sockets of earlier layouts that status and doctor look at', () => {
+    const inputs = { platform: 'linux' as const, env: { XDG_RUNTIME_DIR: '/run/user/1000' }, uid: 1000, home: '/home/u' };
+    expect(otherLayoutSockets(inputs, resolvePaths(inputs))).toEqual([
+      '/run/user/1000/sandboxd/sandboxd.sock',
+      '/tmp/sandboxd-1000/sandboxd.sock',
+    ]);
+    const suShell = { ...inputs, env: {} };
+    expect(otherLayoutSockets(suShell, resolvePaths(suShell))).toEqual(['/run/user/1000/sandboxd/sandboxd.sock', '/tmp/sandboxd-1000/sandboxd.sock']);
+    const explicit = { ...inputs, env: { SANDBOXD_RUNTIME_DIR: '/run/user/1000/sandboxd' } };
+    expect(otherLayoutSockets(explicit, resolvePaths(explicit))).toEqual(['/tmp/sandboxd-1000/sandboxd.sock']);
+    const mac = { ...inputs, platform: 'darwin' as const };
+    expect(otherLayoutSockets(mac, resolvePaths(mac))).toEqual([]);
   });
 
   it('uses Application Support and Logs on macOS, ignoring XDG', () => {

@@ -33,7 +33,7 @@ describe('planSsh', () => {
     const section = await planSsh(input(), deps);
     expect(deps.served).toEqual(['/real/a.sock']);
     expect(section.ssh).toEqual({ status: 'forwarded', bridge: 'mount', socket: '/run/sandboxd/ssh/agent.sock', hostAgentSocket: '/real/a.sock', bridgeId: 'relay_abc' });
-    expect(section.mounts).toEqual([{ source: '/rt/agents/abc', target: '/run/sandboxd/ssh', readOnly: false, purpose: 'ssh agent', relabel: 'z' }]);
+    expect(section.mounts).toEqual([{ source: '/rt/agents/abc', target: '/run/sandboxd/ssh', readOnly: true, purpose: 'ssh agent', relabel: 'z' }]);
     expect(section.env).toEqual({ SSH_AUTH_SOCK: '/run/sandboxd/ssh/agent.sock' });
   });
 

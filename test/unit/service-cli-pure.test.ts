@@ -45,8 +45,8 @@ describe('doctor checks', () => {
   });
 
   it('a daemon that is not running passes while auto-start is on; another version fails', () => {
-    expect(checkDaemon({ error: new SandboxdError('DAEMON_NOT_RUNNING', 'x') }, true).state).toBe('ok');
-    expect(checkDaemon({ error: new SandboxdError('DAEMON_NOT_RUNNING', 'x') }, false).state).toBe('fail');
+    expect(checkDaemon({ error: new SandboxdError('DAEMON_NOT_RUNNING', 'x') }, true, '/s/run/sandboxd.sock')).toMatchObject({ state: 'ok', detail: 'not running (socket /s/run/sandboxd.sock); it starts on first use' });
+    expect(checkDaemon({ error: new SandboxdError('DAEMON_NOT_RUNNING', 'x') }, false, '/s/run/sandboxd.sock').state).toBe('fail');
   });
 
   it('one engine missing is skipped, both missing fail', () => {
@@ -63,8 +63,28 @@ describe('doctor checks', () => {
   });
 
   it('a service installed but not loaded fails; not installed is skipped', () => {
-    expect(checkService(null).state).toBe('skip');
-    expect(checkService({ kind: 'systemd', files: ['/c/sandboxd.service'], loaded: false })).toMatchObject({ state: 'fail', remedy: 'Run `sandboxd install` again.' });
-    expect(checkService({ kind: 'systemd', files: ['/c/sandboxd.service'], loaded: true }).state).toBe('ok');
+    const base = { kind: 'systemd', files: ['/c/sandboxd.service'], installed: true, unreachable: null, programProblem: null, loaded: false, lastExit: null };
+    expect(checkService({ ...base, installed: false })).toMatchObject({ state: 'skip', detail: expect.stringContaining('`sandboxd install` starts it at login') as string });
+    expect(checkService(base)).toMatchObject({ state: 'fail', remedy: 'Run `sandboxd install` again.' });
+    expect(checkService({ ...base, loaded: true, lastExit: 'active, last exit status 0 (success)' })).toMatchObject({
+      state: 'ok',
+      detail: 'installed and loaded (systemd: sandboxd.service); active, last exit status 0 (success)',
+    });
+  });
+
+  it('never offers `sandboxd install` where the service manager cannot be reached; names a missing program', () => {
+    const unreachable = { reason: 'systemd cannot be reached from this shell: `systemctl --user show-environment` failed: Failed to connect to bus: No medium found', remedy: 'Enable lingering …' };
+    const base = { kind: 'systemd', files: ['/c/sandboxd.service'], installed: false, unreachable, programProblem: null, loaded: false, lastExit: null };
+    const notInstalled = checkService(base);
+    expect(notInstalled).toMatchObject({ state: 'skip', remedy: null });
+    expect(notInstalled.detail).not.toContain('`sandboxd install` starts');
+    expect(checkService({ ...base, installed: true, programProblem: 'the service\'s program /opt/homebrew/Cellar/node/22.1.0/bin/node is missing' })).toMatchObject({
+      state: 'fail',
+      remedy: 'Enable lingering …',
+    });
+    expect(checkService({ ...base, unreachable: null, installed: true, programProblem: 'the service\'s program /x/node is missing' })).toMatchObject({
+      state: 'fail',
+      remedy: expect.stringContaining('Run `sandboxd install` again') as string,
+    });
   });
 });

@@ -1,9 +1,10 @@
+import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LAUNCHD_LABEL, launchdManager, renderPlist } from '../../client/service/launchd.js';
-import { executeSteps } from '../../client/service/manager.js';
+import { LAUNCHD_LABEL, launchdManager, parseProgramArguments, renderPlist } from '../../client/service/launchd.js';
+import { assertReachable, executeSteps } from '../../client/service/manager.js';
 import type { CommandRunner, ServiceSpec } from '../../client/service/service.js';
 import { readTemplate } from '../../client/service/templates.js';
 import { resolvePaths } from '../../shared/paths.js';
@@ -11,6 +12,8 @@ import { Cleanup } from '../helpers.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
+
+const hasPython = spawnSync('python3', ['-c', 'import plistlib']).status === 0;
 
 type Plist = string | boolean | Plist[] | { [key: string]: Plist };
 
@@ -22,7 +25,7 @@ function parsePlist(xml: string): Plist {
   const body = xml.replace(/<\?xml[^>]*\?>/, '').replace(/<!DOCTYPE[^>]*>/, '').replace(/<!--[\s\S]*?-->/g, '');
   const tokens = body.match(/<[^>]+>|[^<]+/g)?.filter((token) => token.trim() !== '') ?? [];
   let at = 0;
-  const unescape = (text: string): string => text.replaceAll('&lt;', '<').replaceAll('&gt;', '>').replaceAll('&quot;', '"').replaceAll('&amp;', '&');
+  const unescape = (text: string): string => text.replaceAll('&lt;', '<').replaceAll('&gt;', '>').replaceAll('&quot;', '"').replaceAll('&apos;', "'").replaceAll('&amp;', '&');
   const value = (): Plist => {
     const tag = tokens[at++];
     if (tag === '<true/>') return true;
@@ -71,7 +74,7 @@ describe('launchd LaunchAgent', () => {
     const plist = parsePlist(renderPlist(readTemplate('launchd', 'sandboxd.plist'), spec('/Users/me')));
     expect(plist).toEqual({
       Label: LAUNCHD_LABEL,
-      ProgramArguments: ['/opt/homebrew/Cellar/node/22.1.0/bin/node', '/opt/homebrew/lib/node_modules/sandboxd/dist/client/cli/main.js', 'daemon'],
+      ProgramArguments: ['/opt/homebrew/Cellar/node/22.1.0/bin/node', '/opt/homebrew/lib/node_modules/sandboxd/dist/client/cli/main.js', 'daemon', '--service-manager', 'launchd'],
       RunAtLoad: true,
       KeepAlive: { SuccessfulExit: false },
       ProcessType: 'Background',
@@ -80,6 +83,48 @@ describe('launchd LaunchAgent', () => {
       StandardErrorPath: '/Users/me/Library/Logs/sandboxd/launchd.log',
       EnvironmentVariables: { PATH: '/opt/podman/bin:/usr/bin:/bin', SANDBOXD_RUNTIME_DIR: '/tmp/a <&> b' },
     });
+  });
+
+  it('refuses a control character in any value it renders, and reads back what it wrote (ProgramArguments)', () => {
+    const template = readTemplate('launchd', 'sandboxd.plist');
+    const base = spec('/Users/me');
+    const tricky = { ...base, node: `/Users/o'neil/.local/bin/node`, entry: '/opt/a & b/<sandboxd>/"main".js' };
+    expect(parseProgramArguments(renderPlist(template, tricky))).toEqual([tricky.node, tricky.entry, 'daemon', '--service-manager', 'launchd']);
+    const cases: [string, ServiceSpec][] = [
+      ['node', { ...base, node: '/opt/node\n</string><string>--inspect' }],
+      ['entry', { ...base, entry: '/opt/main.js\r' }],
+      ['SANDBOXD_RUNTIME_DIR', { ...base, env: { ...base.env, SANDBOXD_RUNTIME_DIR: '/tmp/a\tb' } }],
+      ['log dir', { ...base, paths: resolvePaths({ platform: 'darwin', env: { SANDBOXD_LOG_DIR: '/logs\u0001' }, uid: 501, home: '/Users/me' }) }],
+      ['DEL', { ...base, env: { ...base.env, SANDBOXD_STATE_DIR: '/s\u007f' } }],
+    ];
+    for (const [what, bad] of cases) {
+      expect(() => renderPlist(template, bad), what).toThrow(expect.objectContaining({ code: 'SERVICE_VALUE_UNSUPPORTED' }) as Error);
+    }
+  });
+
+  it.skipIf(!hasPython && process.env.CI === undefined)('renders what a real property-list reader (python plistlib) reads back value for value', () => {
+    const tricky = { ...spec('/Users/m&e <x>'), node: `/Users/o'neil/bin/node`, entry: '/opt/"quoted"/ü/main.js', env: { PATH: '/a b:/c%d', SANDBOXD_RUNTIME_DIR: `/tmp/<&>'"` } };
+    const rendered = renderPlist(readTemplate('launchd', 'sandboxd.plist'), tricky);
+    const read = spawnSync('python3', ['-c', 'import json, plistlib, sys; print(json.dumps(plistlib.loads(sys.stdin.buffer.read())))'], { input: rendered, encoding: 'utf8' });
+    expect(read.stderr).toBe('');
+    expect(JSON.parse(read.stdout)).toMatchObject({
+      ProgramArguments: [tricky.node, tricky.entry, 'daemon', '--service-manager', 'launchd'],
+      EnvironmentVariables: tricky.env,
+      StandardOutPath: `${tricky.paths.logDir}/launchd.log`,
+    });
+  });
+
+  it('without a GUI login (ssh only) install stops before anything: SERVICE_MANAGER_UNREACHABLE with a remedy that works there', async () => {
+    const manager = launchdManager({ home: '/Users/me', uid: 501, template: () => readTemplate('launchd', 'sandboxd.plist') });
+    // What launchctl answers over ssh with nobody logged in graphically as the user.
+    const noGui: CommandRunner = (file, args) => Promise.resolve(file === 'launchctl' && args.join(' ') === 'print gui/501' ? { exitCode: 125, stdout: '', stderr: 'Bad request.\nCould not find domain for port identifier: 125: Domain does not support specified action' } : { exitCode: 0, stdout: '', stderr: '' });
+    await expect(assertReachable(manager, noGui)).rejects.toMatchObject({
+      code: 'SERVICE_MANAGER_UNREACHABLE',
+      message: 'launchd cannot be reached from this shell: `launchctl print gui/501` failed: Bad request. Could not find domain for port identifier: 125: Domain does not support specified action',
+      remedy: expect.stringContaining('Log in graphically') as string,
+    });
+    expect(manager.lastExit('gui/501/dev.sandboxd.daemon = {\n\tactive count = 1\n\tstate = running\n\tlast exit code = (never exited)\n}')).toBe('running, last exit code (never exited)');
+    expect(manager.lastExit('\tstate = not running\n\tlast exit code = 78: EX_CONFIG\n')).toBe('not running, last exit code 78: EX_CONFIG');
   });
 
   it('install waits out an asynchronous bootout before bootstrap; uninstall unloads and removes (launchctl stand-in)', async () => {

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { environmentLine, execWord, renderUnits, systemdManager, systemdUnitDir } from '../../client/service/systemd.js';
+import { environmentLine, execWord, parseExecStart, renderUnits, systemdManager, systemdUnitDir } from '../../client/service/systemd.js';
 import type { ServiceSpec } from '../../client/service/service.js';
 import { readTemplate } from '../../client/service/templates.js';
 import { inheritedListenFd, scrubActivationEnv } from '../../daemon/socket-activation.js';
@@ -27,10 +27,10 @@ function spec(): ServiceSpec {
 describe('systemd user units', () => {
   it('render ExecStart with absolute, quoted paths, the install-time environment and the client\'s socket path', () => {
     const units = renderUnits(templates(), spec());
-    expect(units.service).toContain('ExecStart=/home/me/.nvm/versions/node/v22.1.0/bin/node "/home/me/my tools/sandboxd/dist/client/cli/main.js" daemon\n');
+    expect(units.service).toContain('ExecStart=/home/me/.nvm/versions/node/v22.1.0/bin/node "/home/me/my tools/sandboxd/dist/client/cli/main.js" daemon --service-manager systemd\n');
     expect(units.service).toContain('Environment="PATH=/usr/bin:/bin"\nEnvironment="SANDBOXD_LOG_DIR=/home/me/100%% logs"\n');
     expect(units.service).toContain('Restart=on-failure');
-    expect(units.socket).toContain('ListenStream=/run/user/1000/sandboxd/sandboxd.sock\n');
+    expect(units.socket).toContain('ListenStream=/home/me/.local/state/sandboxd/run/sandboxd.sock\n');
     expect(units.socket).toContain('SocketMode=0600\nDirectoryMode=0700\n');
     expect(units.service).not.toMatch(/\{\{|\}\}/);
   });
@@ -41,7 +41,27 @@ describe('systemd user units', () => {
     expect(environmentLine('X', 'a "b" $c %d')).toBe('Environment="X=a \\"b\\" $c %%d"');
   });
 
-  it.skipIf(!hasAnalyze && process.env.CI === undefined)('pass `systemd-analyze verify`', () => {
+  it('reads back the command it wrote, whatever the paths hold', () => {
+    const tricky = { ...spec(), node: '/opt/o\'neil/"node" $1 %h\\x', entry: '/a b/100% main.js' };
+    expect(parseExecStart(renderUnits(templates(), tricky).service)).toEqual([tricky.node, tricky.entry, 'daemon', '--service-manager', 'systemd']);
+  });
+
+  it('refuses a control character in every value it renders: a newline would add a directive', () => {
+    const base = spec();
+    const injected = '/run/x\nExecStartPre=/bin/touch /tmp/pwned';
+    const cases: [string, ServiceSpec][] = [
+      ['SANDBOXD_RUNTIME_DIR (environment)', { ...base, env: { ...base.env, SANDBOXD_RUNTIME_DIR: injected } }],
+      ['SANDBOXD_RUNTIME_DIR (socket)', { ...base, paths: resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: injected }, uid: 1000, home: '/home/me' }) }],
+      ['node', { ...base, node: '/usr/bin/node\rExecStartPre=/x' }],
+      ['entry', { ...base, entry: '/opt/main.js\t' }],
+      ['DEL', { ...base, env: { ...base.env, SANDBOXD_LOG_DIR: '/l\u007f' } }],
+    ];
+    for (const [what, bad] of cases) {
+      expect(() => renderUnits(templates(), bad), what).toThrow(expect.objectContaining({ code: 'SERVICE_VALUE_UNSUPPORTED' }) as Error);
+    }
+  });
+
+  it.skipIf(!hasAnalyze && process.env.CI === undefined)('pass `systemd-analyze verify` with the worst values a path may hold, and carry no directive beyond the template\'s', () => {
     const dir = mkdtempSync('/tmp/sbx-units-');
     cleanup.add(() => {
       rmSync(dir, { recursive: true, force: true });
@@ -49,7 +69,8 @@ describe('systemd user units', () => {
     // verify needs an ExecStart binary that exists and a runtime dir for the user manager.
     const runtime = path.join(dir, 'run');
     mkdirSync(runtime, { mode: 0o700 });
-    const units = renderUnits(templates(), { ...spec(), node: process.execPath, entry: path.join(dir, 'main.js') });
+    const worst = { PATH: '/usr/bin:/bin', SANDBOXD_RUNTIME_DIR: '/r/a "b" \\ $c %h \';', SANDBOXD_LOG_DIR: '/l/ExecStartPre=/bin/true' };
+    const units = renderUnits(templates(), { ...spec(), env: worst, node: process.execPath, entry: path.join(dir, 'main "x" %i.js') });
     const unitDir = path.join(dir, 'user');
     mkdirSync(unitDir);
     writeFileSync(path.join(unitDir, 'sandboxd.service'), units.service);
@@ -59,6 +80,14 @@ describe('systemd user units', () => {
       encoding: 'utf8',
     });
     expect({ status: result.status, stderr: result.stderr }).toEqual({ status: 0, stderr: '' });
+    const directives = (unit: string): string[] => unit.split('\n').filter((line) => /^[A-Za-z]+=/.test(line)).map((line) => line.slice(0, line.indexOf('=')));
+    expect(directives(units.service)).toEqual(['Description', 'Requires', 'After', 'Type', 'ExecStart', 'WorkingDirectory', 'Environment', 'Environment', 'Environment', 'Restart', 'RestartSec', 'TimeoutStopSec', 'WantedBy']);
+  });
+
+  it('reads how the service\'s last run ended from `systemctl --user show`', () => {
+    const manager = systemdManager({ unitDir: '/x', templates });
+    expect(manager.lastExit('ActiveState=failed\nExecMainStatus=203\nResult=exit-code\n')).toBe('failed, last exit status 203 (exit-code)');
+    expect(manager.lastExit('Failed to connect to bus')).toBeNull();
   });
 
   it('installs under $XDG_CONFIG_HOME/systemd/user (else ~/.config), reloads and enables the socket', () => {

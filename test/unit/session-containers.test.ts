@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SandboxdError } from '../../shared/errors.js';
@@ -33,28 +33,59 @@ function request(sessionId: string, pid: number, extra: Partial<ContainerRequest
   return { sessionId, engine: 'podman', path: '/usr/bin', env: { CONTAINERS_CONF: '/c.conf' }, globalArgs: [], clientPid: pid, clientStartTime: 'boot-1', ...extra };
 }
 
-function setup(inherited: ContainerRecord[] = [], failing = new Set<string>()) {
+const SELF = { pid: 4242, startTime: 'self-boot' };
+
+interface SetupOptions {
+  released?: ContainerRecord[];
+  failing?: Set<string>;
+}
+
+function setup(inherited: ContainerRecord[] = [], { released = [], failing = new Set<string>() }: SetupOptions = {}) {
   let now = 0;
   const dir = path.join(tempDir(), 'containers');
   const probe = fakeProbe();
+  probe.processes.set(SELF.pid, SELF.startTime);
   const live = new Set<string>();
   const removed: { key: string; owner: string }[] = [];
   /** What is on disk after each save, and what each save changed. */
   const saved: ContainerRecord[][] = [];
   const changed: string[][] = [];
   const onDisk = new Map<string, ContainerRecord>();
+  const releasedOnDisk = new Set(released.map((entry) => entry.key));
+  /** The engine's owner-labelled session containers: id → session label; and what was removed by id. */
+  const engine = new Map<string, string>();
+  const removedIds: string[] = [];
+  const state = { stray: false, diskFull: false, listings: 0 };
+  /** Work the containers put off until a quiet moment: run by `quiet()`. */
+  const deferred: (() => void)[] = [];
+  const quiet = async (): Promise<void> => {
+    for (const work of deferred.splice(0)) work();
+    // Every edge here answers at once: the work's promise chain is done before the next macrotask.
+    await new Promise((resolve) => setImmediate(resolve));
+  };
   const containers = new SessionContainers({
     dir,
     owner: 'owner0123456789ab',
+    self: SELF,
     probe,
     clock: { now: () => now, monotonic: () => now },
     isLive: (id) => live.has(id),
     claimWindowMs: 60_000,
-    load: () => Promise.resolve(inherited),
+    unrecordedSweepMs: 3_600_000,
+    defer: (work) => {
+      deferred.push(work);
+    },
+    strayAnswers: () => Promise.resolve(state.stray),
+    load: () => Promise.resolve({ records: inherited, released }),
     save: (changes) => {
-      for (const { key, record: entry } of changes) {
-        if (entry === null) onDisk.delete(key);
-        else onDisk.set(key, entry);
+      if (state.diskFull && changes.some((change) => change.kind === 'write')) return Promise.reject(new Error('ENOSPC: no space left on device, write'));
+      for (const change of changes) {
+        if (change.kind === 'write') onDisk.set(change.key, change.record);
+        else if (change.kind === 'forget') onDisk.delete(change.key);
+        else if (change.kind === 'release') {
+          onDisk.delete(change.key);
+          releasedOnDisk.add(change.key);
+        } else releasedOnDisk.delete(change.key);
       }
       changed.push(changes.map((change) => change.key));
       saved.push([...onDisk.values()]);
@@ -65,13 +96,22 @@ function setup(inherited: ContainerRecord[] = [], failing = new Set<string>()) {
       removed.push({ key: labels.session, owner: labels.owner });
       return Promise.resolve([`cid-of-${entry.key}`]);
     },
+    listOwned: () => {
+      state.listings += 1;
+      return Promise.resolve([...engine].map(([id, session]) => ({ id, session })));
+    },
+    removeOwned: (_target, ids) => {
+      for (const id of ids) engine.delete(id);
+      removedIds.push(...ids);
+      return Promise.resolve();
+    },
     ensureDir: async (target) => {
       const { mkdir } = await import('node:fs/promises');
       await mkdir(target, { recursive: true, mode: 0o700 });
     },
     logger,
   });
-  return { containers, probe, live, removed, saved, changed, dir, advance: (ms: number) => (now += ms) };
+  return { containers, probe, live, removed, saved, changed, dir, engine, removedIds, releasedOnDisk, state, quiet, advance: (ms: number) => (now += ms) };
 }
 
 describe('SessionContainers', () => {
@@ -113,14 +153,107 @@ describe('SessionContainers', () => {
     expect(removed).toHaveLength(1);
   });
 
-  it('leaves a released session\'s container alone and forgets it', async () => {
-    const { containers, removed, saved } = setup();
+  it('leaves a released session\'s container alone and sets its record aside', async () => {
+    const { containers, removed, saved, releasedOnDisk } = setup();
     const { container } = await containers.prepare(request('ses_aaaaaaaa', 100));
     writeFileSync(container.cidfile, 'ab'.repeat(32));
     expect(await containers.ended('ses_aaaaaaaa', 'released')).toEqual([]);
     expect(removed).toEqual([]);
     expect(saved.at(-1)).toEqual([]);
+    expect([...releasedOnDisk]).toEqual(['ses_aaaaaaaa']);
+    expect(containers.has('ses_aaaaaaaa')).toBe(false);
     expect(() => readFileSync(container.cidfile)).toThrow();
+  });
+
+  it('names this daemon in each record it writes, and in one it takes over', async () => {
+    const { containers, saved, probe, live } = setup([{ ...record('ses_oldlease1', 200), daemon: { pid: 77, startTime: 'gone' } }]);
+    probe.processes.set(200, 'boot-1');
+    await containers.prepare(request('ses_aaaaaaaa', 100));
+    expect(saved.at(-1)?.find((entry) => entry.key === 'ses_aaaaaaaa')?.daemon).toEqual(SELF);
+    await containers.prepare(request('ses_newlease1', 200, { renews: 'ses_oldlease1' }));
+    live.add('ses_newlease1');
+    expect(saved.at(-1)?.find((entry) => entry.key === 'ses_oldlease1')).toMatchObject({ sessionId: 'ses_newlease1', daemon: SELF });
+  });
+
+  it('fails the acquire with STATE_WRITE_FAILED when its record cannot be written, and keeps nothing of it', async () => {
+    const { containers, state, saved } = setup();
+    state.diskFull = true;
+    const failure = containers.prepare(request('ses_aaaaaaaa', 100));
+    await expect(failure).rejects.toMatchObject({ code: 'STATE_WRITE_FAILED', message: expect.stringContaining('ENOSPC') as string });
+    expect(containers.has('ses_aaaaaaaa')).toBe(false);
+    expect(saved).toEqual([]);
+    state.diskFull = false;
+    await containers.prepare(request('ses_bbbbbbbb', 100));
+    expect(saved.at(-1)?.map((entry) => entry.key)).toEqual(['ses_bbbbbbbb']);
+  });
+
+  it('never acts on a record whose daemon still runs, nor on one of an earlier release while a daemon of an earlier layout answers', async () => {
+    const otherDaemon = { pid: 900, startTime: 'other-boot' };
+    const { containers, probe, removed, state, advance } = setup([
+      { ...record('ses_otherslive', 100), daemon: otherDaemon },
+      { ...record('ses_othersdead', 101), daemon: otherDaemon },
+      record('ses_unnamed001', 102),
+      { ...record('ses_pidreused1', 103), daemon: { pid: 901, startTime: 'old-boot' } },
+    ]);
+    probe.processes.set(otherDaemon.pid, otherDaemon.startTime);
+    probe.processes.set(901, 'new-boot');
+    probe.processes.set(100, 'boot-1');
+    state.stray = true;
+    advance(120_000);
+    await containers.sweep();
+    // Only the record whose daemon's pid now belongs to another process is this daemon's to finish.
+    expect(removed.map((entry) => entry.key)).toEqual(['ses_pidreused1']);
+    state.stray = false;
+    probe.processes.delete(otherDaemon.pid);
+    await containers.sweep();
+    expect(removed.map((entry) => entry.key).sort()).toEqual(['ses_othersdead', 'ses_otherslive', 'ses_pidreused1', 'ses_unnamed001']);
+  });
+
+  it('at start-up removes this owner\'s containers that no record names, keeps the released ones, and forgets released records whose container is gone', async () => {
+    const { containers, engine, removedIds, releasedOnDisk, state, advance, live, quiet } = setup([record('ses_heldone01', 100)], {
+      released: [record('ses_released1', 101), record('ses_releasedgone', 102)],
+    });
+    // Its client renewed it with this daemon (the lease keeps the record's first id).
+    live.add('ses_heldone01');
+    engine.set('c-held', 'ses_heldone01');
+    engine.set('c-released', 'ses_released1');
+    engine.set('c-lost', 'ses_neverrecorded');
+    await containers.sweep();
+    // Put off until a quiet moment: nothing is asked of the engine before.
+    expect(state.listings).toBe(0);
+    await containers.sweep();
+    await quiet();
+    expect(state.listings).toBe(1);
+    expect(removedIds).toEqual(['c-lost']);
+    expect([...engine.keys()].sort()).toEqual(['c-held', 'c-released']);
+    expect([...releasedOnDisk]).toEqual(['ses_released1']);
+    // Not again at every sweep: an hour later.
+    const listings = state.listings;
+    engine.set('c-lost2', 'ses_neverrecorded2');
+    advance(60_000);
+    await containers.sweep();
+    await quiet();
+    expect(state.listings).toBe(listings);
+    advance(3_600_000);
+    await containers.sweep();
+    await quiet();
+    expect(removedIds).toEqual(['c-lost', 'c-lost2']);
+  });
+
+  it('removes nothing by owner label while a daemon of an earlier layout answers', async () => {
+    const { containers, engine, removedIds, state, quiet } = setup([record('ses_heldone01', 100)]);
+    state.stray = true;
+    engine.set('c-its', 'ses_ofthestray');
+    await containers.sweep();
+    await quiet();
+    expect(removedIds).toEqual([]);
+    expect(state.listings).toBe(0);
+    // Nor when one comes up between the sweep and the quiet moment the look waited for.
+    state.stray = false;
+    await containers.sweep();
+    state.stray = true;
+    await quiet();
+    expect(state.listings).toBe(0);
   });
 
   it('keeps the records on shutdown, for the next daemon', async () => {
@@ -170,6 +303,20 @@ describe('SessionContainers', () => {
     expect(removed.map((entry) => entry.key).sort()).toEqual(['ses_newlease1', 'ses_oldlease1']);
   });
 
+  it('forgets the record of an acquire that failed (no tombstone), and gives a container back to the lease a failed renewal took it from', async () => {
+    const { containers, probe, releasedOnDisk, saved } = setup([record('ses_oldlease1', 200)]);
+    probe.processes.set(200, 'boot-1');
+    await containers.prepare(request('ses_failed001', 100));
+    await containers.abandon('ses_failed001');
+    expect(containers.has('ses_failed001')).toBe(false);
+    expect([...releasedOnDisk]).toEqual([]);
+    await containers.prepare(request('ses_newlease1', 200, { renews: 'ses_oldlease1' }));
+    expect(containers.has('ses_oldlease1')).toBe(false);
+    await containers.abandon('ses_newlease1');
+    expect(containers.has('ses_oldlease1')).toBe(true);
+    expect(saved.at(-1)).toEqual([expect.objectContaining({ key: 'ses_oldlease1', sessionId: 'ses_oldlease1' })]);
+  });
+
   it('does not hand an inherited container to another process naming its lease', async () => {
     const { containers, probe } = setup([record('ses_oldlease1', 200)]);
     probe.processes.set(200, 'boot-1');
@@ -187,7 +334,7 @@ describe('SessionContainers', () => {
   });
 
   it('keeps a record whose removal failed for the next daemon, without retrying it every sweep', async () => {
-    const { containers, saved, probe } = setup([], new Set(['ses_aaaaaaaa']));
+    const { containers, saved, probe } = setup([], { failing: new Set(['ses_aaaaaaaa']) });
     await containers.prepare(request('ses_aaaaaaaa', 100));
     await expect(containers.ended('ses_aaaaaaaa', 'client-exited')).rejects.toMatchObject({ code: 'CONTAINER_REMOVE_FAILED' });
     expect(saved.at(-1)?.map((entry) => entry.key)).toEqual(['ses_aaaaaaaa']);
@@ -265,18 +412,18 @@ describe('ContainerStore', () => {
 
   it('round-trips records, one file each, and ignores one that is not in its shape', async () => {
     const { dir, open } = store();
-    await open().save([{ key: 'ses_aaaaaaaa', record: record('ses_aaaaaaaa', 100) }, { key: 'ses_bbbbbbbb', record: record('ses_bbbbbbbb', 1) }]);
+    await open().save([{ key: 'ses_aaaaaaaa', kind: 'write', record: record('ses_aaaaaaaa', 100) }, { key: 'ses_bbbbbbbb', kind: 'write', record: record('ses_bbbbbbbb', 1) }]);
     expect(readdirSync(dir).sort()).toEqual(['ses_aaaaaaaa.json', 'ses_bbbbbbbb.json']);
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     expect(statSync(path.join(dir, 'ses_aaaaaaaa.json')).mode & 0o777).toBe(0o600);
-    expect((await open().load()).map((entry) => entry.key).sort()).toEqual(['ses_aaaaaaaa', 'ses_bbbbbbbb']);
+    expect((await open().load()).records.map((entry) => entry.key).sort()).toEqual(['ses_aaaaaaaa', 'ses_bbbbbbbb']);
     writeFileSync(path.join(dir, 'ses_cccccccc.json'), JSON.stringify({ ...record('ses_cccccccc', 2), env: { LD_PRELOAD: '/x' } }));
     writeFileSync(path.join(dir, 'ses_dddddddd.json'), 'not json');
     // A record must be named by its own key: a file cannot speak for another session's container.
     writeFileSync(path.join(dir, 'ses_eeeeeeee.json'), JSON.stringify(record('ses_ffffffff', 3)));
     // A write a kill -9 interrupted is cleared away.
     writeFileSync(path.join(dir, '.ses_gggggggg.json.1.abc.tmp'), '{');
-    expect((await open().load()).map((entry) => entry.key).sort()).toEqual(['ses_aaaaaaaa', 'ses_bbbbbbbb']);
+    expect((await open().load()).records.map((entry) => entry.key).sort()).toEqual(['ses_aaaaaaaa', 'ses_bbbbbbbb']);
     expect(readdirSync(dir).some((name) => name.endsWith('.tmp'))).toBe(false);
   });
 
@@ -284,33 +431,57 @@ describe('ContainerStore', () => {
     const { dir, open } = store();
     const file = path.join(dir, 'ses_aaaaaaaa.json');
     const first = open();
-    await first.save([{ key: 'ses_aaaaaaaa', record: record('ses_aaaaaaaa', 100) }]);
-    await first.save([{ key: 'ses_aaaaaaaa', record: record('ses_aaaaaaaa', 200) }]);
+    await first.save([{ key: 'ses_aaaaaaaa', kind: 'write', record: record('ses_aaaaaaaa', 100) }]);
+    await first.save([{ key: 'ses_aaaaaaaa', kind: 'write', record: record('ses_aaaaaaaa', 200) }]);
     expect((JSON.parse(readFileSync(file, 'utf8')) as ContainerRecord).clientPid).toBe(200);
     // A daemon started later, before it loaded the records, writes the same key: the file is replaced.
-    await open().save([{ key: 'ses_aaaaaaaa', record: record('ses_aaaaaaaa', 300) }]);
+    await open().save([{ key: 'ses_aaaaaaaa', kind: 'write', record: record('ses_aaaaaaaa', 300) }]);
     expect((JSON.parse(readFileSync(file, 'utf8')) as ContainerRecord).clientPid).toBe(300);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     // A daemon killed between creating a record and writing it leaves it empty: its plan was never handed out.
     writeFileSync(path.join(dir, 'ses_bbbbbbbb.json'), '');
-    expect((await open().load()).map((entry) => [entry.key, entry.clientPid])).toEqual([['ses_aaaaaaaa', 300]]);
+    expect((await open().load()).records.map((entry) => [entry.key, entry.clientPid])).toEqual([['ses_aaaaaaaa', 300]]);
     expect(readdirSync(dir)).toEqual(['ses_aaaaaaaa.json']);
   });
 
   it('forgets a record by removing its file, after a write of the same key queued before', async () => {
     const { dir, open } = store();
     const subject = open();
-    await Promise.all([subject.save([{ key: 'ses_aaaaaaaa', record: record('ses_aaaaaaaa', 100) }]), subject.save([{ key: 'ses_aaaaaaaa', record: null }])]);
+    await Promise.all([subject.save([{ key: 'ses_aaaaaaaa', kind: 'write', record: record('ses_aaaaaaaa', 100) }]), subject.save([{ key: 'ses_aaaaaaaa', kind: 'forget' }])]);
     expect(readdirSync(dir)).toEqual([]);
-    expect(await open().load()).toEqual([]);
+    expect(await open().load()).toEqual({ records: [], released: [] });
+  });
+
+  it('moves a released record aside in one rename, loads it as released, and forgets it', async () => {
+    const { dir, open } = store();
+    const subject = open();
+    await subject.save([{ key: 'ses_aaaaaaaa', kind: 'write', record: record('ses_aaaaaaaa', 100) }]);
+    await subject.save([{ key: 'ses_aaaaaaaa', kind: 'release' }, { key: 'ses_neverwritten', kind: 'release' }]);
+    expect(readdirSync(dir)).toEqual(['released']);
+    expect(statSync(path.join(dir, 'released')).mode & 0o777).toBe(0o700);
+    const loaded = await open().load();
+    expect({ records: loaded.records, released: loaded.released.map((entry) => entry.key) }).toEqual({ records: [], released: ['ses_aaaaaaaa'] });
+    await subject.save([{ key: 'ses_aaaaaaaa', kind: 'forget-released' }]);
+    expect(readdirSync(path.join(dir, 'released'))).toEqual([]);
+  });
+
+  it('rejects a record it cannot write; other changes are only logged', async () => {
+    const { dir, open } = store();
+    // A file where the records' directory should be stands in for a state dir that refuses writes
+    // (a full disk is tested end to end, on a real full filesystem).
+    mkdirSync(path.dirname(dir), { recursive: true });
+    writeFileSync(dir, '');
+    const subject = open();
+    await expect(subject.save([{ key: 'ses_aaaaaaaa', kind: 'write', record: record('ses_aaaaaaaa', 100) }])).rejects.toMatchObject({ code: 'INSECURE_DIRECTORY' });
+    await expect(subject.save([{ key: 'ses_aaaaaaaa', kind: 'forget' }, { key: 'ses_bbbbbbbb', kind: 'release' }])).resolves.toBeUndefined();
   });
 
   it('folds in the single containers.json of an earlier release, then removes it', async () => {
     const { dir, legacy, open } = store();
-    await open().save([{ key: 'ses_aaaaaaaa', record: record('ses_aaaaaaaa', 100) }]);
+    await open().save([{ key: 'ses_aaaaaaaa', kind: 'write', record: record('ses_aaaaaaaa', 100) }]);
     writeFileSync(legacy, JSON.stringify({ version: 1, containers: [record('ses_aaaaaaaa', 999), record('ses_bbbbbbbb', 1)] }));
     const loaded = await open().load();
-    expect(loaded.map((entry) => [entry.key, entry.clientPid])).toEqual([['ses_aaaaaaaa', 100], ['ses_bbbbbbbb', 1]]);
+    expect(loaded.records.map((entry) => [entry.key, entry.clientPid])).toEqual([['ses_aaaaaaaa', 100], ['ses_bbbbbbbb', 1]]);
     expect(existsSync(legacy)).toBe(false);
     expect(readdirSync(dir).sort()).toEqual(['ses_aaaaaaaa.json', 'ses_bbbbbbbb.json']);
   });

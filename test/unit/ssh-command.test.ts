@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, lstatSync, lutimesSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lstatSync, lutimesSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -91,7 +91,7 @@ describe('ssh command', () => {
 });
 
 /** Runs the stub in a local /bin/sh standing in for the VM's login shell, the script on its stdin. */
-function runRemote(script: string, env: NodeJS.ProcessEnv = process.env): { output: Promise<{ stdout: string; stderr: string; code: number | null }>; send(text: string): void; end(text: string): void } {
+function runRemote(script: string, env: NodeJS.ProcessEnv = process.env): { output: Promise<{ stdout: string; stderr: string; code: number | null }>; send(text: string): void; end(text: string): void; stdout(): string } {
   const child = spawn('/bin/sh', ['-c', REMOTE_STUB], { stdio: ['pipe', 'pipe', 'pipe'], env });
   cleanup.add(() => {
     child.kill('SIGKILL');
@@ -107,6 +107,7 @@ function runRemote(script: string, env: NodeJS.ProcessEnv = process.env): { outp
     })),
     send: (text) => child.stdin.write(text),
     end: (text) => child.stdin.end(text),
+    stdout: () => stdout,
   };
 }
 
@@ -139,6 +140,38 @@ describe('the remote script in a real shell (this host stands in for the VM)', (
     expect(stdout.split('\n').filter((line) => line !== '')).toEqual(['sandboxd-selinux none', 'sandboxd-ready', 'sandboxd-seen 7 f', 'sandboxd-seen 8 d', 'sandboxd-seen 9 -']);
     expect(code).toBe(0);
     expect(existsSync(at.dir)).toBe(false);
+  });
+
+  it('answers `v` with whether agent.sock still leads to the socket it published, whichever name was swapped', async () => {
+    const at = tempLayout();
+    const remote = runRemote(remoteScript(at));
+    bind(at);
+    const agentSock = path.join(at.dir, 'agent.sock');
+    await expect.poll(() => existsSync(agentSock), { timeout: 10_000 }).toBe(true);
+    remote.send('v 1\n');
+    await expect.poll(() => remote.stdout().includes('sandboxd-seen 1 '), { timeout: 5_000 }).toBe(true);
+    // agent.sock repointed at another socket beside it.
+    const impostor = net.createServer().listen(path.join(at.dir, 'a-0-other.sock'));
+    cleanup.add(() => {
+      impostor.close();
+    });
+    await expect.poll(() => existsSync(path.join(at.dir, 'a-0-other.sock')), { timeout: 5_000 }).toBe(true);
+    symlinkSync('a-0-other.sock', `${agentSock}.new`);
+    renameSync(`${agentSock}.new`, agentSock);
+    remote.send('v 2\n');
+    await expect.poll(() => remote.stdout().includes('sandboxd-seen 2 '), { timeout: 5_000 }).toBe(true);
+    // The published name itself replaced by a new socket, agent.sock pointing at that name again.
+    rmSync(path.join(at.dir, at.generationName));
+    const replaced = net.createServer().listen(path.join(at.dir, at.generationName));
+    cleanup.add(() => {
+      replaced.close();
+    });
+    await expect.poll(() => existsSync(path.join(at.dir, at.generationName)), { timeout: 5_000 }).toBe(true);
+    symlinkSync(at.generationName, `${agentSock}.new`);
+    renameSync(`${agentSock}.new`, agentSock);
+    remote.end('v 3\nhalt\n');
+    const { stdout } = await remote.output;
+    expect(stdout.split('\n').filter((line) => line.startsWith('sandboxd-seen'))).toEqual(['sandboxd-seen 1 d', 'sandboxd-seen 2 -', 'sandboxd-seen 3 -']);
   });
 
   it('removes the bind sockets earlier generations left (ssh or sshd killed before they were moved in)', async () => {
@@ -245,7 +278,7 @@ describe('the remote script in a real shell (this host stands in for the VM)', (
     writeFileSync(conf, `d ${parent} 0700 root root amAM:10d\n`);
     execFileSync('systemd-tmpfiles', ['--clean', conf]);
     expect(existsSync(control)).toBe(false);
-    expect(readdirSync(at.dir).sort()).toEqual([at.generationName, 'agent.sock']);
+    expect(readdirSync(at.dir).sort()).toEqual(['.bound', at.generationName, 'agent.sock']);
     const connected = await new Promise<boolean>((resolve) => {
       const socket = net.connect(agentSock, () => {
         socket.destroy();

@@ -20,7 +20,13 @@ export function registerDaemonCommand(program: Command): void {
     .addOption(new Option('--log <target>', 'where logs go: file (the log dir) or stdout').choices(['file', 'stdout']).default('file'))
     .option('--lease-ttl <seconds>', 'end a session whose heartbeats stop for this long', '30')
     .option('--tunnel-idle <seconds>', 'keep an unused tunnel or relay this long (env SANDBOXD_TUNNEL_IDLE)')
-    .action(async (options: { log: 'file' | 'stdout'; leaseTtl: string; tunnelIdle?: string }) => {
+    .addOption(
+      new Option('--service-manager <manager>', 'started by this service manager (the installed units say so): another daemon already serving is not an error, exit 0').choices([
+        'launchd',
+        'systemd',
+      ]),
+    )
+    .action(async (options: { log: 'file' | 'stdout'; leaseTtl: string; tunnelIdle?: string; serviceManager?: 'launchd' | 'systemd' }) => {
       await runAction(false, async () => {
         const leaseTtlMs = seconds(options.leaseTtl, '--lease-ttl');
         const bridgeIdleMs =
@@ -32,8 +38,12 @@ export function registerDaemonCommand(program: Command): void {
             ...(leaseTtlMs === undefined ? {} : { leaseTtlMs }),
             ...(bridgeIdleMs === undefined ? {} : { bridgeIdleMs }),
           },
+          serviceManager: options.serviceManager,
           onListening: (paths) => {
             process.stderr.write(`sandboxd: listening on ${paths.socketPath} (pid ${process.pid})\n`);
+          },
+          onAlreadyRunning: (message) => {
+            process.stderr.write(`sandboxd: ${message}; leaving it to serve\n`);
           },
         });
       });

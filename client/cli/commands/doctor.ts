@@ -2,7 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
-import { currentPlatform, resolvePaths, type Platform, type SandboxdPaths } from '../../../shared/paths.js';
+import { currentPlatform, otherLayoutSockets, resolvePaths, type Platform, type SandboxdPaths } from '../../../shared/paths.js';
 import { CLIENT_ENV_NAMES, type ClientEnv } from '../../../shared/contracts/sessions.js';
 import { inspectAgentSocket } from '../../../daemon/plan/agent-socket.js';
 import type { PodmanConnection } from '../../../daemon/podman/connections.js';
@@ -20,16 +20,19 @@ import {
   checkEngines,
   checkMachineSsh,
   checkNode,
+  checkOtherDaemons,
   checkService,
   checkSocketPath,
   type CheckResult,
   type ConnectionProbe,
   type DaemonProbe,
+  type ServiceState,
 } from '../../doctor/checks.js';
 import { envFlag } from '../../env-flags.js';
-import { managerInputs } from '../../service/control.js';
-import { installedService } from '../../service/manager.js';
-import { execRunner } from '../../service/service.js';
+import { findOtherDaemons, otherDaemonWarnings } from '../../other-daemons.js';
+import { managerInputs, managerRunner } from '../../service/control.js';
+import { assertReachable, programProblem, serviceManager } from '../../service/manager.js';
+import { fileExists } from '../../service/service.js';
 import { printJson, runAction } from '../output.js';
 
 /** One login, bounded: a machine that is down must not hang `doctor`. */
@@ -73,18 +76,29 @@ async function sshTrue(connection: PodmanConnection, paths: SandboxdPaths): Prom
   return { exitCode: result.exitCode, error: result.exitCode === 0 ? null : classifySshFailure(connection.name, result.stderr, result.exitCode) };
 }
 
-async function serviceState(platform: Platform): Promise<{ kind: string; files: readonly string[]; loaded: boolean } | null> {
-  const manager = await installedService(managerInputs(process.env, platform));
-  if (manager === null) return null;
-  const [file = '', ...args] = manager.loadedArgv;
-  return { kind: manager.kind, files: manager.files, loaded: (await execRunner(file, args)).exitCode === 0 };
+async function serviceState(platform: Platform): Promise<ServiceState> {
+  const manager = serviceManager(managerInputs(process.env, platform));
+  const run = await managerRunner(process.env, platform);
+  const unreachable = await assertReachable(manager, run).then(
+    () => null,
+    (error: unknown) => (error instanceof SandboxdError ? { reason: error.message, remedy: error.remedy } : { reason: String(error), remedy: '' }),
+  );
+  const state: ServiceState = { kind: manager.kind, files: manager.files, installed: await fileExists(manager.files[0] ?? ''), unreachable, programProblem: null, loaded: false, lastExit: null };
+  if (!state.installed) return state;
+  state.programProblem = await programProblem(manager);
+  if (unreachable !== null) return state;
+  const [loadedFile = '', ...loadedArgs] = manager.loadedArgv;
+  const [statusFile = '', ...statusArgs] = manager.statusArgv;
+  const [loaded, status] = await Promise.all([run(loadedFile, loadedArgs), run(statusFile, statusArgs)]);
+  return { ...state, loaded: loaded.exitCode === 0, lastExit: status.exitCode === 0 ? manager.lastExit(status.stdout) : null };
 }
 
 export async function runChecks(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
   const platform = currentPlatform();
   const home = env.HOME ?? os.homedir();
   const uid = process.getuid?.() ?? 0;
-  const paths = resolvePaths({ platform, env, uid, home });
+  const pathInputs = { platform, env, uid, home };
+  const paths = resolvePaths(pathInputs);
   const searchPath = env.PATH ?? '';
   const [podman, docker] = await Promise.all([findExecutable('podman', searchPath), findExecutable('docker', searchPath)]);
   const daemon: DaemonProbe = await getStatus(env).then((status) => ({ status }), (error: unknown) => ({ error }));
@@ -101,7 +115,8 @@ export async function runChecks(env: NodeJS.ProcessEnv): Promise<CheckResult[]> 
     checkNode(process.versions.node),
     checkSocketPath(paths, platform),
     await checkDirectories(paths, uid),
-    checkDaemon(daemon, autoStart),
+    checkDaemon(daemon, autoStart, paths.socketPath),
+    checkOtherDaemons(otherDaemonWarnings(await findOtherDaemons(pathInputs, paths)), otherLayoutSockets(pathInputs, paths)),
     ...checkEngines({ podman, docker }),
     checkConnection(connection, needed),
     checkMachineSsh(ssh, 'connection' in connection ? connection.connection.name : '', needed),

@@ -1,14 +1,15 @@
-import { realpathSync } from 'node:fs';
+import { promises as fs, realpathSync } from 'node:fs';
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
 import { currentPlatform, type SandboxdPaths } from '../../../shared/paths.js';
 import { CLI_ENTRY } from '../../../daemon/package-files.js';
 import { ensureSecureDir } from '../../../daemon/secure-dir.js';
+import { socketAnswers } from '../../../daemon/socket-probe.js';
 import { clientPaths } from '../../connection.js';
 import { getStatus } from '../../daemon-calls.js';
-import { managerInputs } from '../../service/control.js';
-import { describeStep, executeSteps, installedService, serviceManager } from '../../service/manager.js';
-import { execRunner, serviceEnvironment, toolDirs, type ServiceManager, type ServiceSpec, type ServiceStep } from '../../service/service.js';
+import { managerInputs, managerRunner } from '../../service/control.js';
+import { assertReachable, describeStep, executeSteps, installedService, serviceManager, type StepDeps } from '../../service/manager.js';
+import { serviceEnvironment, serviceNode, toolDirs, type CommandRunner, type ServiceManager, type ServiceSpec, type ServiceStep } from '../../service/service.js';
 import { printJson, runAction } from '../output.js';
 import { stopDaemon } from './lifecycle.js';
 
@@ -21,7 +22,7 @@ interface Flags {
 }
 
 async function installSpec(paths: SandboxdPaths): Promise<ServiceSpec> {
-  const node = realpathSync(process.execPath);
+  const node = await serviceNode(process.env.PATH ?? '', process.execPath);
   const platform = currentPlatform();
   return {
     node,
@@ -68,11 +69,17 @@ function report(manager: ServiceManager, steps: readonly ServiceStep[], flags: F
   process.stdout.write(`${lines.join('\n')}\n`);
 }
 
-const stepDeps = {
-  run: execRunner,
-  sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
-  waitTimeoutMs: UNLOAD_WAIT_MS,
-};
+function stepDeps(run: CommandRunner): StepDeps {
+  return { run, sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)), waitTimeoutMs: UNLOAD_WAIT_MS };
+}
+
+/** After the service is unloaded: no daemon may be left running, nor its socket left behind. */
+async function leaveNothingRunning(json: boolean): Promise<void> {
+  await stopDaemon(json);
+  const { socketPath } = clientPaths();
+  const stat = await fs.lstat(socketPath).catch(() => null);
+  if (stat?.isSocket() === true && stat.uid === (process.getuid?.() ?? 0) && !(await socketAnswers(socketPath, 1_000))) await fs.rm(socketPath, { force: true });
+}
 
 export function registerInstallCommands(program: Command): void {
   program
@@ -83,13 +90,18 @@ export function registerInstallCommands(program: Command): void {
     .action(async (flags: Flags) => {
       await runAction(flags.json === true, async () => {
         const paths = clientPaths();
-        const manager = serviceManager(managerInputs(process.env, currentPlatform()));
+        const platform = currentPlatform();
+        const manager = serviceManager(managerInputs(process.env, platform));
+        // Rendering refuses a value the unit or plist could not carry, before anything changes.
         const steps = manager.installSteps(await installSpec(paths));
         if (flags.dryRun !== true) {
+          const run = await managerRunner(process.env, platform);
+          // Without a manager to load it, nothing is stopped or written: the daemon keeps serving.
+          await assertReachable(manager, run);
           await stopUnmanagedDaemon(flags.json === true);
           // launchd writes the daemon's stdout/stderr there before the daemon can create it.
           await ensureSecureDir(paths.logDir);
-          await executeSteps(steps, stepDeps);
+          await executeSteps(steps, stepDeps(run));
         }
         const when = manager.kind === 'launchd' ? 'at login (and now)' : 'on first use, by systemd\'s socket';
         report(manager, steps, flags, `sandboxd installed (${manager.kind}: ${manager.files.join(', ')}); it starts ${when}`);
@@ -104,14 +116,18 @@ export function registerInstallCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (flags: Flags) => {
       await runAction(flags.json === true, async () => {
-        const manager = await installedService(managerInputs(process.env, currentPlatform()));
+        const platform = currentPlatform();
+        const manager = await installedService(managerInputs(process.env, platform));
         if (manager === null) {
           if (flags.json === true) printJson({ manager: null, dryRun: flags.dryRun === true, files: [], steps: [] });
           else process.stdout.write('sandboxd is not installed as a service\n');
           return 0;
         }
         const steps = manager.uninstallSteps();
-        if (flags.dryRun !== true) await executeSteps(steps, stepDeps);
+        if (flags.dryRun !== true) {
+          await executeSteps(steps, stepDeps(await managerRunner(process.env, platform)));
+          await leaveNothingRunning(flags.json === true);
+        }
         report(manager, steps, flags, `sandboxd uninstalled (${manager.kind}); clients start the daemon themselves again`);
         return 0;
       });

@@ -3,12 +3,12 @@ import { SandboxdError } from '../../../shared/errors.js';
 import { readPidRecord } from '../../../daemon/pid-record.js';
 import { createProcessProbe } from '../../../daemon/process-identity.js';
 import { currentPlatform } from '../../../shared/paths.js';
+import { readAnyStatus } from '../../any-status.js';
 import { requestShutdown } from '../../daemon-calls.js';
 import { ensureDaemon } from '../../autostart.js';
 import { clientPaths } from '../../connection.js';
-import { managerInputs } from '../../service/control.js';
+import { managerInputs, managerRunner } from '../../service/control.js';
 import { installedService } from '../../service/manager.js';
-import { execRunner } from '../../service/service.js';
 import { printJson, runAction } from '../output.js';
 import { withProgress } from '../progress.js';
 import { printRunning, statusOrNull } from './status.js';
@@ -17,13 +17,13 @@ const STOP_TIMEOUT_MS = 6_000;
 /** A service manager's stop is synchronous (systemd) or quick (launchd); past this the daemon is not its. */
 const MANAGED_STOP_MS = 2_000;
 
-/** Polls until `pid` has exited (a zombie counts) and its pid record is gone. */
+/** Polls until `pid` has exited (a zombie counts) and no pid record names it any more. */
 async function stoppedWithin(pid: number, timeoutMs: number): Promise<boolean> {
   const { pidPath } = clientPaths();
   const probe = createProcessProbe(currentPlatform());
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (!(await probe.isSame(pid, null)) && (await readPidRecord(pidPath)) === null) return true;
+    if (!(await probe.isSame(pid, null)) && (await readPidRecord(pidPath))?.pid !== pid) return true;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   return false;
@@ -35,19 +35,32 @@ export function sessionsWarning(sessions: number): string | null {
   return `sandboxd: stopping with ${sessions} open session${sessions === 1 ? '' : 's'}: their containers lose the SSH agent and extra sockets until a daemon runs again (live clients then renew their lease; containers are not removed)\n`;
 }
 
+/** The daemon to stop: of this release, or of another one (`restart` is how an upgrade ends). */
+async function daemonToStop(): Promise<{ pid: number; sessions: number } | null> {
+  try {
+    const status = await statusOrNull();
+    return status === null ? null : { pid: status.pid, sessions: status.counts.sessions };
+  } catch (error) {
+    if (!(error instanceof SandboxdError && error.code === 'PROTOCOL_MISMATCH')) throw error;
+    const any = await readAnyStatus(clientPaths().socketPath);
+    if (any.pid === undefined) throw error;
+    return { pid: any.pid, sessions: any.counts?.sessions ?? 0 };
+  }
+}
+
 /**
  * Through the service manager when `sandboxd install` put the daemon under one (so launchd or
  * systemd does not restart it behind our back), else over the socket.
  */
 export async function stopDaemon(json: boolean): Promise<'stopped' | 'not-running'> {
-  const status = await statusOrNull();
+  const status = await daemonToStop();
   if (status === null) return 'not-running';
-  const warning = sessionsWarning(status.counts.sessions);
+  const warning = sessionsWarning(status.sessions);
   if (warning !== null && !json) process.stderr.write(warning);
   const service = await installedService(managerInputs(process.env, currentPlatform()));
   if (service !== null) {
     const [file = '', ...args] = service.stopArgv;
-    await execRunner(file, args);
+    await (await managerRunner(process.env, currentPlatform()))(file, args);
     if (await stoppedWithin(status.pid, MANAGED_STOP_MS)) return 'stopped';
   }
   try {

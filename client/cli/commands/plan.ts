@@ -15,7 +15,7 @@ export function registerPlanCommand(program: Command): void {
       .command('plan')
       .description('acquire a session, print its plan (mounts, env, run args), release it')
       .option('--workdir', 'include the cwd mount and --workdir, as `run` does')
-      .option('--image <image>', 'the image the container will run: a Docker Desktop-style agent socket is verified with it (never pulled)'),
+      .option('--image <image>', 'the image the container will run (accepted and unused: sandboxd verifies an agent socket with its own image)'),
   ).action(async (flags: SessionFlags & { image?: string }) => {
     const json = flags.json === true;
     await runAction(json, async () => {

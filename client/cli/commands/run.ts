@@ -27,7 +27,7 @@ function userFromRunArgs(runArgs: readonly string[], home: string | undefined): 
   }
 }
 
-/** The image in `run`'s own arguments (where its options end), so the daemon can probe with it. */
+/** The image in `run`'s own arguments (where its options end); the daemon accepts it and no longer probes with it. */
 function imageFromRunArgs(runArgs: readonly string[]): string | undefined {
   try {
     const { optionsEnd } = parseRunArgs(runArgs);

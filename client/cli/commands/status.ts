@@ -1,7 +1,10 @@
+import os from 'node:os';
 import type { Command } from 'commander';
 import type { StatusResponse } from '../../../shared/contracts/status.js';
+import { currentPlatform } from '../../../shared/paths.js';
 import { statusOrColdStart } from '../../daemon-status.js';
 import { clientPaths } from '../../connection.js';
+import { findOtherDaemons, otherDaemonWarnings } from '../../other-daemons.js';
 import { engineLines } from '../engines.js';
 import { EXIT_NOT_RUNNING, formatAge, printJson, runAction } from '../output.js';
 
@@ -37,6 +40,15 @@ function statusLines(status: StatusResponse): string {
   );
 }
 
+/** On stderr, so `--json` output stays one shape: a stray daemon or socket of an earlier layout. */
+async function warnAboutOthers(): Promise<void> {
+  const env = process.env;
+  const inputs = { platform: currentPlatform(), env, uid: process.getuid?.() ?? 0, home: env.HOME ?? os.homedir() };
+  for (const warning of otherDaemonWarnings(await findOtherDaemons(inputs, clientPaths()))) {
+    process.stderr.write(`sandboxd: warning: ${warning.detail}\n  ${warning.remedy}\n`);
+  }
+}
+
 export function registerStatusCommand(program: Command): void {
   program
     .command('status')
@@ -45,7 +57,7 @@ export function registerStatusCommand(program: Command): void {
     .action(async (options: { json?: boolean }) => {
       const json = options.json === true;
       await runAction(json, async () => {
-        const status = await statusOrNull();
+        const [status] = await Promise.all([statusOrNull(), warnAboutOthers()]);
         if (status === null) {
           const { socketPath } = clientPaths();
           if (json) printJson({ running: false, socketPath });

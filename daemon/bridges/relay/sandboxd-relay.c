@@ -1,32 +1,65 @@
 /*
- * sandboxd-relay: the one process of sandboxd's shared agent relay container (README, "Docker
- * Desktop"). It runs inside the engine's VM as the session's uid:gid with gid 0 as a supplementary
- * group, so it alone may connect to the built-in agent socket (root:root 0660), and it serves a
- * 0600 socket owned by that uid in a volume the session containers mount. Static, no libc
- * look-ups, nothing taken from any image.
+ * sandboxd-relay: the one process of sandboxd's helper containers (README, "Docker Desktop"). Static,
+ * no libc look-ups, nothing taken from any image.
  *
- *   sandboxd-relay UPSTREAM LISTEN
+ *   sandboxd-relay serve UPSTREAM LISTEN MAX
  *
- * Prints "sandboxd-relay ready" once LISTEN accepts; each connection gets a child that pipes it to
- * a fresh connection to UPSTREAM. SIGTERM removes LISTEN and exits.
+ * The shared agent relay. It runs inside the engine's VM as the session's uid:gid with gid 0 as a
+ * supplementary group, so it alone may connect to the built-in agent socket (root:root 0660), and it
+ * serves a 0600 socket owned by that uid in a volume the session containers mount read-only. Prints
+ * "sandboxd-relay ready" once LISTEN accepts; each connection gets a child that pipes it to a fresh
+ * connection to UPSTREAM, at most MAX at once: past that a connection is closed at once, never
+ * forked for. Every second it checks that LISTEN is still the socket it bound; when it is not (moved,
+ * removed or replaced), it says so on stderr and exits 3, so the daemon re-creates it. SIGTERM
+ * removes LISTEN and exits.
+ *
+ *   sandboxd-relay identities SOCKET
+ *
+ * The probe of a built-in socket: asks the agent at SOCKET for its identities (what `ssh-add -l`
+ * asks) and prints "key <hex of the key blob>" for each, then "identities <count>". Exits 2 when
+ * nothing answers on SOCKET, 3 on an answer that is not an agent's, 4 when it takes over 5 seconds.
  */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#define CHECK_INTERVAL_MS 1000
+#define IDENTITIES_TIMEOUT_S 5
+#define MAX_ANSWER_BYTES (256 * 1024)
+#define SSH2_AGENTC_REQUEST_IDENTITIES 11
+#define SSH2_AGENT_IDENTITIES_ANSWER 12
+
 static const char *listen_path;
+static volatile sig_atomic_t live;
 
 static void on_term(int sig) {
   (void)sig;
   unlink(listen_path);
   _exit(0);
+}
+
+/* Reaps every child that ended, so `live` counts the connections still served. */
+static void on_child(int sig) {
+  (void)sig;
+  int saved = errno;
+  while (waitpid(-1, NULL, WNOHANG) > 0) live--;
+  errno = saved;
+}
+
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char message[] = "sandboxd-relay: the agent did not answer in time\n";
+  if (write(2, message, sizeof message - 1) < 0) _exit(4);
+  _exit(4);
 }
 
 static int unix_address(const char *path, struct sockaddr_un *addr) {
@@ -35,6 +68,13 @@ static int unix_address(const char *path, struct sockaddr_un *addr) {
   if (strlen(path) >= sizeof addr->sun_path) return -1;
   strcpy(addr->sun_path, path);
   return 0;
+}
+
+static int connect_to(const char *path) {
+  struct sockaddr_un addr;
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0 || unix_address(path, &addr) != 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) return -1;
+  return fd;
 }
 
 /* Copies what is readable on `from` to `to`; returns 0 at end of stream or on error. */
@@ -51,9 +91,8 @@ static int shuttle(int from, int to) {
 }
 
 static void serve_connection(int client, const char *upstream_path) {
-  struct sockaddr_un addr;
-  int upstream = socket(AF_UNIX, SOCK_STREAM, 0);
-  if (upstream < 0 || unix_address(upstream_path, &addr) != 0 || connect(upstream, (struct sockaddr *)&addr, sizeof addr) != 0) {
+  int upstream = connect_to(upstream_path);
+  if (upstream < 0) {
     fprintf(stderr, "sandboxd-relay: connect %s: %s\n", upstream_path, strerror(errno));
     _exit(1);
   }
@@ -69,44 +108,137 @@ static void serve_connection(int client, const char *upstream_path) {
   _exit(0);
 }
 
-int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: sandboxd-relay UPSTREAM LISTEN\n");
+static int serve(const char *upstream_path, const char *max_text) {
+  char *end;
+  long max = strtol(max_text, &end, 10);
+  struct sockaddr_un addr;
+  if (*max_text == '\0' || *end != '\0' || max < 1 || max > 4096) {
+    fprintf(stderr, "sandboxd-relay: MAX must be 1..4096: %s\n", max_text);
     return 2;
   }
-  const char *upstream_path = argv[1];
-  listen_path = argv[2];
-  struct sockaddr_un addr;
   if (unix_address(listen_path, &addr) != 0) {
     fprintf(stderr, "sandboxd-relay: path too long: %s\n", listen_path);
     return 2;
   }
-  /* Children are never waited for; the kernel reaps them (this is PID 1 of its container). */
-  signal(SIGCHLD, SIG_IGN);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  struct sigaction reap;
+  memset(&reap, 0, sizeof reap);
+  reap.sa_handler = on_child;
+  reap.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &reap, NULL);
   signal(SIGPIPE, SIG_IGN);
   signal(SIGTERM, on_term);
   signal(SIGINT, on_term);
   umask(0177);
   unlink(listen_path);
   int server = socket(AF_UNIX, SOCK_STREAM, 0);
-  if (server < 0 || bind(server, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(server, 64) != 0) {
+  struct stat bound;
+  if (server < 0 || bind(server, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(server, 64) != 0 || lstat(listen_path, &bound) != 0) {
     fprintf(stderr, "sandboxd-relay: listen %s: %s\n", listen_path, strerror(errno));
     return 1;
   }
   printf("sandboxd-relay ready\n");
   fflush(stdout);
+  struct pollfd waiting = {server, POLLIN, 0};
   for (;;) {
+    int ready = poll(&waiting, 1, CHECK_INTERVAL_MS);
+    struct stat now;
+    if (lstat(listen_path, &now) != 0 || now.st_dev != bound.st_dev || now.st_ino != bound.st_ino) {
+      fprintf(stderr, "sandboxd-relay: %s is not the socket it bound\n", listen_path);
+      return 3;
+    }
+    if (ready <= 0) continue;
     int client = accept(server, NULL, NULL);
     if (client < 0) {
-      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) continue;
+      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE || errno == EAGAIN) continue;
       fprintf(stderr, "sandboxd-relay: accept: %s\n", strerror(errno));
       return 1;
     }
-    pid_t child = fork();
-    if (child == 0) {
-      close(server);
-      serve_connection(client, upstream_path);
+    sigprocmask(SIG_BLOCK, &chld, NULL);
+    if (live < max) {
+      pid_t child = fork();
+      if (child == 0) {
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        sigprocmask(SIG_UNBLOCK, &chld, NULL);
+        close(server);
+        serve_connection(client, upstream_path);
+      }
+      if (child > 0) live++;
     }
+    sigprocmask(SIG_UNBLOCK, &chld, NULL);
     close(client);
   }
+}
+
+static int read_all(int fd, unsigned char *buffer, size_t length) {
+  for (size_t got = 0; got < length;) {
+    ssize_t n = read(fd, buffer + got, length - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    got += (size_t)n;
+  }
+  return 0;
+}
+
+static uint32_t be32(const unsigned char *at) {
+  return ((uint32_t)at[0] << 24) | ((uint32_t)at[1] << 16) | ((uint32_t)at[2] << 8) | (uint32_t)at[3];
+}
+
+static int not_an_agent(const char *path) {
+  fprintf(stderr, "sandboxd-relay: %s did not answer as an ssh agent\n", path);
+  return 3;
+}
+
+static int identities(const char *path) {
+  signal(SIGALRM, on_alarm);
+  signal(SIGPIPE, SIG_IGN);
+  alarm(IDENTITIES_TIMEOUT_S);
+  int agent = connect_to(path);
+  if (agent < 0) {
+    fprintf(stderr, "sandboxd-relay: connect %s: %s\n", path, strerror(errno));
+    return 2;
+  }
+  const unsigned char request[] = {0, 0, 0, 1, SSH2_AGENTC_REQUEST_IDENTITIES};
+  if (write(agent, request, sizeof request) != (ssize_t)sizeof request) {
+    fprintf(stderr, "sandboxd-relay: write %s: %s\n", path, strerror(errno));
+    return 2;
+  }
+  unsigned char header[4];
+  if (read_all(agent, header, sizeof header) != 0) return not_an_agent(path);
+  uint32_t length = be32(header);
+  if (length < 5 || length > MAX_ANSWER_BYTES) return not_an_agent(path);
+  unsigned char *body = malloc(length);
+  if (body == NULL || read_all(agent, body, length) != 0 || body[0] != SSH2_AGENT_IDENTITIES_ANSWER) return not_an_agent(path);
+  uint32_t count = be32(body + 1);
+  size_t at = 5;
+  for (uint32_t index = 0; index < count; index++) {
+    if (length - at < 4) return not_an_agent(path);
+    uint32_t blob = be32(body + at);
+    at += 4;
+    if (length - at < blob) return not_an_agent(path);
+    printf("key ");
+    for (uint32_t byte = 0; byte < blob; byte++) printf("%02x", body[at + byte]);
+    printf("\n");
+    at += blob;
+    if (length - at < 4) return not_an_agent(path);
+    uint32_t comment = be32(body + at);
+    at += 4;
+    if (length - at < comment) return not_an_agent(path);
+    at += comment;
+  }
+  printf("identities %u\n", count);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 5 && strcmp(argv[1], "serve") == 0) {
+    listen_path = argv[3];
+    return serve(argv[2], argv[4]);
+  }
+  if (argc == 3 && strcmp(argv[1], "identities") == 0) return identities(argv[2]);
+  fprintf(stderr, "usage: sandboxd-relay serve UPSTREAM LISTEN MAX | sandboxd-relay identities SOCKET\n");
+  return 2;
 }

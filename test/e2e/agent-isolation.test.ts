@@ -1,0 +1,154 @@
+import { readdirSync, readlinkSync, renameSync, symlinkSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { execa } from 'execa';
+import { afterEach, describe, expect, it } from 'vitest';
+import { acquireSession, applyPlan, listTunnels, type Session } from '../../dist/client/index.js';
+import { Cleanup, cliEnv, makeSandbox, startAgent, waitFor } from '../helpers.js';
+import { startPodmanMachine } from '../lab/podman-machine.js';
+import { ATTACK, ATTACKER_TOOLS } from './agent-attack.js';
+import { labMissing, podmanLab } from './lab.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+const DIRS = ['/run/sandboxd/ssh', '/run/sandboxd/sockets/extra'];
+const VICTIM = 'ssh-add -l; SSH_AUTH_SOCK="$EXTRA_SOCKET" ssh-add -l';
+
+function podman(env: NodeJS.ProcessEnv, args: string[]) {
+  return execa('podman', args, { env, extendEnv: false, reject: false, timeout: 90_000 });
+}
+
+/** Starts the attacker's container from its own session's plan; resolves with what it managed. */
+async function attack(env: NodeJS.ProcessEnv, image: string, session: Session): Promise<string> {
+  const applied = applyPlan(['run', '--detach', '--network', 'none', ...ATTACKER_TOOLS, image, 'sh', '-c', ATTACK, 'attack', ...DIRS], session.plan);
+  const started = await podman({ ...env, ...applied.spawnEnv }, [...applied.globalArgs, ...applied.args]);
+  expect(started.stderr).toBe('');
+  const id = started.stdout.trim();
+  cleanup.add(() => podman(env, [...applied.globalArgs, 'rm', '-f', '-t', '0', id]));
+  return waitFor(async () => {
+    const logs = await podman(env, [...applied.globalArgs, 'logs', id]);
+    return logs.stdout.includes('attacked') ? logs.stdout : null;
+  }, 'the attack to finish', 30_000, 200);
+}
+
+/**
+ * Another sandbox, with a session of its own, asks its agent and its extra socket for their keys:
+ * one line each, and what went to stderr after them, if anything.
+ */
+async function keysSeen(env: NodeJS.ProcessEnv, image: string, session: Session): Promise<string[]> {
+  const applied = applyPlan(['run', '--rm', '--network', 'none', '--user', '1000:1000', image, 'sh', '-c', VICTIM], session.plan);
+  const result = await podman({ ...env, ...applied.spawnEnv }, [...applied.globalArgs, ...applied.args]);
+  return [...result.stdout.split('\n'), ...(result.stderr === '' ? [] : [result.stderr])];
+}
+
+describe.skipIf(labMissing)('each session\'s agent is its own: a container cannot change what another container\'s bridge serves (real podman, agents, sshd)', () => {
+  async function setup() {
+    const { env: podmanEnv, image } = podmanLab();
+    const sandbox = makeSandbox(cleanup);
+    const agent = await startAgent(sandbox.dir, cleanup);
+    const extra = await startAgent(sandbox.dir, cleanup, 'extra');
+    const sockets = [{ name: 'extra', hostPath: extra.socket, env: 'EXTRA_SOCKET' }];
+    // What a container that reaches the real agent and the real extra socket lists.
+    const realKeys = [expect.stringContaining(agent.fingerprint) as string, expect.stringContaining(extra.fingerprint) as string];
+    return { sandbox, podmanEnv, image, agent, sockets, realKeys, env: cliEnv(sandbox, { ...podmanEnv, SSH_AUTH_SOCK: agent.socket }) };
+  }
+
+  it('Linux relay: the relay directories are read-only in every container; another session still gets the real keys', async () => {
+    const { env, image, sockets, realKeys } = await setup();
+    const attacker = await acquireSession({ engine: 'podman', env, heartbeat: false, sockets });
+    cleanup.add(() => attacker.release());
+    expect(attacker.plan.mounts.filter((mount) => mount.purpose === 'ssh agent' || mount.purpose === 'socket extra')).toEqual([
+      expect.objectContaining({ target: '/run/sandboxd/ssh', readOnly: true }),
+      expect.objectContaining({ target: '/run/sandboxd/sockets/extra', readOnly: true }),
+    ]);
+    const attempted = await attack(env, image, attacker);
+
+    const other = await acquireSession({ engine: 'podman', env, heartbeat: false, sockets });
+    cleanup.add(() => other.release());
+    expect(await keysSeen(env, image, other)).toEqual(realKeys);
+    expect(attempted).toBe('attacked');
+    // Nothing was added to the user's runtime dir either.
+    const relays = (await listTunnels(env)).filter((bridge) => bridge.kind === 'relay');
+    expect(relays).toHaveLength(2);
+    for (const relay of relays) {
+      expect(readdirSync(path.dirname(relay.socketPath))).toEqual(['agent.sock']);
+      expect(relay).toMatchObject({ state: 'ready', lastError: null });
+    }
+  });
+
+  it('a relay whose socket was replaced anyway (from the host, standing in for a bug) notices at the next acquire and on the sweep, re-creates it and says so', async () => {
+    const { env, image, agent, sockets, realKeys } = await setup();
+    const first = await acquireSession({ engine: 'podman', env, heartbeat: false, sockets });
+    cleanup.add(() => first.release());
+    const relayOf = async () => (await listTunnels(env)).find((bridge) => bridge.kind === 'relay' && bridge.hostAgentSocket === agent.socket);
+    const socket = (await relayOf())?.socketPath ?? '';
+    const impostors: net.Server[] = [];
+    cleanup.add(() => Promise.all(impostors.map((server) => new Promise((resolve) => server.close(resolve)))));
+    const replace = async (): Promise<void> => {
+      renameSync(socket, `${socket}.moved`);
+      const impostor = net.createServer((client) => client.destroy());
+      impostors.push(impostor);
+      await new Promise<void>((resolve) => impostor.listen(socket, resolve));
+    };
+
+    await replace();
+    const second = await acquireSession({ engine: 'podman', env, heartbeat: false, sockets });
+    cleanup.add(() => second.release());
+    expect(await relayOf()).toMatchObject({ state: 'ready', restarts: 1, lastError: expect.stringMatching(/agent\.sock is not the socket it bound/) as string });
+    expect(await keysSeen(env, image, second)).toEqual(realKeys);
+
+    // With no acquire at all, the sweep notices too.
+    await replace();
+    await waitFor(async () => (await relayOf())?.restarts === 2, 'the sweep to notice', 15_000, 100);
+    // The first session's container (one container per plan), started only now, gets the agent.
+    expect(await keysSeen(env, image, first)).toEqual(realKeys);
+  });
+
+  it('Podman machine: the tunnel directories in the VM are read-only too, and their agent.sock symlink still resolves', async () => {
+    const { sandbox, podmanEnv, image, agent, sockets, realKeys } = await setup();
+    const conf = await startPodmanMachine(sandbox, podmanEnv, cleanup);
+    const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket });
+    const attacker = await acquireSession({ engine: 'podman', env, heartbeat: false, sshBridge: 'tunnel', sockets });
+    cleanup.add(() => attacker.release());
+    expect(attacker.info.ssh).toMatchObject({ status: 'forwarded', bridge: 'tunnel' });
+    expect(attacker.plan.mounts.filter((mount) => mount.purpose === 'ssh agent' || mount.purpose === 'socket extra').map((mount) => mount.readOnly)).toEqual([true, true]);
+    const attempted = await attack(env, image, attacker);
+
+    const other = await acquireSession({ engine: 'podman', env, heartbeat: false, sshBridge: 'tunnel', sockets });
+    cleanup.add(() => other.release());
+    expect(await keysSeen(env, image, other)).toEqual(realKeys);
+    expect(attempted).toBe('attacked');
+    const tunnels = await listTunnels(env);
+    expect(tunnels).toHaveLength(2);
+    for (const tunnel of tunnels) {
+      // `.bound` is the script's own hard link to the socket it published (the check below).
+      expect(readdirSync(path.dirname(tunnel.socketPath)).filter((name) => !name.startsWith('a-'))).toEqual(['.bound', 'agent.sock']);
+      expect(tunnel).toMatchObject({ state: 'ready', lastError: null });
+    }
+  });
+
+  it('a tunnel whose agent.sock in the VM was repointed anyway (by a VM process of the remote user, standing in for a bug) notices on the sweep, re-creates it and says so', async () => {
+    const { sandbox, podmanEnv, image, agent, sockets, realKeys } = await setup();
+    const conf = await startPodmanMachine(sandbox, podmanEnv, cleanup);
+    const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket });
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false, sshBridge: 'tunnel', sockets });
+    cleanup.add(() => session.release());
+    const tunnelOf = async () => (await listTunnels(env)).find((bridge) => bridge.kind === 'tunnel' && bridge.hostAgentSocket === agent.socket);
+    const socket = (await tunnelOf())?.socketPath ?? '';
+    // The lab's "VM" shares this /tmp: an impostor beside the real socket, and agent.sock pointed at it.
+    const impostor = net.createServer((client) => client.destroy());
+    cleanup.add(() => new Promise((resolve) => impostor.close(resolve)));
+    await new Promise<void>((resolve) => impostor.listen(path.join(path.dirname(socket), 'a-0-impostor.sock'), resolve));
+    symlinkSync('a-0-impostor.sock', `${socket}.new`);
+    renameSync(`${socket}.new`, socket);
+
+    await waitFor(async () => {
+      const tunnel = await tunnelOf();
+      return tunnel?.state === 'ready' && tunnel.lastError !== null ? tunnel : null;
+    }, 'the sweep to notice and re-create it', 20_000, 100);
+    expect(await tunnelOf()).toMatchObject({ restarts: 1, lastError: expect.stringMatching(/no longer led to the socket this tunnel published/) as string });
+    expect(readlinkSync(socket)).not.toBe('a-0-impostor.sock');
+    expect(await keysSeen(env, image, session)).toEqual(realKeys);
+  });
+});
