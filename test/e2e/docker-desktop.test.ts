@@ -27,7 +27,9 @@ async function desktopPathInUse(): Promise<string | null> {
       probe.destroy();
       resolve(true);
     });
-    probe.on('error', () => resolve(false));
+    probe.on('error', () => {
+      resolve(false);
+    });
   });
   if (answers) return `${DESKTOP_SOCKET} exists already and something answers on it`;
   rmSync(path.dirname(DESKTOP_SOCKET), { recursive: true, force: true });
