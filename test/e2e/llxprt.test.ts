@@ -117,6 +117,11 @@ async function sessionsOf(env: NodeJS.ProcessEnv): Promise<{ id: string; label: 
   return JSON.parse((await cli(['sessions', 'ls', '--json'], env)).stdout) as { id: string; label: string | null; clientPid: number }[];
 }
 
+const OVERRIDE_WARNINGS = [
+  expect.stringMatching(/^git: safe\.directory is set to .*\/project, .*\/project\/\.git in the sandbox/),
+  expect.stringMatching(/^git: core\.sshCommand is set to "ssh -o UserKnownHostsFile=/),
+];
+
 describe.skipIf(labMissing)('llxprt\'s launcher with the adapter, against the real podman', () => {
   let sandbox: Sandbox;
   let env: NodeJS.ProcessEnv;
@@ -162,7 +167,8 @@ describe.skipIf(labMissing)('llxprt\'s launcher with the adapter, against the re
     const launch = await llxprtLaunch({ home: sandbox.home, cwd: project, image, setUidGid: false, proxySocket: proxy.socket, env, options: { log } });
     expect(launch.forwarded).toBe(true);
     expect(launch.credentialSocket).toBe(CREDENTIAL_IN_CONTAINER);
-    expect(log.warnings).toEqual([]);
+    // Only the overrides the plan makes in a repository, each named (docs: git in the sandbox).
+    expect(log.warnings).toEqual(OVERRIDE_WARNINGS);
     const mounted = destinations(launch.args);
     expect(new Set(mounted).size).toBe(mounted.length);
     expect(envValues(launch.args, 'SSH_AUTH_SOCK')).toEqual(['/run/sandboxd/ssh/agent.sock']);
@@ -216,7 +222,8 @@ describe.skipIf(labMissing)('llxprt\'s launcher with the adapter, against the re
     const vmEnv = { ...env, CONTAINERS_CONF: conf, CONTAINER_CONNECTION: 'vm' };
     const log = recordingLog();
     const launch = await llxprtLaunch({ home: sandbox.home, cwd: project, image, setUidGid: false, proxySocket: proxy.socket, env: vmEnv, options: { log } });
-    expect(log.warnings).toEqual([]);
+    // Only the overrides the plan makes in a repository, each named (docs: git in the sandbox).
+    expect(log.warnings).toEqual(OVERRIDE_WARNINGS);
     expect(launch).toMatchObject({ forwarded: true, credentialSocket: CREDENTIAL_IN_CONTAINER });
     expect(parseRunArgs(launch.args).options.filter((option) => option.name === 'network').map((option) => option.value)).toEqual(['none']);
     // The agent's and the proxy's, beside the relays earlier launches left idle in this daemon.

@@ -5,6 +5,7 @@ import { execa } from 'execa';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Cleanup, cli, cliEnv, exitOf, makeSandbox, pidAlive, waitFor, type Sandbox } from '../helpers.js';
 import { buildOlderRelease, type OlderRelease } from '../lab/older-release.js';
+import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 
 const cleanup = new Cleanup();
 afterAll(() => cleanup.run());
@@ -48,7 +49,7 @@ describe('a newer client meets an older daemon (protocol policy, step 4)', () =>
     expect({ code: plan.exitCode, stderr: plan.stderr }).toEqual({ code: 0, stderr: '' });
     expect(await exitOf(older, 5_000)).toEqual({ code: 0, signal: null });
     const status = JSON.parse((await cli(['status', '--json'], env)).stdout) as { protocol: number; pid: number };
-    expect(status.protocol).toBe(2);
+    expect(status.protocol).toBe(PROTOCOL_VERSION);
     expect(status.pid).not.toBe(older.pid);
   });
 
@@ -104,7 +105,7 @@ describe('an upgrade from a build of this repo speaking protocol 1 (real daemons
     expect(before.protocol).toBe(1);
     const started = await cli(['start', '--json'], env);
     expect({ code: started.exitCode, stderr: started.stderr }).toEqual({ code: 0, stderr: '' });
-    expect(JSON.parse(started.stdout)).toMatchObject({ running: true, protocol: 2 });
+    expect(JSON.parse(started.stdout)).toMatchObject({ running: true, protocol: PROTOCOL_VERSION });
     expect(pidAlive(before.pid)).toBe(false);
     expect(anyDaemonsFor(sandbox.env.SANDBOXD_RUNTIME_DIR)).toHaveLength(1);
   });
@@ -133,7 +134,7 @@ describe('an upgrade from a build of this repo speaking protocol 1 (real daemons
     expect(refused.exitCode).toBe(1);
     expect((JSON.parse(refused.stdout) as { error: { code: string; message: string } }).error).toEqual(expect.objectContaining({
       code: 'PROTOCOL_MISMATCH',
-      message: `the running daemon (pid ${String(olderDaemon.pid)}) is an older sandboxd (protocol 1; this client speaks 2): it keeps serving its 2 sessions and stops once they end; the next start runs this version`,
+      message: `the running daemon (pid ${String(olderDaemon.pid)}) is an older sandboxd (protocol 1; this client speaks ${String(PROTOCOL_VERSION)}): it keeps serving its 2 sessions and stops once they end; the next start runs this version`,
     }));
     // Asked to make way, it still serves every session it held, to their own clients.
     const listed = JSON.parse((await olderCli(['sessions', 'ls', '--json'], env)).stdout) as { id: string }[];
@@ -146,7 +147,7 @@ describe('an upgrade from a build of this repo speaking protocol 1 (real daemons
     const plan = await cli(['plan', '--engine', 'podman', '--ssh-agent', 'off', '--json'], env);
     expect({ code: plan.exitCode, stderr: plan.stderr }).toEqual({ code: 0, stderr: '' });
     const status = JSON.parse((await cli(['status', '--json'], env)).stdout) as { pid: number; protocol: number };
-    expect(status.protocol).toBe(2);
+    expect(status.protocol).toBe(PROTOCOL_VERSION);
     expect(anyDaemonsFor(sandbox.env.SANDBOXD_RUNTIME_DIR)).toEqual([status.pid]);
     const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
     expect(log).toContain('the last session ended; a newer sandboxd takes over');
