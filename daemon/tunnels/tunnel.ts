@@ -35,6 +35,12 @@ const ALIVE_COUNT_MAX = 3;
 const GRACEFUL_EXIT_MS = 2_000;
 /** A whole login plus one `rm`: as long as a connect may take. */
 const CLEANUP_LOGIN_MS = (CONNECT_TIMEOUT_SECONDS + 2) * 1_000;
+/**
+ * Last logins a stopped tunnel makes for its leftovers, at most this far apart: together they span
+ * an sshd restart on a loaded machine (about 15 s), which is when generations die unpublished.
+ */
+const MAX_CLEANUP_LOGINS = 10;
+const CLEANUP_BACKOFF_CAP_MS = 2_000;
 const STDERR_KEEP_BYTES = 4_096;
 /**
  * New root names tried in a row before the tunnel fails: a fresh random name is taken only by
@@ -233,18 +239,31 @@ export class Tunnel implements Bridge, IndexedTunnel {
     this.queries = null;
     if (child !== null) await stopChild(child, HALT_WORD);
     this.options.onChild(null);
-    await this.removeLeftovers();
+    const leftovers = this.leftovers;
+    this.leftovers = [];
+    // Only the first login is awaited: a session told that the tunnel failed is not kept waiting
+    // for a VM that is down, and the retries outlive the halt.
+    if (leftovers.length > 0 && !(await this.removeLeftovers(leftovers))) void this.retryLeftovers(leftovers);
     this.logger.info('tunnel halted');
   }
 
   /**
    * Bind sockets of generations that died unpublished are otherwise removed by the next
-   * generation's script; a stopping tunnel has none, so one login does it (bounded, best effort).
+   * generation's script; a stopping tunnel has none, so a last login does it. Such a generation
+   * mostly died because the VM's sshd went away, so that login is often refused at first: it is
+   * retried with backoff, a bounded number of times.
    */
-  private async removeLeftovers(): Promise<void> {
-    if (this.leftovers.length === 0) return;
-    const leftovers = this.leftovers;
-    this.leftovers = [];
+  private async retryLeftovers(leftovers: readonly string[]): Promise<void> {
+    for (let attempt = 1; attempt < MAX_CLEANUP_LOGINS; attempt += 1) {
+      this.logger.warn({ attempt }, 'the login that removes bind sockets left by generations that died failed; trying again');
+      await new Promise<void>((resolve) => setTimeout(resolve, backoffMs(attempt - 1, undefined, CLEANUP_BACKOFF_CAP_MS)).unref());
+      if (await this.removeLeftovers(leftovers)) return;
+    }
+    this.logger.error({ leftovers }, `${String(MAX_CLEANUP_LOGINS)} logins to the VM failed; bind sockets of generations that died stay beside the tunnel root`);
+  }
+
+  /** One login that removes them; true once the VM ran it. */
+  private async removeLeftovers(leftovers: readonly string[]): Promise<boolean> {
     const child = this.options.spawnSsh(
       sshProbeArgs({
         connection: this.connection,
@@ -258,7 +277,10 @@ export class Tunnel implements Bridge, IndexedTunnel {
     child.stdin?.on('error', () => undefined);
     child.stdin?.write(`${leftoverScript(leftovers)}\n`);
     await stopChild(child, undefined, CLEANUP_LOGIN_MS);
+    // The script ends in `exit 0`; ssh answers 255 for a login that failed.
+    if (child.exitCode !== 0) return false;
     this.logger.info({ leftovers: leftovers.length }, 'removed bind sockets left by generations that died');
+    return true;
   }
 
   describe(refs: number): BridgeInfo {

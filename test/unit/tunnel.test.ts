@@ -17,12 +17,18 @@ class FakeSsh extends EventEmitter {
   exitCode: number | null = null;
   signalCode: NodeJS.Signals | null = null;
   stdinText = '';
+  /** The VM's sshd is down: the login fails whatever it is sent. */
+  refused = false;
   constructor(readonly pid: number, readonly args: string[]) {
     super();
     this.stdin.on('data', (chunk: Buffer) => (this.stdinText += chunk.toString()));
     this.stdin.on('finish', () => {
-      this.exit(0);
+      this.exit(this.refused ? 255 : 0);
     });
+  }
+  refuse(): void {
+    this.refused = true;
+    this.stderr.write('ssh: connect to host 127.0.0.1 port 2222: Connection refused\n');
   }
   /** As the remote script does: the SELinux line first, then ready. */
   ready(selinux = 'none'): void {
@@ -54,6 +60,8 @@ function setup(rediscover?: () => Promise<PodmanConnection>, replaceRoot?: (take
   const children: FakeSsh[] = [];
   const records: (TunnelRecord | null)[] = [];
   const logs: { msg: string; taken?: string; root?: string; tunnelId?: string }[] = [];
+  /** Set while the VM's sshd is down: every login spawned meanwhile is refused. */
+  const vm = { down: false };
   const uri = 'ssh://core@127.0.0.1:2222/run/podman.sock';
   const tunnel = new Tunnel({
     ...(rediscover === undefined ? {} : { rediscover }),
@@ -67,6 +75,7 @@ function setup(rediscover?: () => Promise<PodmanConnection>, replaceRoot?: (take
     logger: pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line) as (typeof logs)[number]) }),
     spawnSsh: (args) => {
       const child = new FakeSsh(1000 + children.length, args);
+      if (vm.down) child.refuse();
       children.push(child);
       return child as unknown as ChildProcess;
     },
@@ -80,7 +89,7 @@ function setup(rediscover?: () => Promise<PodmanConnection>, replaceRoot?: (take
     children[0]?.ready(selinux);
     await pending;
   };
-  return { tunnel, children, records, ready, logs };
+  return { tunnel, children, records, ready, logs, vm };
 }
 
 describe('Tunnel state machine (fake ssh, fake time)', () => {
@@ -152,6 +161,45 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     expect(cleanup?.args.at(-1)).toBe(REMOTE_STUB);
     expect(cleanup?.stdinText).toBe(`rm -f '${bindOf(children[1])}'; exit 0\n`);
     expect(cleanup?.exitCode).toBe(0);
+  });
+
+  /** sshd is killed between generation 2's bind and its script's move, and is still down at the halt. */
+  async function haltedWhileVmDown() {
+    const lab = setup();
+    await lab.ready();
+    lab.children[0]?.exit(255);
+    await vi.advanceTimersByTimeAsync(500);
+    lab.children[1]?.fail('Connection to 127.0.0.1 closed by remote host.\n');
+    await vi.advanceTimersByTimeAsync(0);
+    lab.vm.down = true;
+    await lab.tunnel.halt();
+    return lab;
+  }
+
+  it('a tunnel halted while the VM is down logs in again with backoff until its leftover bind socket is removed', async () => {
+    const { children, vm } = await haltedWhileVmDown();
+    const script = `rm -f '${bindOf(children[1])}'; exit 0\n`;
+    const logins = () => children.filter((child) => child.stdinText === script).map((child) => child.exitCode);
+    expect(logins()).toEqual([255]);
+    await vi.advanceTimersByTimeAsync(500);
+    expect(logins()).toEqual([255, 255]);
+    vm.down = false;
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(logins()).toEqual([255, 255, 0]);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(logins()).toEqual([255, 255, 0]);
+  });
+
+  it('a tunnel halted while the VM stays down gives its leftover up after a bounded number of logins, and says so', async () => {
+    const { children, logs } = await haltedWhileVmDown();
+    // 0.5 s, 1 s, then 2 s apart: the tenth login is 15.5 s after the first, and the last.
+    await vi.advanceTimersByTimeAsync(15_499);
+    expect(children.slice(2)).toHaveLength(9);
+    await vi.advanceTimersByTimeAsync(1);
+    await vi.advanceTimersByTimeAsync(600_000);
+    expect(children.slice(2).map((child) => child.exitCode)).toEqual(Array<number>(10).fill(255));
+    expect(logs.map((line) => line.msg)).toContain('10 logins to the VM failed; bind sockets of generations that died stay beside the tunnel root');
+    expect(logs.map((line) => line.msg)).not.toContain('removed bind sockets left by generations that died');
   });
 
   it('a tunnel halted with nothing left behind makes no extra login', async () => {
