@@ -74,6 +74,9 @@ export async function startSshd(dir: string, cleanup: Cleanup, options: { mountN
       'PermitRootLogin yes',
       'AllowStreamLocalForwarding yes',
       'ClientAliveInterval 5',
+      // bash reads root's ~/.bashrc for an sshd command only below SHLVL 2: this machine's runs
+      // `pyenv rehash`, whose lock a killed login (the chaos here) leaves, and then every login waits 60 s.
+      'SetEnv SHLVL=1',
       '',
     ].join('\n'),
   );
