@@ -8,6 +8,7 @@ import { clientPaths, ensureDaemon } from '../../client/index.js';
 import { createProcessProbe } from '../../daemon/process-identity.js';
 import { CLI, Cleanup, cli, cliEnv, daemonsFor, makeSandbox, ROOT, waitFor, type Sandbox } from '../helpers.js';
 import { daemonOfUnreapingParent, killToZombie, procState } from '../lab/unreaping-parent.js';
+import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -113,11 +114,11 @@ describe('auto-start (real processes)', () => {
     const body = JSON.parse(result.stdout) as JsonError;
     expect(body.error).toEqual({
       code: 'PROTOCOL_MISMATCH',
-      message: 'the daemon speaks protocol 99, this client speaks 2',
+      message: `the daemon speaks protocol 99, this client speaks ${String(PROTOCOL_VERSION)}`,
       remedy: 'Run `sandboxd restart` to start the installed version.',
     });
     const plan = await cli(['plan', '--engine', 'podman'], cliEnv(sandbox));
-    expect(plan.stderr).toContain('sandboxd: the daemon speaks protocol 99, this client speaks 2');
+    expect(plan.stderr).toContain(`sandboxd: the daemon speaks protocol 99, this client speaks ${String(PROTOCOL_VERSION)}`);
   });
 
   it('start is idempotent and reports the running daemon', async () => {
