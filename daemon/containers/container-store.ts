@@ -3,11 +3,11 @@ import path from 'node:path';
 import * as z from 'zod/mini';
 import { Engine, Id } from '../../shared/contracts/common.js';
 import { ENGLISH } from '../../shared/contracts/messages.js';
-import { writeFileAtomic } from '../atomic-file.js';
-import { readRecordFile } from '../record-file.js';
-import { removeFile } from '../remove-file.js';
-import type { Logger } from '../logger.js';
-import { ensureSecureDir } from '../secure-dir.js';
+import { writeFileAtomic } from '../os/atomic-file.js';
+import { readRecordFile } from '../os/record-file.js';
+import { removeFile } from '../os/remove-file.js';
+import type { Logger } from '../os/logger.js';
+import { ensureSecureDir } from '../os/secure-dir.js';
 import { ENGINE_ENV_NAMES } from './engine-cli.js';
 
 /** The daemon that wrote a record: its pid and start time (a reused pid is another process). */

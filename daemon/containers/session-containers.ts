@@ -2,11 +2,11 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import type { SessionContainer } from '../../shared/contracts/sessions.js';
-import type { Logger } from '../logger.js';
-import { sameProcess, type ProcessProbe } from '../process-identity.js';
-import { removeFile } from '../remove-file.js';
-import type { Defer } from '../quiet-time.js';
-import type { Clock, EndReason } from '../session-registry.js';
+import type { Logger } from '../os/logger.js';
+import { sameProcess, type ProcessProbe } from '../os/process-identity.js';
+import { removeFile } from '../os/remove-file.js';
+import type { Defer } from '../cache/quiet-time.js';
+import type { Clock, EndReason } from '../sessions/session-registry.js';
 import type { ContainerChange, ContainerRecord, DaemonIdentity, LoadedRecords } from './container-store.js';
 import { OWNER_LABEL, SESSION_LABEL, type EngineTarget, type OwnedContainer } from './engine-cli.js';
 

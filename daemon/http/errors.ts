@@ -1,8 +1,8 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { SandboxdError } from '../../shared/errors.js';
 import type { ErrorBody } from '../../shared/contracts/errors.js';
-import { clip, ECHO_MAX_CHARS } from '../clip.js';
-import type { Logger } from '../logger.js';
+import { clip, ECHO_MAX_CHARS } from '../os/clip.js';
+import type { Logger } from '../os/logger.js';
 
 /**
  * A backstop for messages that echo the caller's input (a 4 KiB cwd): room for one clipped value

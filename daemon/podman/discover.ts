@@ -1,9 +1,9 @@
 import { SandboxdError } from '../../shared/errors.js';
 import type { ClientEnv } from '../../shared/contracts/sessions.js';
-import { clip } from '../clip.js';
-import { runSubprocess, type RunSubprocess } from '../subprocess.js';
+import { clip } from '../os/clip.js';
+import { runSubprocess, type RunSubprocess } from '../os/subprocess.js';
 import { connectionFromHost, parseConnectionList, selectConnection, type PodmanConnection } from './connections.js';
-import { findExecutable } from '../executables.js';
+import { findExecutable } from '../os/executables.js';
 
 const LIST_TIMEOUT_MS = 10_000;
 

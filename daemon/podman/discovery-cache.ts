@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
-import { FingerprintCache } from '../fingerprint-cache.js';
-import type { Defer } from '../quiet-time.js';
+import { FingerprintCache } from '../cache/fingerprint-cache.js';
+import type { Defer } from '../cache/quiet-time.js';
 import type { PodmanConnection } from './connections.js';
 import type { DiscoverInput } from './discover.js';
 

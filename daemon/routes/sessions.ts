@@ -17,8 +17,8 @@ import {
 import { SandboxdError } from '../../shared/errors.js';
 import type { SessionContainers } from '../containers/session-containers.js';
 import { parseInput } from '../http/validate.js';
-import type { SessionRegistry } from '../session-registry.js';
-import type { SessionService } from '../session-service.js';
+import type { SessionRegistry } from '../sessions/session-registry.js';
+import type { SessionService } from '../sessions/session-service.js';
 
 export function registerSessionRoutes(app: FastifyInstance, service: SessionService, registry: SessionRegistry, containers: SessionContainers): void {
   /** The container id is read from its cidfile when asked: the engine writes it after the plan left. */

@@ -3,7 +3,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { heartbeatOnce, startHeartbeats, type HeartbeatSubject } from '../../client/heartbeats.js';
-import type { Daemon } from '../../daemon/daemon.js';
+import type { Daemon } from '../../daemon/composition/daemon.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { Cleanup, waitFor } from '../helpers.js';
 import { memoryDaemon } from './memory-daemon.js';

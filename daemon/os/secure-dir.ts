@@ -1,5 +1,5 @@
 import { promises as fs } from 'node:fs';
-import { SandboxdError } from '../shared/errors.js';
+import { SandboxdError } from '../../shared/errors.js';
 
 function octal(mode: number): string {
   return `0${(mode & 0o777).toString(8)}`;

@@ -1,7 +1,7 @@
 import * as z from 'zod/mini';
-import { writeFileAtomic } from '../atomic-file.js';
-import { readRecordFile } from '../record-file.js';
-import type { Logger } from '../logger.js';
+import { writeFileAtomic } from '../../os/atomic-file.js';
+import { readRecordFile } from '../../os/record-file.js';
+import type { Logger } from '../../os/logger.js';
 import type { TunnelRecord } from './tunnel.js';
 
 /**

@@ -1,10 +1,10 @@
 import path from 'node:path';
-import type { Mount } from '../../shared/contracts/plan.js';
-import { dualHomeMounts, type HomeFile } from './dual-home.js';
+import type { Mount } from '../../../shared/contracts/plan.js';
+import { dualHomeMounts, type HomeFile } from '../dual-home.js';
 import { CONTAINER_GIT_CONFIG } from './git-global.js';
-import { SandboxdError } from '../../shared/errors.js';
-import { allGitDirs, type Entry, type GitDirFacts, type Oddity } from '../guard/git-dir.js';
-import type { GuardTarget } from '../guard/repo-guards.js';
+import { SandboxdError } from '../../../shared/errors.js';
+import { allGitDirs, type Entry, type GitDirFacts, type Oddity } from '../../guard/git-dir.js';
+import type { GuardTarget } from '../../guard/repo-guards.js';
 
 /** Config files git reads from HOME when it cannot be asked (no git, or a git that fails). */
 export const HOME_GIT_FILES = ['.gitconfig', '.config/git/config', '.gitignore_global'] as const;

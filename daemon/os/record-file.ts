@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import * as z from 'zod/mini';
-import { ENGLISH } from '../shared/contracts/messages.js';
+import { ENGLISH } from '../../shared/contracts/messages.js';
 import type { Logger } from './logger.js';
 
 /**

@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { clip } from '../clip.js';
-import type { RunSubprocess } from '../subprocess.js';
+import { clip } from '../../os/clip.js';
+import type { RunSubprocess } from '../../os/subprocess.js';
 import { entriesByFile, isCredentialStore, isPrivateSshFile, parseConfigList, type ConfigEntry } from './git-config.js';
 import { renderConfig } from './git-config-text.js';
 import { includedFile, translateConfig, type NamedFile, type Translation } from './git-translate.js';

@@ -1,16 +1,16 @@
 import path from 'node:path';
 import type { SandboxdPaths } from '../../shared/paths.js';
-import { stableHash } from '../ids.js';
-import type { Logger } from '../logger.js';
-import { findExecutable } from '../executables.js';
-import type { ProcessProbe } from '../process-identity.js';
-import type { Defer } from '../quiet-time.js';
-import { ensureSecureDir } from '../secure-dir.js';
-import type { Clock } from '../session-registry.js';
-import { runSubprocess } from '../subprocess.js';
-import { ContainerStore, type DaemonIdentity } from './container-store.js';
-import { listOwned, removeLabelled, removeOwned } from './engine-cli.js';
-import { SessionContainers } from './session-containers.js';
+import { stableHash } from '../os/ids.js';
+import type { Logger } from '../os/logger.js';
+import { findExecutable } from '../os/executables.js';
+import type { ProcessProbe } from '../os/process-identity.js';
+import type { Defer } from '../cache/quiet-time.js';
+import { ensureSecureDir } from '../os/secure-dir.js';
+import type { Clock } from '../sessions/session-registry.js';
+import { runSubprocess } from '../os/subprocess.js';
+import { ContainerStore, type DaemonIdentity } from '../containers/container-store.js';
+import { listOwned, removeLabelled, removeOwned } from '../containers/engine-cli.js';
+import { SessionContainers } from '../containers/session-containers.js';
 
 export interface ContainerWiring {
   paths: SandboxdPaths;

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { open, readFile } from 'node:fs/promises';
-import type { Platform } from '../shared/paths.js';
+import type { Platform } from '../../shared/paths.js';
 
 /**
  * Live pids mapped to their start time (null when it cannot be read); a pid that exited or is a

@@ -1,11 +1,11 @@
-import { SandboxdError } from '../shared/errors.js';
-import type { SessionInfo } from '../shared/contracts/sessions.js';
-import type { Lease } from './bridges/bridge.js';
-import type { Logger } from './logger.js';
-import type { Clock } from './clock.js';
-import { sameProcess, type ProcessProbe } from './process-identity.js';
+import { SandboxdError } from '../../shared/errors.js';
+import type { SessionInfo } from '../../shared/contracts/sessions.js';
+import type { Lease } from '../bridges/bridge.js';
+import type { Logger } from '../os/logger.js';
+import type { Clock } from '../os/clock.js';
+import { sameProcess, type ProcessProbe } from '../os/process-identity.js';
 
-export type { Clock } from './clock.js';
+export type { Clock } from '../os/clock.js';
 
 interface SessionRecord {
   /** As acquired; `lastHeartbeatAt` comes from `lastHeartbeat` (infoOf). */

@@ -1,14 +1,14 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { FingerprintCache } from '../fingerprint-cache.js';
-import type { Defer } from '../quiet-time.js';
-import { runSubprocess } from '../subprocess.js';
-import { findExecutable } from '../executables.js';
+import { FingerprintCache } from '../../cache/fingerprint-cache.js';
+import type { Defer } from '../../cache/quiet-time.js';
+import { runSubprocess } from '../../os/subprocess.js';
+import { findExecutable } from '../../os/executables.js';
 import { entriesByFile, parseConfigList, type ConfigEntry } from './git-config.js';
 import { sandboxOverrides, type Overrides, type XdgDefault } from './git-overrides.js';
 import { includedFile, repositoryHomePaths } from './git-translate.js';
 import { readUserConfig, type NamedFileMount, type TranslatedConfig } from './git-user-config.js';
-import { canonicalIfExists } from './mount-spec.js';
+import { canonicalIfExists } from '../mount-spec.js';
 import { containerKnownHostsPath, HOME_GIT_FILES, sandboxPath, type GitConfigFile, type GitRepo } from './git.js';
 import { discoveryPath, readRepoLayout, withEffectiveHooksPath } from './git-repo.js';
 

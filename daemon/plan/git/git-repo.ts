@@ -1,10 +1,10 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { SandboxdError } from '../../shared/errors.js';
-import { parseConfigText, type ConfigEntry } from '../guard/config-text.js';
-import { readControlFile } from '../guard/fs-edge.js';
-import { commondirLeadsHome } from '../guard/rules.js';
-import { allDirs, allGitDirs, allModules, allOddities, controlText, describeGitDir, entryAt, MAX_GIT_DIRS, type Entry, type GitDirFacts, type Oddity, type WorktreeAdmin } from '../guard/git-dir.js';
+import { SandboxdError } from '../../../shared/errors.js';
+import { parseConfigText, type ConfigEntry } from '../../guard/config-text.js';
+import { readControlFile } from '../../guard/fs-edge.js';
+import { commondirLeadsHome } from '../../guard/rules.js';
+import { allDirs, allGitDirs, allModules, allOddities, controlText, describeGitDir, entryAt, MAX_GIT_DIRS, type Entry, type GitDirFacts, type Oddity, type WorktreeAdmin } from '../../guard/git-dir.js';
 import type { GitRepo, HooksPath, LinkedWorktree, SubmoduleGitDir } from './git.js';
 
 /**

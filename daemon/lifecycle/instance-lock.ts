@@ -1,9 +1,9 @@
 import { promises as fs } from 'node:fs';
 import lockfile from 'proper-lockfile';
-import { SandboxdError } from '../shared/errors.js';
-import type { ProcessProbe } from './process-identity.js';
-import { writeFileAtomic } from './atomic-file.js';
-import { readPidRecord } from './pid-record.js';
+import { SandboxdError } from '../../shared/errors.js';
+import type { ProcessProbe } from '../os/process-identity.js';
+import { writeFileAtomic } from '../os/atomic-file.js';
+import { readPidRecord } from '../os/pid-record.js';
 
 /** proper-lockfile's staleness window: how long a holder that left no pid record keeps the lock. */
 export const LOCK_STALE_MS = 4000;

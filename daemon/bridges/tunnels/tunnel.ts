@@ -1,10 +1,10 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { SandboxdError } from '../../shared/errors.js';
-import type { BridgeInfo, BridgeState } from '../../shared/contracts/bridges.js';
-import type { Bridge } from '../bridges/bridge.js';
-import type { Logger } from '../logger.js';
-import type { PodmanConnection } from '../podman/connections.js';
+import { SandboxdError } from '../../../shared/errors.js';
+import type { BridgeInfo, BridgeState } from '../../../shared/contracts/bridges.js';
+import type { Bridge } from '../bridge.js';
+import type { Logger } from '../../os/logger.js';
+import type { PodmanConnection } from '../../podman/connections.js';
 import {
   backoffMs,
   classifySshFailure,
@@ -22,9 +22,9 @@ import {
   UNLOCKED_MARKER,
   type SelinuxMode,
   type TunnelLayout,
-} from './ssh-command.js';
-import type { IndexedTunnel, TunnelIndex } from './tunnel-index.js';
-import { VmQueries, type PathKind } from './vm-queries.js';
+} from '../../podman/ssh-command.js';
+import type { IndexedTunnel, TunnelIndex } from '../../podman/tunnel-index.js';
+import { VmQueries, type PathKind } from '../../podman/vm-queries.js';
 
 /** The issue bounds a failing acquire at 20 s; ssh's ConnectTimeout sits well inside it. */
 export const READY_TIMEOUT_MS = 15_000;

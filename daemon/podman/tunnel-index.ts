@@ -1,4 +1,4 @@
-import type { PodmanConnection } from '../podman/connections.js';
+import type { PodmanConnection } from './connections.js';
 import type { PathKind } from './vm-queries.js';
 
 /** What the index needs of a tunnel. */
