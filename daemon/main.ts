@@ -6,16 +6,15 @@ import { systemClock } from './os/clock.js';
 import { assertSocketPathFits, currentPlatform, otherLayoutSockets, resolvePaths, type SandboxdPaths } from '../shared/paths.js';
 import { createDaemon, DEFAULT_SETTINGS, type DaemonSettings } from './composition/daemon.js';
 import { acquireInstanceLock } from './lifecycle/instance-lock.js';
-import { clip } from './os/clip.js';
+import { clip } from './os/text.js';
 import { observeSubprocesses } from './os/subprocess.js';
 import { createLogger, rotateLog, type LogTarget } from './os/logger.js';
-import { commandLine, createProcessProbe } from './os/process-identity.js';
+import { commandLine, createProcessProbe, readPidRecord } from './os/process-identity.js';
 import { ensureOwnDir, ensureSecureDir, withUmask } from './os/secure-dir.js';
-import { VERSION } from './os/version.js';
+import { VERSION } from './os/package-files.js';
 import { reapOrphans, TunnelStore } from './bridges/tunnels/tunnel-store.js';
 import { inheritedListenFd, scrubActivationEnv } from './lifecycle/socket-activation.js';
 import { socketAnswers } from './os/socket-probe.js';
-import { readPidRecord } from './os/pid-record.js';
 
 /** SIGTERM/SIGINT/shutdown must finish within 5 s; past this we clean up by hand and exit. */
 const SHUTDOWN_DEADLINE_MS = 4_500;

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { BridgeInfo, BridgeState } from '../../shared/contracts/bridges.js';
 import { SandboxdError } from '../../shared/errors.js';
-import { clip } from '../os/clip.js';
+import { clip } from '../os/text.js';
 import type { Logger } from '../os/logger.js';
 import type { RunSubprocess } from '../os/subprocess.js';
 import type { Bridge } from './bridge.js';

@@ -1,6 +1,6 @@
 import * as z from 'zod/mini';
 import { AbsolutePath } from '../../shared/contracts/common.js';
-import { writeFileAtomic } from '../os/atomic-file.js';
+import { writeFileAtomic } from '../os/files.js';
 import { OWNER_LABEL } from '../containers/engine-cli.js';
 import type { Logger } from '../os/logger.js';
 import { readRecordFile } from '../os/record-file.js';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
-import { clip } from '../os/clip.js';
+import { clip } from '../os/text.js';
 import { packageFile } from '../os/package-files.js';
 import type { RunSubprocess } from '../os/subprocess.js';
 

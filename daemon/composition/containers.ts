@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { SandboxdPaths } from '../../shared/paths.js';
-import { stableHash } from '../os/ids.js';
+import { stableHash } from '../os/text.js';
 import type { Logger } from '../os/logger.js';
 import { findExecutable } from '../os/executables.js';
 import type { ProcessProbe } from '../os/process-identity.js';
@@ -10,7 +10,7 @@ import type { Clock } from '../sessions/session-registry.js';
 import { runSubprocess } from '../os/subprocess.js';
 import { ContainerStore, type DaemonIdentity } from '../containers/container-store.js';
 import { listOwned, removeLabelled, removeOwned } from '../containers/engine-cli.js';
-import { SessionContainers } from '../containers/session-containers.js';
+import { SessionContainers } from '../sessions/session-containers.js';
 
 export interface ContainerWiring {
   paths: SandboxdPaths;

@@ -20,7 +20,7 @@ import { fileGuardStore } from '../guard/guard-store.js';
 import { RepoGuards } from '../guard/repo-guards.js';
 import { DockerEngines } from '../engines/docker-engines.js';
 import { runSubprocess } from '../os/subprocess.js';
-import type { SshDeps } from '../plan/ssh.js';
+import type { SshDeps } from '../plan/host-sockets.js';
 import { discoverConnection } from '../podman/discover.js';
 import { createDiscoveryCache, perAcquire } from '../podman/discovery-cache.js';
 import { QuietTime } from '../cache/quiet-time.js';

@@ -1,7 +1,7 @@
 import { SandboxdError } from '../../shared/errors.js';
 import type { Engine } from '../../shared/contracts/common.js';
 import type { ClientEnv } from '../../shared/contracts/sessions.js';
-import { clip } from '../os/clip.js';
+import { clip } from '../os/text.js';
 import type { RunSubprocess } from '../os/subprocess.js';
 
 /** The container's session, and the daemon (user + state dir) that owns it. */

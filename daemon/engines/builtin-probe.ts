@@ -1,5 +1,4 @@
-import { randomId } from '../os/ids.js';
-import { clip } from '../os/clip.js';
+import { clip, randomId } from '../os/text.js';
 import type { RunSubprocess, SubprocessResult } from '../os/subprocess.js';
 import { fingerprintOf } from './agent-keys.js';
 

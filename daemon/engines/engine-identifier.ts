@@ -2,7 +2,7 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import { SandboxdError } from '../../shared/errors.js';
 import type { Platform } from '../../shared/paths.js';
-import { clip } from '../os/clip.js';
+import { clip } from '../os/text.js';
 import { FingerprintCache } from '../cache/fingerprint-cache.js';
 import type { Defer } from '../cache/quiet-time.js';
 import { findExecutable } from '../os/executables.js';

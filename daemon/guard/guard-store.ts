@@ -1,6 +1,6 @@
 import * as z from 'zod/mini';
 import { AbsolutePath } from '../../shared/contracts/common.js';
-import { writeFileAtomic } from '../os/atomic-file.js';
+import { writeFileAtomic } from '../os/files.js';
 import type { Logger } from '../os/logger.js';
 import { readRecordFile } from '../os/record-file.js';
 import { ensureSecureDir } from '../os/secure-dir.js';

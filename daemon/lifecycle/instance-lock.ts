@@ -1,9 +1,8 @@
 import { promises as fs } from 'node:fs';
 import lockfile from 'proper-lockfile';
 import { SandboxdError } from '../../shared/errors.js';
-import type { ProcessProbe } from '../os/process-identity.js';
-import { writeFileAtomic } from '../os/atomic-file.js';
-import { readPidRecord } from '../os/pid-record.js';
+import { readPidRecord, type ProcessProbe } from '../os/process-identity.js';
+import { writeFileAtomic } from '../os/files.js';
 
 /** proper-lockfile's staleness window: how long a holder that left no pid record keeps the lock. */
 export const LOCK_STALE_MS = 4000;

@@ -35,3 +35,5 @@ export function packageFile(...segments: string[]): string {
 
 /** The `sandboxd` command itself: the bundled CLI that `npm run build` writes (scripts/bundle.js). */
 export const CLI_ENTRY = packageFile('dist', 'bin', 'sandboxd.js');
+
+export const VERSION = PACKAGE?.version ?? '0.0.0-unknown';

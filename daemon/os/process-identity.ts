@@ -177,3 +177,19 @@ export async function commandLine(pid: number, platform: Platform, runner: PsRun
   const result = await runner(['-o', 'command=', '-p', String(pid)], PS_ENV);
   return result.exitCode === 0 ? result.stdout.trim() : null;
 }
+
+/** The daemon's pid file: its pid and start time, so a reused pid is told apart. */
+export interface PidRecord {
+  pid: number;
+  startTime: string | null;
+}
+
+/** Clients read it too (`stop`, auto-start), so it lives apart from the lock and its library. */
+export async function readPidRecord(pidPath: string): Promise<PidRecord | null> {
+  try {
+    const parsed = JSON.parse(await readFile(pidPath, 'utf8')) as Partial<PidRecord>;
+    return typeof parsed.pid === 'number' ? { pid: parsed.pid, startTime: parsed.startTime ?? null } : null;
+  } catch {
+    return null;
+  }
+}

@@ -2,7 +2,7 @@ import { execFile, type ExecFileException } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
-import { clip } from './clip.js';
+import { clip } from './text.js';
 import { Limiter } from './subprocess-limiter.js';
 
 export interface SubprocessOptions {

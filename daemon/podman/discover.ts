@@ -1,6 +1,6 @@
 import { SandboxdError } from '../../shared/errors.js';
 import type { ClientEnv } from '../../shared/contracts/sessions.js';
-import { clip } from '../os/clip.js';
+import { clip } from '../os/text.js';
 import { runSubprocess, type RunSubprocess } from '../os/subprocess.js';
 import { connectionFromHost, parseConnectionList, selectConnection, type PodmanConnection } from './connections.js';
 import { findExecutable } from '../os/executables.js';

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import { isLoopback, type PodmanConnection } from './connections.js';
-import { shQuote } from '../os/shell-quote.js';
+import { shQuote } from '../os/text.js';
 
 export const READY_MARKER = 'sandboxd-ready';
 /** Printed first, before anything can fail, so a refused bind can be explained (DESIGN §6 SELinux). */

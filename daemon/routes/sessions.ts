@@ -15,8 +15,8 @@ import {
   type SessionRemoveResponse,
 } from '../../shared/contracts/sessions.js';
 import { SandboxdError } from '../../shared/errors.js';
-import type { SessionContainers } from '../containers/session-containers.js';
-import { parseInput } from '../http/validate.js';
+import type { SessionContainers } from '../sessions/session-containers.js';
+import { parseInput } from '../http/errors.js';
 import type { SessionRegistry } from '../sessions/session-registry.js';
 import type { SessionService } from '../sessions/session-service.js';
 

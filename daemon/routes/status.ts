@@ -4,7 +4,7 @@ import { DRAIN_ROUTE, SHUTDOWN_ROUTE, STATUS_ROUTE, type DrainResponse, type Eng
 import type { Platform } from '../../shared/paths.js';
 import type { Bridges } from '../bridges/bridges.js';
 import type { SessionRegistry } from '../sessions/session-registry.js';
-import { VERSION } from '../os/version.js';
+import { VERSION } from '../os/package-files.js';
 
 export interface StatusDeps {
   platform: Platform;

@@ -5,7 +5,7 @@ import { SandboxdError } from '../../shared/errors.js';
 import { applyPlan } from '../../client/apply-plan.js';
 import { ContainerStore, type ContainerRecord } from '../../daemon/containers/container-store.js';
 import { removeLabelled, type EngineTarget } from '../../daemon/containers/engine-cli.js';
-import { SessionContainers, type ContainerRequest } from '../../daemon/containers/session-containers.js';
+import { SessionContainers, type ContainerRequest } from '../../daemon/sessions/session-containers.js';
 import { ownerLabel } from '../../daemon/composition/containers.js';
 import { createLogger } from '../../daemon/os/logger.js';
 import { hardenFlags } from '../../daemon/plan/harden.js';

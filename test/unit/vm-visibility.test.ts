@@ -5,7 +5,7 @@ import { describe, expect, it, vi } from 'vitest';
 import type { Mount } from '../../shared/contracts/plan.js';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
 import { createLogger } from '../../daemon/os/logger.js';
-import { visibleMounts } from '../../daemon/plan/vm-visibility.js';
+import { visibleMounts } from '../../daemon/podman/vm-visibility.js';
 import { parseSshUri, type PodmanConnection } from '../../daemon/podman/connections.js';
 import { chooseSite, containerSite, siteArgs } from '../../daemon/podman/engine-site.js';
 import { machineNameOf, parseMachineVolumes, sharedByVolumes } from '../../daemon/podman/machine-inspect.js';

@@ -2,7 +2,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import * as z from 'zod/mini';
-import { writeFileAtomic } from '../../os/atomic-file.js';
+import { writeFileAtomic } from '../../os/files.js';
 
 const SECRET_FILE = 'tunnel-secret';
 const ROOTS_FILE = 'tunnel-roots.json';

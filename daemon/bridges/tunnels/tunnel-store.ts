@@ -1,5 +1,5 @@
 import * as z from 'zod/mini';
-import { writeFileAtomic } from '../../os/atomic-file.js';
+import { writeFileAtomic } from '../../os/files.js';
 import { readRecordFile } from '../../os/record-file.js';
 import type { Logger } from '../../os/logger.js';
 import type { TunnelRecord } from './tunnel.js';

@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { writeFileAtomic } from '../../os/atomic-file.js';
-import { stableHash } from '../../os/ids.js';
+import { writeFileAtomic } from '../../os/files.js';
+import { stableHash } from '../../os/text.js';
 
 /**
  * Holds the generated GIT_CONFIG_GLOBAL files. Named by their content, so every session with the

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { shQuote } from '../../os/shell-quote.js';
+import { shQuote } from '../../os/text.js';
 import type { ConfigEntry } from './git-config.js';
 import type { ConfigSetting } from './git-config-text.js';
 

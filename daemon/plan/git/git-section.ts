@@ -1,5 +1,5 @@
 import type { Mount } from '../../../shared/contracts/plan.js';
-import { clip } from '../../os/clip.js';
+import { clip } from '../../os/text.js';
 import { renderGlobalConfig } from './git-global.js';
 import type { GitHostFacts } from './git-host.js';
 import { planGit, type GitConfigFile, type GitFileMount, type GitPlan, type RepoPolicy } from './git.js';

@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { clip } from '../../os/clip.js';
+import { clip } from '../../os/text.js';
 import type { RunSubprocess } from '../../os/subprocess.js';
 import { entriesByFile, isCredentialStore, isPrivateSshFile, parseConfigList, type ConfigEntry } from './git-config.js';
 import { renderConfig } from './git-config-text.js';

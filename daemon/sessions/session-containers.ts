@@ -4,11 +4,11 @@ import { SandboxdError } from '../../shared/errors.js';
 import type { SessionContainer } from '../../shared/contracts/sessions.js';
 import type { Logger } from '../os/logger.js';
 import { sameProcess, type ProcessProbe } from '../os/process-identity.js';
-import { removeFile } from '../os/remove-file.js';
+import { removeFile } from '../os/files.js';
 import type { Defer } from '../cache/quiet-time.js';
-import type { Clock, EndReason } from '../sessions/session-registry.js';
-import type { ContainerChange, ContainerRecord, DaemonIdentity, LoadedRecords } from './container-store.js';
-import { OWNER_LABEL, SESSION_LABEL, type EngineTarget, type OwnedContainer } from './engine-cli.js';
+import type { Clock, EndReason } from './session-registry.js';
+import type { ContainerChange, ContainerRecord, DaemonIdentity, LoadedRecords } from '../containers/container-store.js';
+import { OWNER_LABEL, SESSION_LABEL, type EngineTarget, type OwnedContainer } from '../containers/engine-cli.js';
 
 /** What `prepare` needs to know about the session whose plan is being built. */
 export interface ContainerRequest extends EngineTarget {

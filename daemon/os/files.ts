@@ -1,6 +1,5 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { removeFile } from './remove-file.js';
 
 /** Temp files are this process's and numbered: two writes of one file never share one. */
 let tempFiles = 0;
@@ -30,5 +29,17 @@ export async function writeFileAtomic(file: string, data: string, mode: number, 
     // A full disk fails the write: its temp file must not stay behind taking space.
     await removeFile(temp);
     throw error;
+  }
+}
+
+/**
+ * Removes a file that may already be gone. One unlink: `fs.rm(file, { force: true })` first
+ * lstats it twice (its option check, then rimraf), three thread-pool hops on every release.
+ */
+export async function removeFile(file: string): Promise<void> {
+  try {
+    await fs.unlink(file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
 }
