@@ -20,6 +20,8 @@ export interface RequestOptions {
    * would wait out its keep-alive timeout before the process can exit.
    */
   closeConnection?: boolean;
+  /** Sending it twice does no more than once (a heartbeat): it may use a kept connection. GET always may. */
+  idempotent?: boolean;
 }
 
 let parseOptions: Promise<z.core.ParseContext<z.core.$ZodIssue>> | undefined;
@@ -72,6 +74,7 @@ export async function request<T extends z.ZodMiniType>(options: RequestOptions, 
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
       timeoutMs,
       keepAlive: options.closeConnection !== true,
+      idempotent: method === 'GET' || options.idempotent === true,
       onSent: () => {
         // Awaited once the answer is in; a request that fails first must not leave it unhandled.
         expected().catch(() => undefined);
