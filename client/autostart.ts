@@ -12,8 +12,8 @@ import { startThroughService } from './service/control.js';
 import { acquireSpawnLock } from './spawn-lock.js';
 
 /**
- * A daemon this client spawned answers within a few hundred ms; polling finely until then keeps
- * the wait after it listens to ~5 ms instead of 25 on average (issue 13: auto-start ≤ 500 ms).
+ * A daemon this client spawned answers within a fraction of a second; polling finely until then
+ * keeps the wait after it listens short (the bench's auto-start row).
  */
 const FAST_POLL_MS = 10;
 const FAST_POLL_FOR_MS = 2_000;

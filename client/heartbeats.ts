@@ -25,7 +25,7 @@ interface Pulse {
   beating: boolean;
 }
 
-/** One timer per daemon socket for the whole process, however many sessions it holds (issue 13). */
+/** One timer per daemon socket for the whole process, however many sessions it holds. */
 const pulses = new Map<string, Pulse>();
 
 function codeOf(error: unknown): string | null {

@@ -28,7 +28,7 @@ let parseOptions: Promise<z.core.ParseContext<z.core.$ZodIssue>> | undefined;
 
 /**
  * A client parses each answer once: zod's compiled fast path (a `new Function` per object
- * schema, built on first use) costs more than it saves, about 8 ms of every CLI call. Loaded with
+ * schema, built on first use) costs a short command more than it saves. Loaded with
  * the first answer, as zod is: nothing before the first request needs it.
  */
 function oneShot(): Promise<z.core.ParseContext<z.core.$ZodIssue>> {

@@ -199,7 +199,7 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
     // fastify's own listen({ fd }) crashes; its server listens on the fd after ready() instead.
     await listenOn(daemon.app.server, activatedFd === null ? { path: paths.socketPath } : { fd: activatedFd });
     daemon.start();
-    // startupMs: from the process's start, runtime included (issue 13 budgets auto-start at 500 ms).
+    // startupMs: from the process's start, runtime included, what an auto-starting client waits for.
     logger.info({ socket: paths.socketPath, version: VERSION, socketActivated: activatedFd !== null, startupMs: Math.round(performance.now()) }, 'listening');
     options.onListening?.(paths);
 

@@ -1,6 +1,6 @@
 /*
- * No zod here: every command of the CLI loads this module, and zod alone costs about as much as
- * Node's own start (issue 13). The wire schemas live in contracts/errors.ts.
+ * No zod here: every command of the CLI loads this module, and loading zod costs a noticeable part
+ * of a command's start. The wire schemas live in contracts/errors.ts.
  */
 
 interface ErrorSpec {

@@ -57,8 +57,8 @@ function sameFiles(a: readonly string[], b: readonly string[]): boolean {
  * while the files they were read from are unchanged. Failures are never cached. The TTL is a
  * backstop for what the files do not cover: an unchanged answer older than that still serves the
  * caller that finds it so, while the next answer is computed for the ones after. A session
- * started minutes after the last one is thus answered without a spawn (issue 13: each acquire
- * after ten idle seconds spawned podman and git twice, 100-150 ms).
+ * started minutes after the last one is thus answered without a spawn (without it, every acquire
+ * after an idle spell would spawn podman and git again).
  *
  * A file that changes while the answer is computed must not leave that answer looking fresh, so
  * the fingerprint an answer is checked against is taken *before* computing, of the files the

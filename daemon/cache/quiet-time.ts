@@ -8,7 +8,7 @@ const MAX_WAIT_MS = 10_000;
 
 /**
  * When background work a request set off runs: a refresh of a cached answer spawns git, podman or
- * a probe container, and each spawn forks the daemon (about 7 ms of its event loop on the CI VM).
+ * a probe container, and each spawn forks the daemon, which stalls its event loop for a while.
  * Started at once, it would stall the request that set it off and the burst of sessions around
  * it, so it waits until no request has come for half a second, and never more than ten.
  */

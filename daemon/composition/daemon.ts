@@ -68,7 +68,7 @@ const VERSION_FREE_ROUTES = new Set([`GET ${STATUS_ROUTE}`, `POST ${SHUTDOWN_ROU
 /** Stands in for fastify's schema compilers: a route that declared a JSON schema fails to register. */
 function noSchemaCompiler(): () => never {
   return () => {
-    throw new Error('sandboxd routes validate with zod (http/validate.ts); fastify JSON schemas are not compiled');
+    throw new Error('sandboxd routes validate with zod (parseInput, http/errors.ts); fastify JSON schemas are not compiled');
   };
 }
 
@@ -245,8 +245,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     http: { headersTimeout: settings.requestTimeoutMs, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
     // Parser failures (bad request line, 431, 408) get the error shape and protocol header too.
     clientErrorHandler: clientErrorHandler(settings.requestTimeoutMs),
-    // Routes declare no JSON schema (zod checks each body, http/validate.ts): fastify's own ajv and
-    // fast-json-stringify compilers would only be loaded, ~10 ms of every start (issue 13).
+    // Routes declare no JSON schema (zod checks each body, parseInput in http/errors.ts): fastify's own ajv and
+    // fast-json-stringify compilers would only be loaded, start-up time for nothing.
     schemaController: { compilersFactory: { buildValidator: noSchemaCompiler, buildSerializer: noSchemaCompiler } },
   });
   const connections = guardConnections(app.server, settings.maxConnections ?? connectionLimitFor(openFilesSoftLimit()), logger);

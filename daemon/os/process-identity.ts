@@ -16,7 +16,7 @@ export type StartTimes = ReadonlyMap<number, string | null>;
 export interface ProcessProbe {
   /**
    * Whether one pid's start time is a file read (Linux's /proc) rather than a subprocess (macOS's
-   * `ps`): only then does an acquire wait for it (issue 13: no subprocess per acquire).
+   * `ps`): only then does an acquire wait for it, so no acquire waits on a subprocess.
    */
   readonly cheapStartTime: boolean;
   /** null when the pid is gone or its start time cannot be read. */

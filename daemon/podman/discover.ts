@@ -14,7 +14,7 @@ export interface DiscoverInput {
   requested?: string | undefined;
 }
 
-/** The variables podman reads its connections from: only the session's, never the daemon's (issue 8 #14). */
+/** The variables podman reads its connections from: only the session's, never the daemon's. */
 const PODMAN_ENV_NAMES = ['CONTAINERS_CONF', 'PODMAN_CONNECTIONS_CONF', 'XDG_CONFIG_HOME'] as const;
 
 export interface DiscoverDeps {

@@ -21,7 +21,7 @@ export function connectionFiles(input: DiscoverInput, home: string): string[] {
 }
 
 /**
- * Running podman costs ~20 ms, far above a warm acquire's budget (issue 3: p99 ≤ 5 ms); answers
+ * Running podman costs far more than a warm acquire's whole budget (the bench's warm rows); answers
  * are shared per session view (PATH, podman variables, requested name).
  */
 export function createDiscoveryCache(

@@ -38,7 +38,7 @@ export function registerSessionRoutes(app: FastifyInstance, service: SessionServ
     return { session: await withContainer(registry.heartbeat(id)) };
   });
 
-  // A client's batch: no container look-up, nothing but the leases (issue 13: 1000 sessions idle cheaply).
+  // A client's batch: no container look-up, nothing but the leases, so a thousand idle sessions cost little.
   app.post(HEARTBEATS_ROUTE, (request): HeartbeatBatchResponse => {
     const { sessions } = parseInput(HeartbeatBatchRequest, request.body, 'heartbeat batch');
     return { unknown: registry.heartbeatAll(sessions) };

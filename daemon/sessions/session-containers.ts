@@ -75,7 +75,7 @@ function stateWriteFailed(dir: string, cause: unknown): SandboxdError {
 }
 
 /**
- * Which container belongs to which session (issue 14): the plan labels the container and names a
+ * Which container belongs to which session: the plan labels the container and names a
  * fresh cidfile; when a session ends because its client died, its lease expired or the user
  * removed it, the container is removed with it. A released session's container is the client's
  * business and is left alone (its record is kept aside while the container exists). Records
