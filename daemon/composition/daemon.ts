@@ -1,17 +1,11 @@
 import path from 'node:path';
-import Fastify, { type FastifyInstance } from 'fastify';
-import { SandboxdError } from '../../shared/errors.js';
-import { BODY_LIMIT_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION } from '../../shared/protocol.js';
-import { protocolMismatch, requestedProtocol } from '../../shared/protocol-policy.js';
-import { DRAIN_ROUTE, SHUTDOWN_ROUTE, STATUS_ROUTE } from '../../shared/contracts/status.js';
+import type { FastifyInstance } from 'fastify';
 import type { Platform, SandboxdPaths } from '../../shared/paths.js';
 import { AgentBridges } from './agent-bridges.js';
 import { createSessionContainers } from './containers.js';
 import { GeneratedConfigStore } from '../plan/git/git-config-store.js';
 import type { Bridges } from '../bridges/bridges.js';
-import { clientErrorHandler } from '../http/client-errors.js';
-import { connectionLimitFor, guardConnections, openFilesSoftLimit } from '../http/connection-guard.js';
-import { installErrorHandlers } from '../http/errors.js';
+import { createHttpServer } from '../http/server.js';
 import type { Logger } from '../os/logger.js';
 import { inspectAgentSocket } from '../plan/agent-socket.js';
 import { createGitFactsCache } from '../plan/git/git-host.js';
@@ -55,22 +49,6 @@ export const DEFAULT_SETTINGS: DaemonSettings = {
   maxConnections: null,
   requestTimeoutMs: 10_000,
 };
-
-/** How often node looks for requests past `requestTimeoutMs` (its default is 30 s). */
-const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
-
-/**
- * Answered whatever version the client speaks (shared/protocol-policy.ts): any client can learn
- * which daemon runs and how busy it is, and a newer one can have an older one make way.
- */
-const VERSION_FREE_ROUTES = new Set([`GET ${STATUS_ROUTE}`, `POST ${SHUTDOWN_ROUTE}`, `POST ${DRAIN_ROUTE}`]);
-
-/** Stands in for fastify's schema compilers: a route that declared a JSON schema fails to register. */
-function noSchemaCompiler(): () => never {
-  return () => {
-    throw new Error('sandboxd routes validate with zod (parseInput, http/errors.ts); fastify JSON schemas are not compiled');
-  };
-}
 
 export interface DaemonDeps {
   platform: Platform;
@@ -236,46 +214,18 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   });
 
   let closing = false;
-  // fastify's own 503-on-close reply has neither our error shape nor the protocol header.
-  const app = Fastify({
-    logger: false,
-    bodyLimit: BODY_LIMIT_BYTES,
-    return503OnClosing: false,
-    requestTimeout: settings.requestTimeoutMs,
-    http: { headersTimeout: settings.requestTimeoutMs, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
-    // Parser failures (bad request line, 431, 408) get the error shape and protocol header too.
-    clientErrorHandler: clientErrorHandler(settings.requestTimeoutMs),
-    // Routes declare no JSON schema (zod checks each body, parseInput in http/errors.ts): fastify's own ajv and
-    // fast-json-stringify compilers would only be loaded, start-up time for nothing.
-    schemaController: { compilersFactory: { buildValidator: noSchemaCompiler, buildSerializer: noSchemaCompiler } },
+  const app = createHttpServer({
+    requestTimeoutMs: settings.requestTimeoutMs,
+    maxConnections: settings.maxConnections,
+    logger,
+    onRequest: () => {
+      quiet.touch();
+    },
+    isClosing: () => closing,
   });
-  const connections = guardConnections(app.server, settings.maxConnections ?? connectionLimitFor(openFilesSoftLimit()), logger);
-  app.addHook('onRequest', (request, reply, done) => {
-    quiet.touch();
-    if (closing) {
-      done(new SandboxdError('SHUTTING_DOWN', 'the daemon is shutting down'));
-    } else if (!VERSION_FREE_ROUTES.has(`${request.method} ${request.url}`) && requestedProtocol(request.headers[PROTOCOL_HEADER]) !== PROTOCOL_VERSION) {
-      done(protocolMismatch(requestedProtocol(request.headers[PROTOCOL_HEADER])));
-    } else if (connections.isOverLimit(request.raw.socket)) {
-      void reply.header('connection', 'close');
-      done(new SandboxdError('DAEMON_BUSY', `${connections.open} connections are open, the limit is ${connections.limit}`));
-    } else {
-      done();
-    }
-  });
-  // JSON only: anything else is UNSUPPORTED_MEDIA_TYPE rather than a string for the schemas.
-  app.removeContentTypeParser('text/plain');
-  app.addHook('onSend', async (_request, reply) => {
-    void reply.header(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
-  });
-  installErrorHandlers(app, logger);
   // Uptime counts on the monotonic clock from a start shown in wall time.
   const startedAt = deps.clock.now();
   const startedMonotonic = monotonic();
-  // SANDBOXD_LOG_LEVEL=debug: every request with its status and duration.
-  app.addHook('onResponse', async (request, reply) => {
-    logger.debug({ module: 'http', method: request.method, url: request.url.slice(0, 200), status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
-  });
   registerStatusRoutes(app, {
     platform: deps.platform,
     socketPath: deps.paths.socketPath,
