@@ -1,5 +1,6 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { boundariesPlugin } from './scripts/eslint-boundaries.js';
 
 export default tseslint.config(
   { ignores: ['dist/', 'dist-bench/', 'node_modules/', 'coverage/'] },
@@ -15,4 +16,6 @@ export default tseslint.config(
     },
   },
   { files: ['eslint.config.js', 'scripts/*.js'], extends: [tseslint.configs.disableTypeChecked] },
+  // The layout's import directions (scripts/eslint-boundaries.js).
+  { files: ['shared/**/*.ts', 'daemon/**/*.ts', 'client/**/*.ts'], plugins: { sandboxd: boundariesPlugin }, rules: { 'sandboxd/boundaries': 'error' } },
 );

@@ -11,7 +11,7 @@ import { tunnelSshPids } from './soak/invariants.js';
 import { daemonOfUnreapingParent, killToZombie } from '../test/lab/unreaping-parent.js';
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 import { DISCOVERY_TTL_MS } from '../daemon/podman/discovery-cache.js';
-import { GIT_FACTS_TTL_MS } from '../daemon/plan/git-host.js';
+import { GIT_FACTS_TTL_MS } from '../daemon/plan/git/git-host.js';
 import { llxprtImportCost } from './llxprt-import.js';
 
 /**

@@ -3,9 +3,8 @@ import { closeSync, openSync, promises as fs } from 'node:fs';
 import { SandboxdError } from '../shared/errors.js';
 import type { StatusResponse } from '../shared/contracts/status.js';
 import { currentPlatform, type SandboxdPaths } from '../shared/paths.js';
-import { readPidRecord } from '../daemon/pid-record.js';
-import { createProcessProbe, type ProcessProbe } from '../daemon/process-identity.js';
-import { ensureSecureDir } from '../daemon/secure-dir.js';
+import { createProcessProbe, readPidRecord, type ProcessProbe } from '../daemon/os/process-identity.js';
+import { ensureSecureDir } from '../daemon/os/secure-dir.js';
 import { DAEMON_CWD, daemonEnvironment, resolveDaemonCommand, thisModuleDir, type DaemonCommand } from './daemon-launch.js';
 import { POLL_INTERVAL_MS, START_TIMEOUT_MS, statusIfRunning, statusOrColdStart, waitForService } from './daemon-status.js';
 import { replaceOlderDaemon } from './replace-daemon.js';
@@ -13,8 +12,8 @@ import { startThroughService } from './service/control.js';
 import { acquireSpawnLock } from './spawn-lock.js';
 
 /**
- * A daemon this client spawned answers within a few hundred ms; polling finely until then keeps
- * the wait after it listens to ~5 ms instead of 25 on average (issue 13: auto-start ≤ 500 ms).
+ * A daemon this client spawned answers within a fraction of a second; polling finely until then
+ * keeps the wait after it listens short (the bench's auto-start row).
  */
 const FAST_POLL_MS = 10;
 const FAST_POLL_FOR_MS = 2_000;

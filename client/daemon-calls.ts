@@ -5,7 +5,7 @@ import { request } from './transport.js';
 
 /*
  * The calls about the daemon itself, apart from admin.ts's: `sandboxd status` and `stop` load only
- * the status contract, not the session and tunnel schemas (issue 13: each costs start-up time).
+ * the status contract, not the session and tunnel schemas: each schema loaded costs start-up time.
  * Neither call starts a daemon.
  */
 

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SandboxdError } from '../shared/errors.js';
 import type { Platform } from '../shared/paths.js';
-import { findExecutable, isExecutableFile } from '../daemon/executables.js';
+import { findExecutable, isExecutableFile } from '../daemon/os/executables.js';
 
 /** What auto-start runs: `file ...args` (args already end in `daemon`). */
 export interface DaemonCommand {

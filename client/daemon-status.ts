@@ -7,7 +7,7 @@ import { request } from './transport.js';
 /*
  * Asking the daemon how it is, and waiting out a daemon a service manager is starting. Apart from
  * autostart.ts: `sandboxd status` and every connect load this, never what spawning a daemon needs
- * (issue 13: each module loaded is start-up time).
+ * (each module loaded is start-up time).
  */
 
 /** One status call; short because it runs on every connect. */

@@ -25,7 +25,7 @@ interface Pulse {
   beating: boolean;
 }
 
-/** One timer per daemon socket for the whole process, however many sessions it holds (issue 13). */
+/** One timer per daemon socket for the whole process, however many sessions it holds. */
 const pulses = new Map<string, Pulse>();
 
 function codeOf(error: unknown): string | null {
@@ -37,7 +37,7 @@ async function oneByOne(socketPath: string, ids: readonly string[]): Promise<str
   const unknown: string[] = [];
   await Promise.all(
     ids.map((id) =>
-      request({ socketPath, method: 'POST', route: heartbeatRoute(id) }, HeartbeatResponse).catch((error: unknown) => {
+      request({ socketPath, method: 'POST', route: heartbeatRoute(id), idempotent: true }, HeartbeatResponse).catch((error: unknown) => {
         if (codeOf(error) === 'SESSION_NOT_FOUND') unknown.push(id);
       }),
     ),
@@ -61,7 +61,7 @@ export async function heartbeatOnce(socketPath: string, subjects: Iterable<Heart
     const batch = ids.slice(start, start + MAX_HEARTBEAT_BATCH);
     let unknown: string[];
     try {
-      unknown = (await request({ socketPath, method: 'POST', route: HEARTBEATS_ROUTE, body: { sessions: batch } }, HeartbeatBatchResponse)).unknown;
+      unknown = (await request({ socketPath, method: 'POST', route: HEARTBEATS_ROUTE, body: { sessions: batch }, idempotent: true }, HeartbeatBatchResponse)).unknown;
     } catch (error) {
       if (codeOf(error) !== 'NOT_FOUND') return;
       unknown = await oneByOne(socketPath, batch);

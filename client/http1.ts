@@ -1,11 +1,11 @@
 import net from 'node:net';
 
 /*
- * One HTTP/1.1 exchange over the daemon's Unix socket, on node's `net` alone. node:http's client
- * (agent, parser, request and response streams) costs a fresh process about 5 ms before its first
- * byte, a tenth of `sandboxd status` (issue 13); the daemon is node's own HTTP server, so the
- * client only needs the part of HTTP/1.1 that server speaks: a status line, headers, and a body
- * framed by Content-Length, chunked, or the end of the connection.
+ * One HTTP/1.1 exchange over the daemon's Unix socket, on node's `net` alone: node:http's client
+ * (agent, parser, request and response streams) is a noticeable part of a short command's start
+ * (the bench's transport rows measure it). The daemon is fastify on node's own HTTP server and
+ * frames every answer by Content-Length, so the client reads only that part of HTTP/1.1: a status
+ * line, headers, and a body framed by Content-Length or by the end of the connection.
  */
 
 export interface Exchange {
@@ -21,6 +21,13 @@ export interface Exchange {
   keepAlive?: boolean;
   /** Called once the request is written: the caller may start work it needs only for the answer. */
   onSent?: () => void;
+  /**
+   * Whether sending the request twice does no more than sending it once (default: only GET). Only
+   * such a request goes over a kept connection: one that dies may have delivered the request
+   * before it died, so the request is sent again on a new one, and a second acquire would make a
+   * second session. Any other request opens a connection of its own.
+   */
+  idempotent?: boolean;
 }
 
 export interface Reply {
@@ -121,10 +128,8 @@ class ReplyReader {
     const reply = (body: Buffer, used: number) => ({ reply: { status: head.status, headers: head.headers, body }, trailing: used < rest.length });
     // 204 and 304 have no body whatever their headers say.
     if (head.status === 204 || head.status === 304) return reply(Buffer.alloc(0), 0);
-    if (head.headers.get('transfer-encoding')?.toLowerCase().split(',').some((coding) => coding.trim() === 'chunked') === true) {
-      const decoded = dechunk(rest);
-      return decoded === null ? null : reply(decoded.body, decoded.used);
-    }
+    const coding = head.headers.get('transfer-encoding');
+    if (coding !== undefined) throw new MalformedReply(`a body sent with transfer-encoding ${JSON.stringify(coding)}, not framed by content-length`);
     const length = head.headers.get('content-length');
     if (length !== undefined) {
       if (!/^\d+$/.test(length)) throw new MalformedReply(`bad content-length ${JSON.stringify(length)}`);
@@ -147,27 +152,6 @@ function parseHead(text: string, bodyStart: number): { status: number; headers: 
     if (!headers.has(name)) headers.set(name, line.slice(colon + 1).trim());
   }
   return { status: Number(match[1]), headers, bodyStart };
-}
-
-/** A chunked body, or null until its last chunk has arrived (trailers are read past, not kept). */
-function dechunk(data: Buffer): { body: Buffer; used: number } | null {
-  const parts: Buffer[] = [];
-  let at = 0;
-  for (;;) {
-    const lineEnd = data.indexOf('\r\n', at);
-    if (lineEnd < 0) return null;
-    const sizeText = data.subarray(at, lineEnd).toString('latin1').split(';')[0]?.trim() ?? '';
-    if (!/^[0-9a-fA-F]{1,8}$/.test(sizeText)) throw new MalformedReply(`bad chunk size ${JSON.stringify(sizeText)}`);
-    const size = parseInt(sizeText, 16);
-    at = lineEnd + 2;
-    if (size === 0) {
-      const end = data.indexOf('\r\n\r\n', at - 2);
-      return end < 0 ? null : { body: Buffer.concat(parts), used: end + 4 };
-    }
-    if (data.length < at + size + 2) return null;
-    parts.push(data.subarray(at, at + size));
-    at += size + 2;
-  }
 }
 
 function requestText(exchange: Exchange, keepAlive: boolean): string {
@@ -256,12 +240,13 @@ function connect(socketPath: string): net.Socket {
 
 /**
  * Sends the request and resolves with the whole response. Connection failures reject with node's
- * errno error (ENOENT, ECONNREFUSED…); a kept connection that turns out closed is replaced once.
+ * errno error (ENOENT, ECONNREFUSED…); a kept connection that turns out closed before any answer
+ * is replaced once, which only an idempotent request is ever sent on.
  */
 export async function exchange(request: Exchange): Promise<Reply> {
   const keepAlive = request.keepAlive ?? true;
   const deadline = Date.now() + request.timeoutMs;
-  const kept = keepAlive ? takeIdle(request.socketPath) : null;
+  const kept = keepAlive && (request.idempotent ?? request.method === 'GET') ? takeIdle(request.socketPath) : null;
   if (kept !== null) {
     try {
       return await exchangeOn(kept, request, keepAlive, true, deadline);

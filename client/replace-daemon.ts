@@ -3,7 +3,7 @@ import { DRAIN_ROUTE, DrainResponse, SHUTDOWN_ROUTE } from '../shared/contracts/
 import { SandboxdError } from '../shared/errors.js';
 import { currentPlatform } from '../shared/paths.js';
 import { PROTOCOL_VERSION } from '../shared/protocol.js';
-import { createProcessProbe } from '../daemon/process-identity.js';
+import { createProcessProbe } from '../daemon/os/process-identity.js';
 import { readAnyStatus, type AnyStatus } from './any-status.js';
 import { request } from './transport.js';
 

@@ -20,13 +20,15 @@ export interface RequestOptions {
    * would wait out its keep-alive timeout before the process can exit.
    */
   closeConnection?: boolean;
+  /** Sending it twice does no more than once (a heartbeat): it may use a kept connection. GET always may. */
+  idempotent?: boolean;
 }
 
 let parseOptions: Promise<z.core.ParseContext<z.core.$ZodIssue>> | undefined;
 
 /**
  * A client parses each answer once: zod's compiled fast path (a `new Function` per object
- * schema, built on first use) costs more than it saves, about 8 ms of every CLI call. Loaded with
+ * schema, built on first use) costs a short command more than it saves. Loaded with
  * the first answer, as zod is: nothing before the first request needs it.
  */
 function oneShot(): Promise<z.core.ParseContext<z.core.$ZodIssue>> {
@@ -72,6 +74,7 @@ export async function request<T extends z.ZodMiniType>(options: RequestOptions, 
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
       timeoutMs,
       keepAlive: options.closeConnection !== true,
+      idempotent: method === 'GET' || options.idempotent === true,
       onSent: () => {
         // Awaited once the answer is in; a request that fails first must not leave it unhandled.
         expected().catch(() => undefined);

@@ -9,8 +9,8 @@ function insecure(message: string, remedy: string): SandboxdError {
 }
 
 /**
- * node:fs's callback lstat: its promise API loads readline and the file watchers first, about
- * 2-3 ms of every `status` and `run` (issue 13).
+ * node:fs's callback lstat: its promise API loads readline and the file watchers first, a cost
+ * every `status` and `run` would pay.
  */
 function lstatOrNull(file: string): Promise<Stats | null> {
   const unchecked = (error: Error): SandboxdError => insecure(`cannot check ${file}: ${error.message}`, `Make ${path.dirname(file)} reachable by you, ${ELSEWHERE}.`);

@@ -2,20 +2,19 @@ import { promises as fs, rmSync } from 'node:fs';
 import os from 'node:os';
 import type { Server } from 'node:net';
 import { SandboxdError } from '../shared/errors.js';
-import { systemClock } from './clock.js';
+import { systemClock } from './os/clock.js';
 import { assertSocketPathFits, currentPlatform, otherLayoutSockets, resolvePaths, type SandboxdPaths } from '../shared/paths.js';
-import { createDaemon, DEFAULT_SETTINGS, type DaemonSettings } from './daemon.js';
-import { acquireInstanceLock } from './instance-lock.js';
-import { clip } from './clip.js';
-import { observeSubprocesses } from './subprocess.js';
-import { createLogger, rotateLog, type LogTarget } from './logger.js';
-import { commandLine, createProcessProbe } from './process-identity.js';
-import { ensureOwnDir, ensureSecureDir, withUmask } from './secure-dir.js';
-import { VERSION } from './version.js';
-import { reapOrphans, TunnelStore } from './tunnels/tunnel-store.js';
-import { inheritedListenFd, scrubActivationEnv } from './socket-activation.js';
-import { socketAnswers } from './socket-probe.js';
-import { readPidRecord } from './pid-record.js';
+import { createDaemon, DEFAULT_SETTINGS, type DaemonSettings } from './composition/daemon.js';
+import { acquireInstanceLock } from './lifecycle/instance-lock.js';
+import { clip } from './os/text.js';
+import { observeSubprocesses } from './os/subprocess.js';
+import { createLogger, rotateLog, type LogTarget } from './os/logger.js';
+import { commandLine, createProcessProbe, readPidRecord } from './os/process-identity.js';
+import { ensureOwnDir, ensureSecureDir, withUmask } from './os/secure-dir.js';
+import { VERSION } from './os/package-files.js';
+import { reapOrphans, TunnelStore } from './bridges/tunnels/tunnel-store.js';
+import { inheritedListenFd, scrubActivationEnv } from './lifecycle/socket-activation.js';
+import { socketAnswers } from './os/socket-probe.js';
 
 /** SIGTERM/SIGINT/shutdown must finish within 5 s; past this we clean up by hand and exit. */
 const SHUTDOWN_DEADLINE_MS = 4_500;
@@ -200,7 +199,7 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
     // fastify's own listen({ fd }) crashes; its server listens on the fd after ready() instead.
     await listenOn(daemon.app.server, activatedFd === null ? { path: paths.socketPath } : { fd: activatedFd });
     daemon.start();
-    // startupMs: from the process's start, runtime included (issue 13 budgets auto-start at 500 ms).
+    // startupMs: from the process's start, runtime included, what an auto-starting client waits for.
     logger.info({ socket: paths.socketPath, version: VERSION, socketActivated: activatedFd !== null, startupMs: Math.round(performance.now()) }, 'listening');
     options.onListening?.(paths);
 

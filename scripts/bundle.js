@@ -1,6 +1,6 @@
 // Bundles the `sandboxd` command into dist/bin: a small entry, and one self-contained bundle per
 // command module (client/cli/entries/*), so a start reads two files instead of hundreds of
-// node_modules or a graph of shared chunks (issue 13). Each process loads one command bundle, so
+// node_modules or a graph of shared chunks. Each process loads one command bundle, so
 // what they share (commander, zod) is never loaded twice. `sandboxd/llxprt` is one file too (see
 // the end); the other library entries (`sandboxd/client`, `sandboxd/shared`) stay tsc's output.
 import { build } from 'esbuild';
@@ -12,7 +12,7 @@ const OUT = 'dist/bin';
 /**
  * Node's builtins as CommonJS, through process.getBuiltinModule: an ESM `import` of one builds its
  * ESM facade, which reads every export, lazy ones included, and on Node 24 `node:fs` then loads
- * its streams and `node:http` loads undici (about 30 ms of each start, for nothing used here).
+ * its streams and `node:http` loads undici: start-up time for nothing used here.
  */
 const builtinsWithoutFacade = {
   name: 'builtins-without-facade',
@@ -28,8 +28,8 @@ const builtinsWithoutFacade = {
 /**
  * Loaded on first use, not on import: commander requires child_process at its top (for
  * subcommands it runs as executables, which sandboxd has none of), and loading it costs every
- * command about 9 ms though only `run`, `daemon` and auto-start ever spawn; fs/promises loads
- * readline and the file watchers (2-3 ms), and a warm `run` never calls what imports it (starting
+ * command start-up time though only `run`, `daemon` and auto-start ever spawn; fs/promises loads
+ * readline and the file watchers, and a warm `run` never calls what imports it (starting
  * a daemon does). Their exports are plain functions, classes and constants, so an object of
  * getters stands in for each.
  */

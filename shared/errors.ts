@@ -1,8 +1,6 @@
-import type { ErrorObject } from './contracts/errors.js';
-
 /*
- * No zod here: every command of the CLI loads this module, and zod alone costs about as much as
- * Node's own start (issue 13). The wire schemas live in contracts/errors.ts.
+ * No zod here: every command of the CLI loads this module, and loading zod costs a noticeable part
+ * of a command's start. The wire schemas live in contracts/errors.ts.
  */
 
 interface ErrorSpec {
@@ -93,7 +91,16 @@ export const ERROR_SPECS = {
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_SPECS;
-export type { ErrorObject };
+
+/**
+ * An error as it crosses the wire. Written out here rather than inferred from the schema: this
+ * module stays free of zod, and contracts/errors.ts holds its schema to this shape.
+ */
+export interface ErrorObject {
+  code: ErrorCode;
+  message: string;
+  remedy: string;
+}
 
 /** The one error type both sides throw; it crosses the wire as contracts/errors.ts's ErrorBody. */
 export class SandboxdError extends Error {

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { VERSION } from '../../daemon/version.js';
+import { VERSION } from '../../daemon/os/package-files.js';
 import { guardClosedPipes, reportUsage, setCommandName } from './output.js';
 
 /** `tunnels ls`, not `ls`: what the hint tells people to ask `--help` about. */

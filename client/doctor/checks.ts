@@ -5,7 +5,7 @@ import { MAX_SOCKET_PATH_BYTES, type Platform, type SandboxdPaths } from '../../
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import type { StatusResponse } from '../../shared/contracts/status.js';
 import type { PodmanConnection } from '../../daemon/podman/connections.js';
-import { VERSION } from '../../daemon/version.js';
+import { VERSION } from '../../daemon/os/package-files.js';
 import type { AgentSocketCheck } from '../../daemon/plan/agent-socket.js';
 
 export type CheckState = 'ok' | 'fail' | 'skip';

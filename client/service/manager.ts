@@ -3,7 +3,7 @@ import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import type { Platform } from '../../shared/paths.js';
 import { launchdManager } from './launchd.js';
-import { isExecutableFile } from '../../daemon/executables.js';
+import { isExecutableFile } from '../../daemon/os/executables.js';
 import { fileExists, type CommandRunner, type ServiceManager, type ServiceStep } from './service.js';
 import { systemdManager, systemdUnitDir } from './systemd.js';
 import { readTemplate } from './templates.js';

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Platform, SandboxdPaths } from '../../shared/paths.js';
-import { isExecutableFile } from '../../daemon/executables.js';
+import { isExecutableFile } from '../../daemon/os/executables.js';
 
 export interface CommandResult {
   exitCode: number | null;

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { SandboxdError } from '../../shared/errors.js';
-import { packageFile } from '../../daemon/package-files.js';
+import { packageFile } from '../../daemon/os/package-files.js';
 
 /** The package's own `launchd/` or `systemd/` template. */
 export function readTemplate(folder: 'launchd' | 'systemd', name: string): string {

@@ -2,8 +2,8 @@ import { promises as fs } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import type { BridgeInfo, BridgeState } from '../../shared/contracts/bridges.js';
-import type { Logger } from '../logger.js';
-import { ensureOwnDir, withUmask } from '../secure-dir.js';
+import type { Logger } from '../os/logger.js';
+import { ensureOwnDir, withUmask } from '../os/secure-dir.js';
 import type { Bridge } from './bridge.js';
 
 export const RELAY_SOCKET_NAME = 'agent.sock';

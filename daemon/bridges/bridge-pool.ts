@@ -1,5 +1,5 @@
 import type { BridgeInfo } from '../../shared/contracts/bridges.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../os/logger.js';
 import type { Bridge, Lease } from './bridge.js';
 
 interface Entry<B extends Bridge> {

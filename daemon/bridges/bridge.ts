@@ -1,4 +1,8 @@
 import type { BridgeInfo } from '../../shared/contracts/bridges.js';
+import type { Mount } from '../../shared/contracts/plan.js';
+
+/** Where the agent directory appears in every container; the socket inside it is `agent.sock`. */
+export const CONTAINER_AGENT_DIR = '/run/sandboxd/ssh';
 
 /** One shared agent bridge (relay or tunnel). The pool owns its lifetime; sessions hold leases. */
 export interface Bridge {
@@ -24,3 +28,27 @@ export interface Lease {
   /** Idempotent. */
   release(): void;
 }
+
+/** A bridge that serves `agentSocket` from a directory the container can mount. */
+export interface ServedAgent {
+  lease: Lease;
+  kind: 'mount' | 'tunnel' | 'desktop';
+  /**
+   * Host path (relay) or VM path (tunnel) of the directory to mount; with `socketFile`, the VM's
+   * socket itself; null when `flags` carry the mount (a relay container's volume).
+   */
+  mountSource: string | null;
+  socketFile?: boolean;
+  relabel: Mount['relabel'];
+  flags: string[];
+  warnings: string[];
+}
+
+/** Why no bridge serves the socket, and what the user can do about it. */
+export interface Unavailable {
+  unavailable: string;
+  remedy?: string;
+}
+
+/** The session's agent, or one of its extra host sockets (which only some bridges can carry). */
+export type ServeRole = 'agent' | 'socket';

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { BridgeInfo, BridgeState } from '../../shared/contracts/bridges.js';
 import { SandboxdError } from '../../shared/errors.js';
-import { clip } from '../clip.js';
-import type { Logger } from '../logger.js';
-import type { RunSubprocess } from '../subprocess.js';
+import { clip } from '../os/text.js';
+import type { Logger } from '../os/logger.js';
+import type { RunSubprocess } from '../os/subprocess.js';
 import type { Bridge } from './bridge.js';
 import { helperLabels, helperRecord, type HelperRecords } from './helper-records.js';
 import { RELAY_BINARY_IN_IMAGE } from './relay-image.js';

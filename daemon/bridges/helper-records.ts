@@ -1,9 +1,9 @@
 import * as z from 'zod/mini';
 import { AbsolutePath } from '../../shared/contracts/common.js';
-import { writeFileAtomic } from '../atomic-file.js';
+import { writeFileAtomic } from '../os/files.js';
 import { OWNER_LABEL } from '../containers/engine-cli.js';
-import type { Logger } from '../logger.js';
-import { readRecordFile } from '../record-file.js';
+import type { Logger } from '../os/logger.js';
+import { readRecordFile } from '../os/record-file.js';
 
 /** What a helper container or volume is (`relay` or `probe`); with the owner label, whose it is. */
 export const HELPER_LABEL = 'sandboxd.helper';

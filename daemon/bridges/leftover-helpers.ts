@@ -1,6 +1,6 @@
 import { OWNER_LABEL } from '../containers/engine-cli.js';
-import type { Logger } from '../logger.js';
-import type { RunSubprocess } from '../subprocess.js';
+import type { Logger } from '../os/logger.js';
+import type { RunSubprocess } from '../os/subprocess.js';
 import { HELPER_LABEL, type HelperRecord, type HelperRecords } from './helper-records.js';
 
 const LIST_TIMEOUT_MS = 10_000;

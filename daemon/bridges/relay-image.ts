@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
-import { clip } from '../clip.js';
-import { packageFile } from '../package-files.js';
-import type { RunSubprocess } from '../subprocess.js';
+import { clip } from '../os/text.js';
+import { packageFile } from '../os/package-files.js';
+import type { RunSubprocess } from '../os/subprocess.js';
 
 /** Built by daemon/bridges/relay/build.sh into the package's dist/relay. */
 const RELAY_DIR = packageFile('dist', 'relay');

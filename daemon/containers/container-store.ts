@@ -3,11 +3,10 @@ import path from 'node:path';
 import * as z from 'zod/mini';
 import { Engine, Id } from '../../shared/contracts/common.js';
 import { ENGLISH } from '../../shared/contracts/messages.js';
-import { writeFileAtomic } from '../atomic-file.js';
-import { readRecordFile } from '../record-file.js';
-import { removeFile } from '../remove-file.js';
-import type { Logger } from '../logger.js';
-import { ensureSecureDir } from '../secure-dir.js';
+import { removeFile, writeFileAtomic } from '../os/files.js';
+import { readRecordFile } from '../os/record-file.js';
+import type { Logger } from '../os/logger.js';
+import { ensureSecureDir } from '../os/secure-dir.js';
 import { ENGINE_ENV_NAMES } from './engine-cli.js';
 
 /** The daemon that wrote a record: its pid and start time (a reused pid is another process). */
@@ -88,8 +87,8 @@ async function createFile(file: string, data: string): Promise<boolean> {
  * `containers/<key>.json` in the state dir, one file per session that has not been released, so a
  * daemon started after a `kill -9` knows which engines to ask and what to remove; a released
  * session's file moves to `containers/released/`, where it stays while its container exists. An
- * acquire writes its own record and nothing else (issue 13: the same cost with 1000 sessions held
- * as with none); each file is written atomically, the changes of one key in order.
+ * acquire writes its own record and nothing else (the same cost with a thousand sessions held as
+ * with none); each file is written atomically, the changes of one key in order.
  */
 export class ContainerStore {
   /** The last change queued for each key. */

@@ -1,8 +1,8 @@
 import { SandboxdError } from '../../shared/errors.js';
 import type { Engine } from '../../shared/contracts/common.js';
 import type { ClientEnv } from '../../shared/contracts/sessions.js';
-import { clip } from '../clip.js';
-import type { RunSubprocess } from '../subprocess.js';
+import { clip } from '../os/text.js';
+import type { RunSubprocess } from '../os/subprocess.js';
 
 /** The container's session, and the daemon (user + state dir) that owns it. */
 export const SESSION_LABEL = 'sandboxd.session';

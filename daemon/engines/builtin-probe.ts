@@ -1,6 +1,5 @@
-import { randomId } from '../ids.js';
-import { clip } from '../clip.js';
-import type { RunSubprocess, SubprocessResult } from '../subprocess.js';
+import { clip, randomId } from '../os/text.js';
+import type { RunSubprocess, SubprocessResult } from '../os/subprocess.js';
 import { fingerprintOf } from './agent-keys.js';
 
 /** A probe that takes longer is cut off with a warning: the agent or the VM is not answering. */

@@ -1,10 +1,10 @@
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../os/clock.js';
 import type { EngineStatus } from '../../shared/contracts/status.js';
 import type { Platform } from '../../shared/paths.js';
-import type { FingerprintCache } from '../fingerprint-cache.js';
-import type { Defer } from '../quiet-time.js';
-import type { RunSubprocess } from '../subprocess.js';
+import type { FingerprintCache } from '../cache/fingerprint-cache.js';
+import type { Defer } from '../cache/quiet-time.js';
+import type { RunSubprocess } from '../os/subprocess.js';
 import { probeBuiltinSocket, type ProbeImage } from './builtin-probe.js';
 import { createEngineIdentifier, type IdentifiedEngine, type IdentifyRequest } from './engine-identifier.js';
 import type { EngineBridge } from './profile.js';

@@ -1,7 +1,7 @@
 import * as z from 'zod/mini';
 import { ENGLISH } from '../../shared/contracts/messages.js';
 import { SandboxdError } from '../../shared/errors.js';
-import { clip } from '../clip.js';
+import { clip } from '../os/text.js';
 
 /**
  * The fields of `docker info --format '{{json .}}'` that identify an engine. Docker Engine, Docker

@@ -1,4 +1,4 @@
-import { stableHash } from '../ids.js';
+import { stableHash } from '../os/text.js';
 import { colima } from './colima.js';
 import type { DockerInfo } from './docker-info.js';
 import { dockerDesktop } from './docker-desktop.js';

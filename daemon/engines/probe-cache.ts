@@ -1,4 +1,4 @@
-import { later, type Defer } from '../quiet-time.js';
+import { later, type Defer } from '../cache/quiet-time.js';
 import type { ProbeOutcome } from './builtin-probe.js';
 
 /** A verified (or missing) socket is re-checked after this, even when the engine never restarts. */

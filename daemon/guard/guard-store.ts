@@ -1,9 +1,9 @@
 import * as z from 'zod/mini';
 import { AbsolutePath } from '../../shared/contracts/common.js';
-import { writeFileAtomic } from '../atomic-file.js';
-import type { Logger } from '../logger.js';
-import { readRecordFile } from '../record-file.js';
-import { ensureSecureDir } from '../secure-dir.js';
+import { writeFileAtomic } from '../os/files.js';
+import type { Logger } from '../os/logger.js';
+import { readRecordFile } from '../os/record-file.js';
+import { ensureSecureDir } from '../os/secure-dir.js';
 import path from 'node:path';
 
 /**

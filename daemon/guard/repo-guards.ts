@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../os/logger.js';
 import { Check, type CheckOutcome, type GuardScope } from './check.js';
 import { identity, lstatOrNull } from './fs-edge.js';
 import { MAX_GUARD_RECORDS, type GuardRecord, type GuardStore } from './guard-store.js';

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../os/logger.js';
 
 /** An over-limit connection that never sends its request is closed after this long. */
 const OVER_LIMIT_IDLE_MS = 2_000;

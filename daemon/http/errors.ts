@@ -1,8 +1,10 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { SandboxdError } from '../../shared/errors.js';
 import type { ErrorBody } from '../../shared/contracts/errors.js';
-import { clip, ECHO_MAX_CHARS } from '../clip.js';
-import type { Logger } from '../logger.js';
+import { clip, ECHO_MAX_CHARS } from '../os/text.js';
+import type { Logger } from '../os/logger.js';
+import type * as z from 'zod/mini';
+import { ENGLISH } from '../../shared/contracts/messages.js';
 
 /**
  * A backstop for messages that echo the caller's input (a 4 KiB cwd): room for one clipped value
@@ -51,4 +53,15 @@ export function installErrorHandlers(app: FastifyInstance, logger: Logger): void
     const body: ErrorBody = { error: error.toJSON() };
     return reply.status(error.status).send(body);
   });
+}
+
+/** Routes parse their inputs with the shared schemas; a failure is a BAD_REQUEST naming the field. */
+export function parseInput<T extends z.ZodMiniType>(schema: T, value: unknown, what: string): z.output<T> {
+  const result = schema.safeParse(value, ENGLISH);
+  if (result.success) return result.data;
+  const detail = result.error.issues
+    .slice(0, 5)
+    .map((issue) => `${issue.path.length === 0 ? what : issue.path.join('.')}: ${issue.message}`)
+    .join('; ');
+  throw new SandboxdError('BAD_REQUEST', `invalid ${what}: ${detail}`);
 }

@@ -2,8 +2,16 @@ import path from 'node:path';
 import type { Mount } from '../../shared/contracts/plan.js';
 import type { AcquireInput, HostSocketRequest, HostSocketStatus, SshBridgeSetting } from '../../shared/contracts/sessions.js';
 import { RELAY_SOCKET_NAME } from '../bridges/agent-relay.js';
-import type { Lease } from '../bridges/bridge.js';
-import type { SshDeps } from './ssh.js';
+import type { Lease, ServedAgent, ServeRole, Unavailable } from '../bridges/bridge.js';
+import type { AgentSocketCheck } from './agent-socket.js';
+
+/** How the plan reaches the host's sockets and the bridges that carry them into a container. */
+export interface SshDeps {
+  /** `label` names the socket in a reason (default: SSH_AUTH_SOCK). */
+  inspect(socket: string | undefined, label?: string): Promise<AgentSocketCheck>;
+  /** Serves a host socket through the bridge the session needs, or says why none can be used. */
+  serve(hostSocket: string, input: AcquireInput, role: ServeRole): Promise<ServedAgent | Unavailable>;
+}
 
 /** Each extra socket's directory in every container is `<this>/<name>/`. */
 export const CONTAINER_SOCKETS_DIR = '/run/sandboxd/sockets';

@@ -2,12 +2,10 @@ import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import type { AcquireInput, HostSocketStatus } from '../../shared/contracts/sessions.js';
 import type { Mount, SshStatus } from '../../shared/contracts/plan.js';
-import type { Lease } from '../bridges/bridge.js';
-import type { AgentSocketCheck } from './agent-socket.js';
-import { mergeFlagGroups, planHostSockets } from './host-sockets.js';
+import { CONTAINER_AGENT_DIR, type Lease } from '../bridges/bridge.js';
+import { mergeFlagGroups, planHostSockets, type SshDeps } from './host-sockets.js';
 
-/** Where the agent directory appears in every container; the socket inside it is `agent.sock`. */
-export const CONTAINER_AGENT_DIR = '/run/sandboxd/ssh';
+/** The agent's socket in every container, inside the bridge's agent directory. */
 export const CONTAINER_AGENT_SOCKET = path.posix.join(CONTAINER_AGENT_DIR, 'agent.sock');
 
 export interface SshSection {
@@ -19,37 +17,6 @@ export interface SshSection {
   flags: string[];
   warnings: string[];
   leases: Lease[];
-}
-
-/** A bridge that serves `agentSocket` from a directory the container can mount. */
-export interface ServedAgent {
-  lease: Lease;
-  kind: 'mount' | 'tunnel' | 'desktop';
-  /**
-   * Host path (relay) or VM path (tunnel) of the directory to mount; with `socketFile`, the VM's
-   * socket itself; null when `flags` carry the mount (a relay container's volume).
-   */
-  mountSource: string | null;
-  socketFile?: boolean;
-  relabel: Mount['relabel'];
-  flags: string[];
-  warnings: string[];
-}
-
-/** Why no bridge serves the socket, and what the user can do about it. */
-export interface Unavailable {
-  unavailable: string;
-  remedy?: string;
-}
-
-/** The session's agent, or one of its extra host sockets (which only some bridges can carry). */
-export type ServeRole = 'agent' | 'socket';
-
-export interface SshDeps {
-  /** `label` names the socket in a reason (default: SSH_AUTH_SOCK). */
-  inspect(socket: string | undefined, label?: string): Promise<AgentSocketCheck>;
-  /** Serves a host socket through the bridge the session needs, or says why none can be used. */
-  serve(hostSocket: string, input: AcquireInput, role: ServeRole): Promise<ServedAgent | Unavailable>;
 }
 
 type AgentSection = Omit<SshSection, 'sockets'>;

@@ -1,9 +1,9 @@
 import { SandboxdError } from '../../shared/errors.js';
 import type { ClientEnv } from '../../shared/contracts/sessions.js';
-import { clip } from '../clip.js';
-import { runSubprocess, type RunSubprocess } from '../subprocess.js';
+import { clip } from '../os/text.js';
+import { runSubprocess, type RunSubprocess } from '../os/subprocess.js';
 import { connectionFromHost, parseConnectionList, selectConnection, type PodmanConnection } from './connections.js';
-import { findExecutable } from '../executables.js';
+import { findExecutable } from '../os/executables.js';
 
 const LIST_TIMEOUT_MS = 10_000;
 
@@ -14,7 +14,7 @@ export interface DiscoverInput {
   requested?: string | undefined;
 }
 
-/** The variables podman reads its connections from: only the session's, never the daemon's (issue 8 #14). */
+/** The variables podman reads its connections from: only the session's, never the daemon's. */
 const PODMAN_ENV_NAMES = ['CONTAINERS_CONF', 'PODMAN_CONNECTIONS_CONF', 'XDG_CONFIG_HOME'] as const;
 
 export interface DiscoverDeps {

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
-import { FingerprintCache } from '../fingerprint-cache.js';
-import type { Defer } from '../quiet-time.js';
+import { FingerprintCache } from '../cache/fingerprint-cache.js';
+import type { Defer } from '../cache/quiet-time.js';
 import type { PodmanConnection } from './connections.js';
 import type { DiscoverInput } from './discover.js';
 
@@ -21,7 +21,7 @@ export function connectionFiles(input: DiscoverInput, home: string): string[] {
 }
 
 /**
- * Running podman costs ~20 ms, far above a warm acquire's budget (issue 3: p99 ≤ 5 ms); answers
+ * Running podman costs far more than a warm acquire's whole budget (the bench's warm rows); answers
  * are shared per session view (PATH, podman variables, requested name).
  */
 export function createDiscoveryCache(

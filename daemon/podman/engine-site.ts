@@ -2,8 +2,8 @@ import type { Mount } from '../../shared/contracts/plan.js';
 import type { AcquireInput, ClientEnv } from '../../shared/contracts/sessions.js';
 import { SandboxdError } from '../../shared/errors.js';
 import type { Platform } from '../../shared/paths.js';
-import type { Logger } from '../logger.js';
-import { sourcesToCheck, visibleMounts } from '../plan/vm-visibility.js';
+import type { Logger } from '../os/logger.js';
+import { sourcesToCheck, visibleMounts } from './vm-visibility.js';
 import type { PodmanConnection } from './connections.js';
 import type { VmSight } from './vm-view.js';
 

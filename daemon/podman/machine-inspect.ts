@@ -1,6 +1,6 @@
 import path from 'node:path';
 import * as z from 'zod/mini';
-import type { RunSubprocess } from '../subprocess.js';
+import type { RunSubprocess } from '../os/subprocess.js';
 import type { PodmanConnection } from './connections.js';
 
 const INSPECT_TIMEOUT_MS = 10_000;

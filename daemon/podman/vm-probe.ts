@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { SandboxdError } from '../../shared/errors.js';
-import { classifySshFailure, queryLoop, SEEN_MARKER, sshProbeArgs } from '../tunnels/ssh-command.js';
-import type { PathKind } from '../tunnels/vm-queries.js';
+import { classifySshFailure, queryLoop, SEEN_MARKER, sshProbeArgs } from './ssh-command.js';
+import type { PathKind } from './vm-queries.js';
 import type { PodmanConnection } from './connections.js';
 
 /** One login, a few stat-like tests: bounded well inside an acquire's budget. */

@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
-import { later, type Defer } from '../quiet-time.js';
-import type { PathKind } from '../tunnels/vm-queries.js';
-import type { TunnelIndex } from '../tunnels/tunnel-index.js';
+import { later, type Defer } from '../cache/quiet-time.js';
+import type { PathKind } from './vm-queries.js';
+import type { TunnelIndex } from './tunnel-index.js';
 import type { PodmanConnection } from './connections.js';
 import { sharedByVolumes, type MachineVolume } from './machine-inspect.js';
 

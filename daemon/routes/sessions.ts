@@ -15,10 +15,10 @@ import {
   type SessionRemoveResponse,
 } from '../../shared/contracts/sessions.js';
 import { SandboxdError } from '../../shared/errors.js';
-import type { SessionContainers } from '../containers/session-containers.js';
-import { parseInput } from '../http/validate.js';
-import type { SessionRegistry } from '../session-registry.js';
-import type { SessionService } from '../session-service.js';
+import type { SessionContainers } from '../sessions/session-containers.js';
+import { parseInput } from '../http/errors.js';
+import type { SessionRegistry } from '../sessions/session-registry.js';
+import type { SessionService } from '../sessions/session-service.js';
 
 export function registerSessionRoutes(app: FastifyInstance, service: SessionService, registry: SessionRegistry, containers: SessionContainers): void {
   /** The container id is read from its cidfile when asked: the engine writes it after the plan left. */
@@ -38,7 +38,7 @@ export function registerSessionRoutes(app: FastifyInstance, service: SessionServ
     return { session: await withContainer(registry.heartbeat(id)) };
   });
 
-  // A client's batch: no container look-up, nothing but the leases (issue 13: 1000 sessions idle cheaply).
+  // A client's batch: no container look-up, nothing but the leases, so a thousand idle sessions cost little.
   app.post(HEARTBEATS_ROUTE, (request): HeartbeatBatchResponse => {
     const { sessions } = parseInput(HeartbeatBatchRequest, request.body, 'heartbeat batch');
     return { unknown: registry.heartbeatAll(sessions) };

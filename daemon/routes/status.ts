@@ -3,8 +3,8 @@ import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { DRAIN_ROUTE, SHUTDOWN_ROUTE, STATUS_ROUTE, type DrainResponse, type EngineStatus, type ShutdownResponse, type StatusResponse } from '../../shared/contracts/status.js';
 import type { Platform } from '../../shared/paths.js';
 import type { Bridges } from '../bridges/bridges.js';
-import type { SessionRegistry } from '../session-registry.js';
-import { VERSION } from '../version.js';
+import type { SessionRegistry } from '../sessions/session-registry.js';
+import { VERSION } from '../os/package-files.js';
 
 export interface StatusDeps {
   platform: Platform;

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { BridgeParams, TUNNELS_ROUTE, type BridgeInfo, type BridgeListResponse } from '../../shared/contracts/bridges.js';
 import { SandboxdError } from '../../shared/errors.js';
 import type { Bridges } from '../bridges/bridges.js';
-import { parseInput } from '../http/validate.js';
+import { parseInput } from '../http/errors.js';
 
 function notFound(id: string): SandboxdError {
   return new SandboxdError('TUNNEL_NOT_FOUND', `no tunnel ${id}`);

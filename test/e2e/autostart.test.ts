@@ -5,7 +5,7 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { clientPaths, ensureDaemon } from '../../client/index.js';
-import { createProcessProbe } from '../../daemon/process-identity.js';
+import { createProcessProbe } from '../../daemon/os/process-identity.js';
 import { CLI, Cleanup, cli, cliEnv, daemonsFor, makeSandbox, ROOT, waitFor, type Sandbox } from '../helpers.js';
 import { daemonOfUnreapingParent, killToZombie, procState } from '../lab/unreaping-parent.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import type { SessionInfo } from '../../shared/contracts/sessions.js';
 import { CLI, Cleanup, ROOT, cli, cliEnv, daemonPid, makeSandbox, pidAlive, startAgent, startDaemon, waitFor } from '../helpers.js';
-import { ownerLabel } from '../../daemon/containers/wiring.js';
+import { ownerLabel } from '../../daemon/composition/containers.js';
 import { dockerLabUnavailable, startDockerd, type Dockerd } from '../lab/dockerd.js';
 import { lab, labMissing, podmanLab } from './lab.js';
 

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession } from '../../dist/client/index.js';
-import { GIT_FACTS_TTL_MS } from '../../daemon/plan/git-host.js';
+import { GIT_FACTS_TTL_MS } from '../../daemon/plan/git/git-host.js';
 import { Cleanup, cliEnv, makeSandbox, waitFor } from '../helpers.js';
 
 const cleanup = new Cleanup();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { selinuxAccess } from '../../daemon/agent-bridges.js';
+import { selinuxAccess } from '../../daemon/composition/agent-bridges.js';
 
 describe('selinuxAccess (what `getenforce` in the VM asks of the plan)', () => {
   it('disables labels for the container only where SELinux enforces, and says why', () => {

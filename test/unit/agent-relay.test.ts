@@ -3,7 +3,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentRelay } from '../../daemon/bridges/agent-relay.js';
-import { createLogger } from '../../daemon/logger.js';
+import { createLogger } from '../../daemon/os/logger.js';
 import { Cleanup } from '../helpers.js';
 
 const cleanup = new Cleanup();

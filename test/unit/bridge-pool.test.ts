@@ -3,7 +3,7 @@ import { SandboxdError } from '../../shared/errors.js';
 import type { BridgeInfo } from '../../shared/contracts/bridges.js';
 import type { Bridge } from '../../daemon/bridges/bridge.js';
 import { BridgePool } from '../../daemon/bridges/bridge-pool.js';
-import { createLogger } from '../../daemon/logger.js';
+import { createLogger } from '../../daemon/os/logger.js';
 
 /** Stands in for a relay or ssh tunnel: readiness is whatever the test resolves. */
 class FakeBridge implements Bridge {

@@ -1,8 +1,8 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Daemon } from '../../daemon/daemon.js';
-import { observeSubprocesses } from '../../daemon/subprocess.js';
+import type { Daemon } from '../../daemon/composition/daemon.js';
+import { observeSubprocesses } from '../../daemon/os/subprocess.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { Cleanup, waitFor } from '../helpers.js';
 import { memoryDaemon } from './memory-daemon.js';

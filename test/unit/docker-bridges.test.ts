@@ -6,7 +6,7 @@ import { agentMismatchWarning } from '../../daemon/bridges/docker-bridges.js';
 import { relayRunArgs, sessionMountFlags, volumeCreateArgs } from '../../daemon/bridges/desktop-relay.js';
 import { ensureRelayImage, relayArch, singleFileTar } from '../../daemon/bridges/relay-image.js';
 import { listAgentKeys, parseIdentities } from '../../daemon/engines/agent-keys.js';
-import type { RunSubprocess } from '../../daemon/subprocess.js';
+import type { RunSubprocess } from '../../daemon/os/subprocess.js';
 import { Cleanup, startAgent } from '../helpers.js';
 
 const cleanup = new Cleanup();

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { interpretProbe, probeArgs, probeBuiltinSocket } from '../../daemon/engines/builtin-probe.js';
 import { ProbeCache } from '../../daemon/engines/probe-cache.js';
-import type { RunSubprocess, SubprocessResult } from '../../daemon/subprocess.js';
+import type { RunSubprocess, SubprocessResult } from '../../daemon/os/subprocess.js';
 
 const SOCKET = '/run/host-services/ssh-auth.sock';
 const result = (exitCode: number | null, stdout = '', stderr = ''): SubprocessResult => ({ exitCode, stdout, stderr });

@@ -1,4 +1,4 @@
-import type { ProcessProbe } from '../../daemon/process-identity.js';
+import type { ProcessProbe } from '../../daemon/os/process-identity.js';
 
 /**
  * Stands in for /proc (`cheap`) or macOS's `ps`: which pids live, and with which start time.

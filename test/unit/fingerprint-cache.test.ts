@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parseSshUri, type PodmanConnection } from '../../daemon/podman/connections.js';
 import { createDiscoveryCache, perAcquire } from '../../daemon/podman/discovery-cache.js';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
-import { FingerprintCache } from '../../daemon/fingerprint-cache.js';
+import { FingerprintCache } from '../../daemon/cache/fingerprint-cache.js';
 import type { DiscoverInput } from '../../daemon/podman/discover.js';
 
 const dirs: string[] = [];

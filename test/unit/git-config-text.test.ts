@@ -3,10 +3,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parseConfigList } from '../../daemon/plan/git-config.js';
-import { quoteSubsection, quoteValue, renderConfig, splitKey, type ConfigSetting } from '../../daemon/plan/git-config-text.js';
-import { renderGlobalConfig } from '../../daemon/plan/git-global.js';
-import { sandboxOverrides } from '../../daemon/plan/git-overrides.js';
+import { parseConfigList } from '../../daemon/plan/git/git-config.js';
+import { quoteSubsection, quoteValue, renderConfig, splitKey, type ConfigSetting } from '../../daemon/plan/git/git-config-text.js';
+import { renderGlobalConfig } from '../../daemon/plan/git/git-global.js';
+import { sandboxOverrides } from '../../daemon/plan/git/git-overrides.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'sbx-gitcfg-'));
 afterAll(() => {

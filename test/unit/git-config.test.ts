@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isCredentialStore, isPrivateSshFile, parseConfigList, pathKind } from '../../daemon/plan/git-config.js';
+import { isCredentialStore, isPrivateSshFile, parseConfigList, pathKind } from '../../daemon/plan/git/git-config.js';
 
 /** What `git config --list --show-origin --show-scope --includes -z` printed for a real home. */
 const listing = [

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import type { ConfigEntry } from '../../daemon/plan/git-config.js';
-import { renderGlobalConfig } from '../../daemon/plan/git-global.js';
-import { sandboxOverrides, type OverrideInput } from '../../daemon/plan/git-overrides.js';
-import { gitFactsWatched, type GitHostFacts } from '../../daemon/plan/git-host.js';
-import { planGitSection } from '../../daemon/plan/git-section.js';
-import { planGit, sandboxPath, type GitPlanInput, type GitRepo } from '../../daemon/plan/git.js';
+import type { ConfigEntry } from '../../daemon/plan/git/git-config.js';
+import { renderGlobalConfig } from '../../daemon/plan/git/git-global.js';
+import { sandboxOverrides, type OverrideInput } from '../../daemon/plan/git/git-overrides.js';
+import { gitFactsWatched, type GitHostFacts } from '../../daemon/plan/git/git-host.js';
+import { planGitSection } from '../../daemon/plan/git/git-section.js';
+import { planGit, sandboxPath, type GitPlanInput, type GitRepo } from '../../daemon/plan/git/git.js';
 
 const readonlyPolicy = { hooks: 'readonly', config: 'readonly' } as const;
 

@@ -3,8 +3,8 @@ import { mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { gitFixtures } from './git-fixtures.js';
-import { readRepoLayout, withEffectiveHooksPath } from '../../daemon/plan/git-repo.js';
-import { repoMounts, repoWarnings, type GitRepo, type RepoPolicy } from '../../daemon/plan/git.js';
+import { readRepoLayout, withEffectiveHooksPath } from '../../daemon/plan/git/git-repo.js';
+import { repoMounts, repoWarnings, type GitRepo, type RepoPolicy } from '../../daemon/plan/git/git.js';
 import { SandboxdError } from '../../shared/errors.js';
 
 /**

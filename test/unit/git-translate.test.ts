@@ -3,12 +3,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { entriesByFile, parseConfigList, type ConfigEntry } from '../../daemon/plan/git-config.js';
-import { renderGlobalConfig } from '../../daemon/plan/git-global.js';
-import { includedFile, repositoryHomePaths, translateConfig, type TranslateInput } from '../../daemon/plan/git-translate.js';
-import { readUserConfig } from '../../daemon/plan/git-user-config.js';
-import { sandboxPath } from '../../daemon/plan/git.js';
-import { runSubprocess } from '../../daemon/subprocess.js';
+import { entriesByFile, parseConfigList, type ConfigEntry } from '../../daemon/plan/git/git-config.js';
+import { renderGlobalConfig } from '../../daemon/plan/git/git-global.js';
+import { includedFile, repositoryHomePaths, translateConfig, type TranslateInput } from '../../daemon/plan/git/git-translate.js';
+import { readUserConfig } from '../../daemon/plan/git/git-user-config.js';
+import { sandboxPath } from '../../daemon/plan/git/git.js';
+import { runSubprocess } from '../../daemon/os/subprocess.js';
 import { comparable, COMPARE_SCRIPT, EXPECTED_EMAIL, makeRepos, writeRealisticHome, type RepoName } from '../lab/git-homes.js';
 
 const entry = (key: string, value: string | null): ConfigEntry => ({ scope: 'command', file: '/home/u/.gitconfig', key, value });

@@ -3,7 +3,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { heartbeatOnce, startHeartbeats, type HeartbeatSubject } from '../../client/heartbeats.js';
-import type { Daemon } from '../../daemon/daemon.js';
+import type { Daemon } from '../../daemon/composition/daemon.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { Cleanup, waitFor } from '../helpers.js';
 import { memoryDaemon } from './memory-daemon.js';
@@ -44,8 +44,10 @@ async function olderDaemon(known: Set<string>): Promise<{ socketPath: string; re
     req.resume();
     const id = /^\/v1\/sessions\/([^/]+)\/heartbeat$/.exec(req.url ?? '')?.[1];
     const reply = (status: number, body: unknown) => {
-      res.writeHead(status, { 'content-type': 'application/json', ...VERSION });
-      res.end(JSON.stringify(body));
+      // Framed by content-length, as fastify frames every answer of the daemon.
+      const text = JSON.stringify(body);
+      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...VERSION });
+      res.end(text);
     };
     if (id === undefined) reply(404, { error: { code: 'NOT_FOUND', message: `no route ${req.method ?? ''} ${req.url ?? ''}`, remedy: 'Check the route; this daemon speaks /v1.' } });
     else if (!known.has(id)) reply(404, { error: { code: 'SESSION_NOT_FOUND', message: `no session ${id}`, remedy: 'Acquire a new one.' } });

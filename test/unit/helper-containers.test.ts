@@ -4,8 +4,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DesktopRelay, type ContainerWatch } from '../../daemon/bridges/desktop-relay.js';
 import { HelperRecords, helperRecord } from '../../daemon/bridges/helper-records.js';
 import { removeLeftoverHelpers } from '../../daemon/bridges/leftover-helpers.js';
-import { createLogger } from '../../daemon/logger.js';
-import type { RunSubprocess, SubprocessResult } from '../../daemon/subprocess.js';
+import { createLogger } from '../../daemon/os/logger.js';
+import type { RunSubprocess, SubprocessResult } from '../../daemon/os/subprocess.js';
 import { Cleanup } from '../helpers.js';
 
 const cleanup = new Cleanup();

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { AcquireRequest, type SshBridgeSetting } from '../../shared/contracts/sessions.js';
 import { SandboxdError } from '../../shared/errors.js';
-import { mergeFlagGroups } from '../../daemon/plan/host-sockets.js';
-import { planSsh, type ServedAgent, type SshDeps } from '../../daemon/plan/ssh.js';
+import { mergeFlagGroups, type SshDeps } from '../../daemon/plan/host-sockets.js';
+import { planSsh } from '../../daemon/plan/ssh.js';
+import type { ServedAgent } from '../../daemon/bridges/bridge.js';
 
 const input = (extra: Record<string, unknown> = {}) =>
   AcquireRequest.parse({ engine: 'podman', client: { pid: 10, cwd: '/w', sshAuthSock: '/tmp/agent.sock' }, ...extra });

@@ -68,7 +68,7 @@ async function rawServer(onData: (socket: net.Socket, data: string, connection: 
 const get = (socketPath: string, extra: Partial<Exchange> = {}) => exchange({ socketPath, method: 'GET', path: '/v1/status', headers: {}, timeoutMs: 5_000, ...extra });
 
 describe('HTTP/1.1 over the daemon socket', () => {
-  it('reads a Content-Length body and a chunked one, and sends the method, path, headers and body', async () => {
+  it('reads a Content-Length body, refuses a chunked one (the daemon never sends one), and sends the method, path, headers and body', async () => {
     const seen: { method?: string; url?: string; header?: string; body: string }[] = [];
     const { socketPath } = await nodeServer((req, res) => {
       let body = '';
@@ -90,9 +90,7 @@ describe('HTTP/1.1 over the daemon socket', () => {
     expect(length.status).toBe(201);
     expect(length.headers.get('sandboxd-protocol')).toBe('7');
     expect(length.body.toString()).toBe('{"ok":true}');
-    const chunked = await get(socketPath, { path: '/chunked' });
-    expect(chunked.headers.get('transfer-encoding')).toBe('chunked');
-    expect(chunked.body.toString()).toBe('{"parts":[1,2]}');
+    await expect(get(socketPath, { path: '/chunked' })).rejects.toThrow(new MalformedReply('a body sent with transfer-encoding "chunked", not framed by content-length'));
     expect(seen).toEqual([
       { method: 'POST', url: '/length', header: '7', body: '{"a":"é"}' },
       { method: 'GET', url: '/chunked', header: undefined, body: '' },
@@ -156,8 +154,27 @@ describe('HTTP/1.1 over the daemon socket', () => {
     expect(connections()).toBe(2);
   });
 
+  it('never sends a request that is not idempotent again: an acquire on a connection that dies unanswered fails, and the daemon saw it once', async () => {
+    const posts: number[] = [];
+    const { socketPath, connections } = await rawServer((socket, data, connection) => {
+      if (!data.startsWith('POST /v1/sessions ')) socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}');
+      else {
+        // A daemon that read the acquire, then died before answering it.
+        posts.push(connection);
+        socket.destroy();
+      }
+    });
+    expect((await get(socketPath)).status).toBe(200);
+    const acquire = exchange({ socketPath, method: 'POST', path: '/v1/sessions', headers: {}, body: '{}', timeoutMs: 5_000 });
+    await expect(acquire).rejects.toMatchObject({ code: 'ECONNRESET' });
+    expect(posts).toHaveLength(1);
+    // An idempotent one (a heartbeat) goes over the kept connection the GET left.
+    expect((await exchange({ socketPath, method: 'POST', path: '/v1/sessions/s_1/heartbeat', headers: {}, timeoutMs: 5_000, idempotent: true })).status).toBe(200);
+    expect(connections()).toBe(2);
+  });
+
   it('reads an answer that arrives a byte at a time, and a body framed by the end of the connection', async () => {
-    const answer = 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{"a"\r\n3;ext=1\r\n:1}\r\n0\r\n\r\n';
+    const answer = 'HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{"a":1}';
     const bytewise = await rawServer((socket) => {
       let at = 0;
       const next = (): void => {

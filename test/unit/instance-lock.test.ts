@@ -1,8 +1,8 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { acquireInstanceLock, type InstanceLockOptions } from '../../daemon/instance-lock.js';
-import type { ProcessProbe } from '../../daemon/process-identity.js';
+import { acquireInstanceLock, type InstanceLockOptions } from '../../daemon/lifecycle/instance-lock.js';
+import type { ProcessProbe } from '../../daemon/os/process-identity.js';
 import { SandboxdError } from '../../shared/errors.js';
 import { Cleanup } from '../helpers.js';
 

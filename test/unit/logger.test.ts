@@ -1,9 +1,9 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { systemClock } from '../../daemon/clock.js';
-import { createDaemon, DEFAULT_SETTINGS } from '../../daemon/daemon.js';
-import { createLogger, rotateLog } from '../../daemon/logger.js';
+import { systemClock } from '../../daemon/os/clock.js';
+import { createDaemon, DEFAULT_SETTINGS } from '../../daemon/composition/daemon.js';
+import { createLogger, rotateLog } from '../../daemon/os/logger.js';
 import { resolvePaths } from '../../shared/paths.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 

@@ -1,7 +1,7 @@
-import { systemClock, type Clock } from '../../daemon/clock.js';
-import { createDaemon, DEFAULT_SETTINGS, type Daemon, type DaemonSettings } from '../../daemon/daemon.js';
-import type { ProcessProbe } from '../../daemon/process-identity.js';
-import { createLogger } from '../../daemon/logger.js';
+import { systemClock, type Clock } from '../../daemon/os/clock.js';
+import { createDaemon, DEFAULT_SETTINGS, type Daemon, type DaemonSettings } from '../../daemon/composition/daemon.js';
+import type { ProcessProbe } from '../../daemon/os/process-identity.js';
+import { createLogger } from '../../daemon/os/logger.js';
 import { resolvePaths } from '../../shared/paths.js';
 
 const EVERY_PID_ALIVE: ProcessProbe = {

@@ -3,7 +3,8 @@ import { SandboxdError } from '../../shared/errors.js';
 import { AcquireRequest } from '../../shared/contracts/sessions.js';
 import { dedupeMounts, flattenArgs } from '../../daemon/plan/flatten.js';
 import { parseMountSpec } from '../../daemon/plan/mount-spec.js';
-import { planSsh, type SshDeps } from '../../daemon/plan/ssh.js';
+import { planSsh } from '../../daemon/plan/ssh.js';
+import type { SshDeps } from '../../daemon/plan/host-sockets.js';
 
 const input = (extra: Record<string, unknown> = {}) =>
   AcquireRequest.parse({ engine: 'podman', client: { pid: 10, cwd: '/w', sshAuthSock: '/tmp/a.sock' }, ...extra });

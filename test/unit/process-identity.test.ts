@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createProcessProbe, pidExists, PS_ENV, type PsRunner } from '../../daemon/process-identity.js';
+import { createProcessProbe, pidExists, PS_ENV, type PsRunner } from '../../daemon/os/process-identity.js';
 import { Cleanup, waitFor } from '../helpers.js';
 
 const cleanup = new Cleanup();

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { QuietTime } from '../../daemon/quiet-time.js';
+import { QuietTime } from '../../daemon/cache/quiet-time.js';
 
 describe('QuietTime: background work waits for a moment without requests', () => {
   beforeEach(() => {

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GuardRecord, GuardStore } from '../../daemon/guard/guard-store.js';
 import { RepoGuards, type GuardTarget } from '../../daemon/guard/repo-guards.js';
-import { createLogger } from '../../daemon/logger.js';
+import { createLogger } from '../../daemon/os/logger.js';
 
 /**
  * The guard's life around sessions, on a real repository: the watch edge is a fake the test fires

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { environmentLine, execWord, parseExecStart, renderUnits, systemdManager, systemdUnitDir } from '../../client/service/systemd.js';
 import type { ServiceSpec } from '../../client/service/service.js';
 import { readTemplate } from '../../client/service/templates.js';
-import { inheritedListenFd, scrubActivationEnv } from '../../daemon/socket-activation.js';
+import { inheritedListenFd, scrubActivationEnv } from '../../daemon/lifecycle/socket-activation.js';
 import { resolvePaths } from '../../shared/paths.js';
 import { Cleanup } from '../helpers.js';
 

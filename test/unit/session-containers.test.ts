@@ -5,11 +5,11 @@ import { SandboxdError } from '../../shared/errors.js';
 import { applyPlan } from '../../client/apply-plan.js';
 import { ContainerStore, type ContainerRecord } from '../../daemon/containers/container-store.js';
 import { removeLabelled, type EngineTarget } from '../../daemon/containers/engine-cli.js';
-import { SessionContainers, type ContainerRequest } from '../../daemon/containers/session-containers.js';
-import { ownerLabel } from '../../daemon/containers/wiring.js';
-import { createLogger } from '../../daemon/logger.js';
+import { SessionContainers, type ContainerRequest } from '../../daemon/sessions/session-containers.js';
+import { ownerLabel } from '../../daemon/composition/containers.js';
+import { createLogger } from '../../daemon/os/logger.js';
 import { hardenFlags } from '../../daemon/plan/harden.js';
-import type { SubprocessOptions, SubprocessResult } from '../../daemon/subprocess.js';
+import type { SubprocessOptions, SubprocessResult } from '../../daemon/os/subprocess.js';
 import { fakeProbe } from './fake-probe.js';
 
 const logger = createLogger({ kind: 'silent' });

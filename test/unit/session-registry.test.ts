@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { SandboxdError } from '../../shared/errors.js';
 import type { SessionInfo } from '../../shared/contracts/sessions.js';
-import { createLogger } from '../../daemon/logger.js';
-import { SessionRegistry } from '../../daemon/session-registry.js';
+import { createLogger } from '../../daemon/os/logger.js';
+import { SessionRegistry } from '../../daemon/sessions/session-registry.js';
 import { fakeProbe } from './fake-probe.js';
 
 

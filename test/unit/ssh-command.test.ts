@@ -14,10 +14,10 @@ import {
   sshProbeArgs,
   tunnelLayout,
   type TunnelLayout,
-} from '../../daemon/tunnels/ssh-command.js';
+} from '../../daemon/podman/ssh-command.js';
 import { parseSshUri } from '../../daemon/podman/connections.js';
 import { Cleanup } from '../helpers.js';
-import { shQuote } from '../../daemon/shell-quote.js';
+import { shQuote } from '../../daemon/os/text.js';
 
 const connection = (uri: string, identity: string | null = '/k/id') => ({ name: 'm', uri, identity, isDefault: true, target: parseSshUri(uri, 'm') });
 const layout = tunnelLayout('/tmp/sandboxd-u', 'abc', 3, 'n0nce');

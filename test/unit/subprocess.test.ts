@@ -1,8 +1,8 @@
 import type { execFile } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { SandboxdError } from '../../shared/errors.js';
-import { Limiter } from '../../daemon/subprocess-limiter.js';
-import { createSubprocessRunner } from '../../daemon/subprocess.js';
+import { Limiter } from '../../daemon/os/subprocess-limiter.js';
+import { createSubprocessRunner } from '../../daemon/os/subprocess.js';
 
 const ENV = { PATH: '/usr/bin:/bin' };
 

@@ -29,8 +29,10 @@ async function answering(status: number, body: unknown): Promise<string> {
   const dir = mkdtempSync('/tmp/sbx-transport-');
   const server = http.createServer((req, res) => {
     req.resume();
-    res.writeHead(status, { 'content-type': 'application/json', 'sandboxd-protocol': String(PROTOCOL_VERSION) });
-    res.end(JSON.stringify(body));
+    // Framed by content-length, as fastify frames every answer of the daemon.
+    const text = JSON.stringify(body);
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'sandboxd-protocol': String(PROTOCOL_VERSION) });
+    res.end(text);
   });
   const socketPath = path.join(dir, 's.sock');
   await new Promise<void>((resolve) => server.listen(socketPath, resolve));

@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TunnelNames } from '../../daemon/tunnels/tunnel-names.js';
+import { TunnelNames } from '../../daemon/bridges/tunnels/tunnel-names.js';
 import { Cleanup } from '../helpers.js';
 
 const cleanup = new Cleanup();

@@ -3,11 +3,11 @@ import { EventEmitter } from 'node:events';
 import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import pino from 'pino';
-import { createLogger } from '../../daemon/logger.js';
+import { createLogger } from '../../daemon/os/logger.js';
 import { parseSshUri, type PodmanConnection } from '../../daemon/podman/connections.js';
-import { REMOTE_STUB } from '../../daemon/tunnels/ssh-command.js';
-import { Tunnel, type TunnelRecord } from '../../daemon/tunnels/tunnel.js';
-import { reapOrphans } from '../../daemon/tunnels/tunnel-store.js';
+import { REMOTE_STUB } from '../../daemon/podman/ssh-command.js';
+import { Tunnel, type TunnelRecord } from '../../daemon/bridges/tunnels/tunnel.js';
+import { reapOrphans } from '../../daemon/bridges/tunnels/tunnel-store.js';
 
 /** Stands in for the `ssh -R` child: the test decides when it prints ready or exits. */
 class FakeSsh extends EventEmitter {

@@ -4,15 +4,15 @@ import { PassThrough } from 'node:stream';
 import { describe, expect, it, vi } from 'vitest';
 import type { Mount } from '../../shared/contracts/plan.js';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
-import { createLogger } from '../../daemon/logger.js';
-import { visibleMounts } from '../../daemon/plan/vm-visibility.js';
+import { createLogger } from '../../daemon/os/logger.js';
+import { visibleMounts } from '../../daemon/podman/vm-visibility.js';
 import { parseSshUri, type PodmanConnection } from '../../daemon/podman/connections.js';
 import { chooseSite, containerSite, siteArgs } from '../../daemon/podman/engine-site.js';
 import { machineNameOf, parseMachineVolumes, sharedByVolumes } from '../../daemon/podman/machine-inspect.js';
 import { probeVm } from '../../daemon/podman/vm-probe.js';
 import { VmView } from '../../daemon/podman/vm-view.js';
-import { REMOTE_STUB } from '../../daemon/tunnels/ssh-command.js';
-import type { PathKind } from '../../daemon/tunnels/vm-queries.js';
+import { REMOTE_STUB } from '../../daemon/podman/ssh-command.js';
+import type { PathKind } from '../../daemon/podman/vm-queries.js';
 
 const mount = (source: string, purpose: string): Mount => ({ source, target: source, readOnly: purpose !== 'workdir', purpose });
 const connectionOf = (name: string, uri: string, isMachine?: boolean): PodmanConnection => ({

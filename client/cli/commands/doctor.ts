@@ -6,10 +6,10 @@ import { currentPlatform, otherLayoutSockets, resolvePaths, type Platform, type 
 import { CLIENT_ENV_NAMES, type ClientEnv } from '../../../shared/contracts/sessions.js';
 import { inspectAgentSocket } from '../../../daemon/plan/agent-socket.js';
 import type { PodmanConnection } from '../../../daemon/podman/connections.js';
-import { findExecutable } from '../../../daemon/executables.js';
+import { findExecutable } from '../../../daemon/os/executables.js';
 import { discoverConnection } from '../../../daemon/podman/discover.js';
-import { runSubprocess } from '../../../daemon/subprocess.js';
-import { classifySshFailure, sshLoginArgs } from '../../../daemon/tunnels/ssh-command.js';
+import { runSubprocess } from '../../../daemon/os/subprocess.js';
+import { classifySshFailure, sshLoginArgs } from '../../../daemon/podman/ssh-command.js';
 import { getStatus } from '../../daemon-calls.js';
 import {
   checkAgent,

@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
-import { readPidRecord } from '../../../daemon/pid-record.js';
-import { createProcessProbe } from '../../../daemon/process-identity.js';
+import { createProcessProbe, readPidRecord } from '../../../daemon/os/process-identity.js';
 import { currentPlatform } from '../../../shared/paths.js';
 import { readAnyStatus } from '../../any-status.js';
 import { requestShutdown } from '../../daemon-calls.js';

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
 import { PROTOCOL_VERSION } from '../../../shared/protocol.js';
-import { VERSION } from '../../../daemon/version.js';
+import { VERSION } from '../../../daemon/os/package-files.js';
 import { readAnyStatus } from '../../any-status.js';
 import { clientPaths } from '../../connection.js';
 import { printJson, runAction } from '../output.js';

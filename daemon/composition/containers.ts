@@ -1,0 +1,69 @@
+import path from 'node:path';
+import type { SandboxdPaths } from '../../shared/paths.js';
+import { stableHash } from '../os/text.js';
+import type { Logger } from '../os/logger.js';
+import { findExecutable } from '../os/executables.js';
+import type { ProcessProbe } from '../os/process-identity.js';
+import type { Defer } from '../cache/quiet-time.js';
+import { ensureSecureDir } from '../os/secure-dir.js';
+import type { Clock } from '../sessions/session-registry.js';
+import { runSubprocess } from '../os/subprocess.js';
+import { ContainerStore, type DaemonIdentity } from '../containers/container-store.js';
+import { listOwned, removeLabelled, removeOwned } from '../containers/engine-cli.js';
+import { SessionContainers } from '../sessions/session-containers.js';
+
+export interface ContainerWiring {
+  paths: SandboxdPaths;
+  uid: number;
+  hostHome: string;
+  probe: ProcessProbe;
+  clock: Clock;
+  leaseTtlMs: number;
+  logger: Logger;
+  /** This daemon: its records name it, and no other daemon acts on them while it runs. */
+  identity: DaemonIdentity;
+  /** Whether a daemon of an earlier layout answers (it may share this state dir). */
+  strayAnswers(): Promise<boolean>;
+  /** Runs engine look-ups that no request waits for at a quiet moment. */
+  defer: Defer;
+  isLive(sessionId: string): boolean;
+}
+
+/** After the start-up sweep, containers that no record names are looked for again this often. */
+const UNRECORDED_SWEEP_MS = 60 * 60 * 1000;
+
+/**
+ * One value per user and state dir: a start-up sweep matches only its own containers, never those
+ * of another user on a shared engine or of a second daemon with another SANDBOXD_STATE_DIR.
+ */
+export function ownerLabel(uid: number, stateDir: string): string {
+  return stableHash(`${String(uid)}\0${stateDir}`, 16);
+}
+
+/** The real edges of SessionContainers: the records file, the session's engine CLI, the cidfile dir. */
+export function createSessionContainers(wiring: ContainerWiring): SessionContainers {
+  const logger = wiring.logger.child({ module: 'containers' });
+  const store = new ContainerStore(path.join(wiring.paths.stateDir, 'containers'), path.join(wiring.paths.stateDir, 'containers.json'), logger);
+  const owner = ownerLabel(wiring.uid, wiring.paths.stateDir);
+  const engineCli = { home: wiring.hostHome, run: runSubprocess, findExecutable };
+  return new SessionContainers({
+    dir: path.join(wiring.paths.runtimeDir, 'containers'),
+    owner,
+    self: wiring.identity,
+    probe: wiring.probe,
+    clock: wiring.clock,
+    isLive: (sessionId) => wiring.isLive(sessionId),
+    // A renewing client asks within a heartbeat interval; a cold acquire may take a while more.
+    claimWindowMs: 2 * wiring.leaseTtlMs,
+    unrecordedSweepMs: UNRECORDED_SWEEP_MS,
+    defer: wiring.defer,
+    strayAnswers: () => wiring.strayAnswers(),
+    load: () => store.load(),
+    save: (records) => store.save(records),
+    remove: (record, labels) => removeLabelled(record, labels, engineCli),
+    listOwned: (target) => listOwned(target, owner, engineCli),
+    removeOwned: (target, ids) => removeOwned(target, owner, ids, engineCli),
+    ensureDir: (dir) => ensureSecureDir(dir),
+    logger,
+  });
+}

@@ -1,0 +1,170 @@
+import { SandboxdError } from '../../shared/errors.js';
+import type { SessionInfo } from '../../shared/contracts/sessions.js';
+import type { Lease } from '../bridges/bridge.js';
+import type { Logger } from '../os/logger.js';
+import type { Clock } from '../os/clock.js';
+import { sameProcess, type ProcessProbe } from '../os/process-identity.js';
+
+export type { Clock } from '../os/clock.js';
+
+interface SessionRecord {
+  /** As acquired; `lastHeartbeatAt` comes from `lastHeartbeat` (infoOf). */
+  info: SessionInfo;
+  clientStartTime: string | null;
+  /** Monotonic: the lease runs from here. */
+  lastHeartbeat: number;
+  /** Wall time of the same heartbeat, only shown (`lastHeartbeatAt`). */
+  lastHeartbeatWall: number;
+  leases: Lease[];
+}
+
+export interface SessionRegistryOptions {
+  clock: Clock;
+  probe: ProcessProbe;
+  leaseTtlMs: number;
+  /** How often sweep() is meant to run; a much longer gap means the daemon itself was stalled. */
+  sweepIntervalMs: number;
+  maxSessions: number;
+  logger: Logger;
+  /** Told after a session ended, with why (its container goes or stays by the reason). */
+  onEnd?: (info: SessionInfo, reason: EndReason) => void;
+  /** Told when a sweep learned the start time of a client acquired without it (macOS). */
+  onStartTime?: (info: SessionInfo, startTime: string) => void;
+}
+
+/** A sweep this many intervals after the previous one means the daemon was stopped or asleep. */
+const STALL_FACTOR = 3;
+
+/** `removed`: the user ran `sandboxd sessions rm`; `guard`: its repository held a planted file. */
+export type EndReason = 'released' | 'client-exited' | 'lease-expired' | 'removed' | 'shutdown' | 'guard';
+
+/**
+ * Leases (DESIGN §5). A session ends when released, when its client pid is gone (or is another
+ * process now), or when heartbeats stop for longer than the TTL; ending releases its bridges.
+ */
+export class SessionRegistry {
+  private readonly sessions = new Map<string, SessionRecord>();
+  /**
+   * From construction, not from the first sweep: a daemon stopped before it ever swept (a laptop
+   * asleep right after the start) would otherwise expire every lease at once on waking.
+   */
+  private lastSweepAt: number;
+  /** After a stall, leases of live clients do not expire before this. */
+  private graceUntil = 0;
+
+  constructor(private readonly options: SessionRegistryOptions) {
+    this.lastSweepAt = options.clock.monotonic();
+  }
+
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  assertCapacity(): void {
+    if (this.sessions.size >= this.options.maxSessions) {
+      throw new SandboxdError('SESSION_LIMIT', `${this.sessions.size} sessions are open, the limit is ${this.options.maxSessions}`);
+    }
+  }
+
+  add(info: SessionInfo, clientStartTime: string | null, leases: Lease[]): void {
+    this.assertCapacity();
+    const { clock } = this.options;
+    this.sessions.set(info.id, { info, clientStartTime, lastHeartbeat: clock.monotonic(), lastHeartbeatWall: clock.now(), leases });
+    this.log(info.id).info({ clientPid: info.clientPid, engine: info.engine, ssh: info.ssh.status }, 'session acquired');
+  }
+
+  heartbeat(id: string): SessionInfo {
+    const record = this.sessions.get(id);
+    if (record === undefined) throw notFound(id);
+    record.lastHeartbeat = this.options.clock.monotonic();
+    record.lastHeartbeatWall = this.options.clock.now();
+    return infoOf(record);
+  }
+
+  /** One heartbeat for many sessions (a client's batch); answers the ids it does not know. */
+  heartbeatAll(ids: readonly string[]): string[] {
+    const now = this.options.clock.monotonic();
+    const wall = this.options.clock.now();
+    const unknown: string[] = [];
+    for (const id of ids) {
+      const record = this.sessions.get(id);
+      if (record === undefined) {
+        unknown.push(id);
+      } else {
+        record.lastHeartbeat = now;
+        record.lastHeartbeatWall = wall;
+      }
+    }
+    return unknown;
+  }
+
+  end(id: string, reason: EndReason): boolean {
+    const record = this.sessions.get(id);
+    if (record === undefined) return false;
+    this.sessions.delete(id);
+    for (const lease of record.leases) lease.release();
+    this.log(id).info({ reason }, 'session ended');
+    this.options.onEnd?.(infoOf(record), reason);
+    return true;
+  }
+
+  has(id: string): boolean {
+    return this.sessions.has(id);
+  }
+
+  list(): SessionInfo[] {
+    return [...this.sessions.values()].map(infoOf);
+  }
+
+  /**
+   * Called on a timer; a dead client is noticed within one sweep interval. Heartbeats that could
+   * not arrive because the daemon itself was stalled (SIGSTOP, a laptop asleep) do not count
+   * against a live client: after a stall its lease runs one more TTL from the resume. Every age
+   * here is monotonic (clock.ts): a sleep either ages nothing (the clock stopped) or shows as a
+   * late sweep; a wall clock set either way changes nothing.
+   */
+  async sweep(): Promise<void> {
+    const { clock, leaseTtlMs, sweepIntervalMs, probe } = this.options;
+    const now = clock.monotonic();
+    if (now - this.lastSweepAt > STALL_FACTOR * sweepIntervalMs) {
+      this.graceUntil = now + leaseTtlMs;
+      this.options.logger.warn({ module: 'session', stalledMs: now - this.lastSweepAt }, 'the daemon was stalled; leases of live clients get one more TTL');
+    }
+    this.lastSweepAt = now;
+    const records = [...this.sessions];
+    if (records.length === 0) return;
+    const alive = await probe.startTimes([...new Set(records.map(([, record]) => record.info.clientPid))]);
+    for (const [id, record] of records) {
+      if (this.sessions.get(id) !== record) continue;
+      if (!sameProcess(alive, record.info.clientPid, record.clientStartTime)) {
+        this.end(id, 'client-exited');
+        continue;
+      }
+      // Acquired without it (macOS: this sweep's one `ps` reads every client's): from here on a
+      // reused pid is told apart. One reused before now keeps the session only until its lease runs out.
+      const learned = record.clientStartTime === null ? (alive.get(record.info.clientPid) ?? null) : null;
+      if (learned !== null) {
+        record.clientStartTime = learned;
+        this.options.onStartTime?.(record.info, learned);
+      }
+      if (now - record.lastHeartbeat > leaseTtlMs && now >= this.graceUntil) this.end(id, 'lease-expired');
+    }
+  }
+
+  endAll(reason: EndReason): void {
+    for (const id of [...this.sessions.keys()]) this.end(id, reason);
+  }
+
+  private log(sessionId: string): Logger {
+    return this.options.logger.child({ module: 'session', sessionId });
+  }
+}
+
+/** `lastHeartbeatAt` is formatted when asked, not on every heartbeat. */
+function infoOf(record: SessionRecord): SessionInfo {
+  return { ...record.info, lastHeartbeatAt: new Date(record.lastHeartbeatWall).toISOString() };
+}
+
+function notFound(id: string): SandboxdError {
+  return new SandboxdError('SESSION_NOT_FOUND', `no session ${id}`);
+}

@@ -1,3 +1,0 @@
-import { PACKAGE } from './package-files.js';
-
-export const VERSION = PACKAGE?.version ?? '0.0.0-unknown';
