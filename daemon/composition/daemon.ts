@@ -156,6 +156,15 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     },
     idleMs: settings.bridgeIdleMs,
     watch: watchDirectory,
+    // Its re-checks wait on real timers, so it reads the real monotonic clock (as the quiet time does).
+    monotonic: () => performance.now(),
+    after: (ms, work) => {
+      const timer = setTimeout(work, ms);
+      timer.unref();
+      return () => {
+        clearTimeout(timer);
+      };
+    },
   });
   const registry = new SessionRegistry({
     clock: deps.clock,

@@ -4,7 +4,7 @@ import { parseConfigText, type ConfigEntry } from './config-text.js';
 import { listDir, readControlBytes, readControlFile } from './fs-edge.js';
 import { allGitDirs, allOddities, controlText, describeGitDir, entryAt, MAX_GIT_DIRS, type Entry, type GitDirFacts } from './git-dir.js';
 import { IndexUnreadable, indexGitlinks } from './index-file.js';
-import { commondirLeadsHome, configFinding, isSampleHook, mayBePlanted, type Finding, type Trust } from './rules.js';
+import { commondirLeadsHome, configFinding, halfWritten, isSampleHook, mayBePlanted, type Finding, type Trust } from './rules.js';
 
 /** What one repository's guard looks at. */
 export interface GuardScope {
@@ -167,7 +167,7 @@ export class Check {
     }
     for (const worktree of gitDir.worktrees) {
       if (worktree.commondir !== null && !commondirLeadsHome(worktree.admin, worktree.commondirText, gitDir.dir)) {
-        this.add({ path: worktree.commondir.path, why: `points at ${worktree.commondirText ?? 'something unreadable'}, not at its own repository`, restore: '../..\n' });
+        this.add({ path: worktree.commondir.path, why: `points at ${worktree.commondirText === '' ? 'nothing (it is empty)' : (worktree.commondirText ?? 'something unreadable')}, not at its own repository`, restore: '../..\n', ...halfWritten(worktree.commondir, worktree.commondirText) });
       }
       const named = worktree.gitdirText === null || worktree.gitdirText === '' ? null : path.resolve(worktree.admin, worktree.gitdirText);
       if (named !== null && path.basename(named) === '.git') this.workTrees.set(worktree.admin, path.dirname(named));
@@ -272,9 +272,10 @@ export class Check {
       return;
     }
     if (entry.kind === 'file') {
-      const target = gitFileTarget(entry.path, await controlText(entry));
+      const text = await controlText(entry);
+      const target = gitFileTarget(entry.path, text);
       if (target !== null && this.ownGitDir(target)) return;
-      if (await mayBePlanted(entry, this.trust)) this.add({ path: entry.path, why: `names ${target ?? 'nothing git reads'}, which is not a git dir of this repository`, restore: null });
+      if (await mayBePlanted(entry, this.trust)) this.add({ path: entry.path, why: `names ${target ?? 'nothing git reads'}, which is not a git dir of this repository`, restore: null, ...halfWritten(entry, text) });
       return;
     }
     if (await mayBePlanted(entry, this.trust)) this.add({ path: entry.path, why: `is ${entry.kind === 'symlink' ? 'a symbolic link' : 'a special file'} where git looks for a repository`, restore: null });

@@ -9,6 +9,7 @@ export interface Entry {
   /** `dev:ino`. */
   identity: string;
   ctimeMs: number;
+  size: number;
 }
 
 /** A control position that holds something git never puts there. */
@@ -59,7 +60,7 @@ const MAX_MODULE_DEPTH = 8;
 
 export function entryOf(file: string, stat: Stats): Entry {
   const kind = stat.isSymbolicLink() ? 'symlink' : stat.isDirectory() ? 'dir' : stat.isFile() ? 'file' : 'other';
-  return { path: file, kind, identity: identity(stat), ctimeMs: stat.ctimeMs };
+  return { path: file, kind, identity: identity(stat), ctimeMs: stat.ctimeMs, size: stat.size };
 }
 
 export async function entryAt(file: string): Promise<Entry | null> {
@@ -97,18 +98,27 @@ function expectDir(entry: Entry | null, oddities: Oddity[]): boolean {
 }
 
 async function worktreeAdmin(admin: string, entry: Entry, budget: Budget, oddities: Oddity[], dirs: string[]): Promise<WorktreeAdmin> {
-  const [commondir, gitdir, configWorktree] = await Promise.all(['commondir', 'gitdir', 'config.worktree'].map((name) => entryAt(path.join(admin, name))));
+  const [found, gitdir, configWorktree] = await Promise.all(['commondir', 'gitdir', 'config.worktree'].map((name) => entryAt(path.join(admin, name))));
+  let commondir = found ?? null;
   for (const file of [commondir, gitdir, configWorktree]) {
     if (file !== null && file !== undefined && file.kind !== 'file') oddities.push({ path: file.path, why: file.kind === 'symlink' ? 'is a symbolic link' : 'is not a regular file' });
   }
-  const [commondirText, gitdirText] = await Promise.all([controlText(commondir ?? null), controlText(gitdir ?? null)]);
-  const own = commondir === null ? await describeGitDir(admin, entry, budget, 0) : null;
+  const [firstText, gitdirText] = await Promise.all([controlText(commondir), controlText(gitdir ?? null)]);
+  let commondirText = firstText;
+  let own = commondir === null ? await describeGitDir(admin, entry, budget, 0) : null;
+  // `git worktree add` writes `commondir` just after creating the admin dir: one that appeared
+  // since the look above makes this a worktree's admin dir, whose `commondir` must lead home.
+  if (own !== null && own.commondir !== null) {
+    commondir = own.commondir;
+    commondirText = await controlText(commondir);
+    own = null;
+  }
   const modulesEntry = own === null ? await entryAt(path.join(admin, 'modules')) : null;
   const modules = expectDir(modulesEntry, oddities) ? await moduleGitDirs(path.join(admin, 'modules'), budget, 0, oddities, dirs) : [];
   return {
     admin,
     entry,
-    commondir: commondir ?? null,
+    commondir,
     commondirText,
     gitdir: gitdir ?? null,
     gitdirText,

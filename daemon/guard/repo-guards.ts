@@ -4,7 +4,7 @@ import { Check, type CheckOutcome, type GuardScope } from './check.js';
 import { identity, lstatOrNull } from './fs-edge.js';
 import { MAX_GUARD_RECORDS, type GuardRecord, type GuardStore } from './guard-store.js';
 import { quarantine, quarantineStamp, type Quarantined } from './quarantine.js';
-import type { Trust } from './rules.js';
+import type { Finding, Trust } from './rules.js';
 
 /** What one session's plan lets its sandbox reach in a repository. */
 export interface GuardTarget {
@@ -32,6 +32,10 @@ export interface RepoGuardsDeps {
   idleMs: number;
   /** `fs.watch` of one directory; null when it cannot be watched (gone, or out of watches). */
   watch(dir: string, onChange: () => void): Watcher | null;
+  /** Monotonic ms: when a check began, and how long a half-written file has been seen. */
+  monotonic(): number;
+  /** Runs `work` once after `ms` without keeping the process alive; returns its cancel. */
+  after(ms: number, work: () => void): () => void;
 }
 
 /**
@@ -45,6 +49,13 @@ const DORMANT_MS = 24 * 60 * 60 * 1000;
 const RECHECK_AFTER_MS = 1_000;
 /** Directories watched per repository; past this the check at release and acquire is what remains. */
 const MAX_WATCHES = 1024;
+/**
+ * How long a file git may be half-way through writing (an empty `.git` file or `commondir`) may
+ * stay so before it is acted on: git writes one right after creating it, so only a loaded machine
+ * stretches the gap, and never this far. Nothing is lost meanwhile: empty, git refuses the file,
+ * and any write to it is a change that sets off the next check.
+ */
+export const SETTLE_MS = 2_000;
 
 interface Held {
   protected: Map<string, string>;
@@ -73,8 +84,12 @@ interface Repo {
   clean: boolean;
   /** Bounds reached by the last check, already logged. */
   incomplete: string;
-  /** performance.now() when the last finished check began. */
+  /** Monotonic ms when the last finished check began. */
   checkedAt: number;
+  /** Half-written findings by path: monotonic ms when first seen. */
+  halfWritten: Map<string, number>;
+  /** The check that looks at them again once they had time to settle. */
+  recheck: { at: number; deep: boolean; cancel: () => void } | null;
 }
 
 function inside(file: string, dir: string): boolean {
@@ -144,7 +159,7 @@ export class RepoGuards {
     let changed = false;
     if (repo !== undefined && repo.watchers.size === 0) {
       if (repo.running !== null) await repo.running;
-      else if (performance.now() - repo.checkedAt > RECHECK_AFTER_MS) await this.schedule(repo, false);
+      else if (this.deps.monotonic() - repo.checkedAt > RECHECK_AFTER_MS) await this.schedule(repo, false);
     }
     if (repo === undefined) {
       this.forgetDormant();
@@ -202,6 +217,8 @@ export class RepoGuards {
     await Promise.all([...this.repos.values()].flatMap((repo) => (repo.running === null ? [] : [repo.running])));
     for (const repo of this.repos.values()) {
       if (repo.idleTimer !== null) clearTimeout(repo.idleTimer);
+      repo.recheck?.cancel();
+      repo.recheck = null;
       this.unwatch(repo);
     }
   }
@@ -262,10 +279,11 @@ export class RepoGuards {
           this.deps.logger.error({ module: 'guard', repository: repo.key, err: error }, 'the repository check failed');
         }
       } while (this.runAgain(repo));
-    };
-    repo.running = run().finally(() => {
+      // In the same turn as the last look at `again`: a call in between (a caller resumed in the
+      // same microtask queue) would set it on a run that is over, and be lost.
       repo.running = null;
-    });
+    };
+    repo.running = run();
     return repo.running;
   }
 
@@ -279,21 +297,61 @@ export class RepoGuards {
       configWritable: repo.configWritable,
     };
     repo.clean = true;
-    const started = performance.now();
+    const started = this.deps.monotonic();
     repo.checkedAt = started;
     const outcome = await new Check(scope, this.trust(repo), deep).run();
     this.noteIncomplete(repo, outcome);
     if (deep) {
-      const ms = Math.round(performance.now() - started);
+      const ms = Math.round(this.deps.monotonic() - started);
       this.deps.logger.info({ module: 'guard', repository: repo.key, findings: outcome.findings.length, ms }, 'repository checked, work trees included');
     }
     // Watch first, then look again: a change between this check's look and its watch is not lost.
     if ((repo.sessions.size > 0 || repo.idleTimer !== null || repo.watchers.size > 0) && (await this.rewatch(repo, outcome.watch))) repo.again = true;
-    if (outcome.findings.length > 0) {
+    const due = this.settled(repo, outcome.findings, deep);
+    if (due.length > 0) {
       repo.clean = false;
       repo.again = true;
-      await this.act(repo, outcome);
+      await this.act(repo, due);
     }
+  }
+
+  /**
+   * The findings to act on now: all but the half-written ones, which wait until they have been
+   * seen for SETTLE_MS; a check at that moment looks again (as deep as the one that saw them).
+   * One git finished writing meanwhile is no longer found then, and is forgotten.
+   */
+  private settled(repo: Repo, findings: readonly Finding[], deep: boolean): Finding[] {
+    const now = this.deps.monotonic();
+    // Kept while young even when this check did not see them: it may not have looked (not deep).
+    const seen = new Map([...repo.halfWritten].filter(([, since]) => now - since < SETTLE_MS));
+    const due = findings.filter((finding) => {
+      if (finding.halfWritten !== true) return true;
+      const since = repo.halfWritten.get(finding.path) ?? now;
+      seen.set(finding.path, since);
+      return now - since >= SETTLE_MS;
+    });
+    repo.halfWritten = seen;
+    const waiting = [...seen.values()].filter((since) => now - since < SETTLE_MS);
+    if (waiting.length > 0) this.recheckAt(repo, Math.min(...waiting) + SETTLE_MS, deep);
+    return due;
+  }
+
+  private recheckAt(repo: Repo, at: number, deep: boolean): void {
+    const pending = repo.recheck;
+    if (pending !== null && pending.at <= at) {
+      pending.deep ||= deep;
+      return;
+    }
+    pending?.cancel();
+    const recheck = {
+      at,
+      deep: deep || (pending?.deep ?? false),
+      cancel: this.deps.after(Math.max(0, at - this.deps.monotonic()), () => {
+        repo.recheck = null;
+        if (!this.closed) void this.schedule(repo, recheck.deep);
+      }),
+    };
+    repo.recheck = recheck;
   }
 
   private noteIncomplete(repo: Repo, outcome: CheckOutcome): void {
@@ -303,10 +361,10 @@ export class RepoGuards {
     if (text !== '') this.deps.logger.warn({ module: 'guard', repository: repo.key, incomplete: outcome.incomplete }, 'the repository check reached its bounds');
   }
 
-  private async act(repo: Repo, outcome: CheckOutcome): Promise<void> {
+  private async act(repo: Repo, findings: readonly Finding[]): Promise<void> {
     const stamp = quarantineStamp(this.deps.now());
     const done: Quarantined[] = [];
-    for (const finding of outcome.findings) done.push(await quarantine(finding, stamp));
+    for (const finding of findings) done.push(await quarantine(finding, stamp));
     const sessionIds = [...repo.sessions.keys()];
     for (const result of done) {
       this.deps.logger.error(
@@ -381,6 +439,8 @@ export class RepoGuards {
       clean: false,
       incomplete: '',
       checkedAt: -Infinity,
+      halfWritten: new Map(),
+      recheck: null,
     };
   }
 

@@ -10,6 +10,19 @@ export interface Finding {
   why: string;
   /** Written in its place once it is moved aside (a worktree's `commondir` is known to be `../..`). */
   restore: string | null;
+  /** Maybe git half-way through writing it (see `halfWritten`): acted on only once it stays so. */
+  halfWritten?: true;
+}
+
+/**
+ * Git creates a `.git` file or a worktree's `commondir` and then writes it, so a check can find
+ * one empty while git runs normally. Empty, it is harmless (git refuses to read it), so it is
+ * looked at again once it has had time to settle rather than acted on at once. Only empty by
+ * both the lstat and the read counts: a lone newline in `commondir` would make git take the admin
+ * dir itself, which the sandbox writes, as the common dir.
+ */
+export function halfWritten(entry: Entry, text: string | null): { halfWritten?: true } {
+  return entry.kind === 'file' && entry.size === 0 && text === '' ? { halfWritten: true } : {};
 }
 
 /**

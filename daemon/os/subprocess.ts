@@ -1,4 +1,4 @@
-import { execFile, type ExecFileException } from 'node:child_process';
+import { execFile, type ChildProcess, type ExecFileException } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
@@ -29,6 +29,12 @@ const OUT_OF_RESOURCES = new Set(['EMFILE', 'ENFILE', 'EAGAIN', 'ENOMEM']);
 /** Node throws these synchronously for values it cannot pass to exec (a NUL byte in the env). */
 const INVALID_ARGUMENT = new Set(['ERR_INVALID_ARG_VALUE', 'ERR_INVALID_ARG_TYPE']);
 const CWD_FAILURES = new Set(['ENOENT', 'ENOTDIR', 'EACCES']);
+/**
+ * A command still running this long after its timeout's SIGTERM (podman waiting on a lock defers
+ * the signal) is killed, and answered for without waiting for its pipes to close: the timeout is
+ * a bound callers build on.
+ */
+const KILL_GRACE_MS = 2_000;
 
 type ExecFile = typeof execFile;
 
@@ -80,7 +86,17 @@ export function createSubprocessRunner(limiter: Limiter, exec: ExecFile = execFi
       () =>
         new Promise<SubprocessResult>((resolve, reject) => {
           const started = performance.now();
+          let child: ChildProcess | undefined;
+          let done = false;
+          const backstop = setTimeout(() => {
+            child?.kill('SIGKILL');
+            settle(Object.assign(new Error(`${path.basename(file)} was still running ${String(KILL_GRACE_MS)} ms after its ${String(options.timeoutMs)} ms timeout, and was killed`), { killed: true }), '', '');
+          }, options.timeoutMs + KILL_GRACE_MS);
+          backstop.unref();
           const settle = (error: ExecFileException | null, rawStdout: string, rawStderr: string): void => {
+            if (done) return;
+            done = true;
+            clearTimeout(backstop);
             observer?.({ file, args, exitCode: error === null ? 0 : typeof error.code === 'number' ? error.code : null, ms: Math.round(performance.now() - started) });
             const [stdout, stderr] = [stripFinalNewline(rawStdout), stripFinalNewline(rawStderr)];
             if (error === null) {
@@ -98,7 +114,7 @@ export function createSubprocessRunner(limiter: Limiter, exec: ExecFile = execFi
             });
           };
           try {
-            exec(
+            child = exec(
               file,
               args,
               {

@@ -60,6 +60,14 @@ export interface SessionContainersDeps {
 
 /** A cidfile holds the full id; anything else there was not written by an engine. */
 const CONTAINER_ID = /^[0-9a-f]{12,64}$/;
+/**
+ * A look for containers no record names that did not get through (an engine that did not answer
+ * in time, a daemon of an earlier layout that answered) is tried again this much later, up to
+ * this many times in a row, before it waits for the next regular one: the look at start-up is the
+ * one that finds what a killed daemon left.
+ */
+const UNRECORDED_RETRY_MS = 5_000;
+const UNRECORDED_RETRIES = 5;
 
 /** Which engine a record's container is on: records with the same target share one listing. */
 function targetKey({ engine, path: searchPath, env, globalArgs }: EngineTarget): string {
@@ -99,7 +107,10 @@ export class SessionContainers {
   /** Removal failed (engine unreachable): kept on disk for the next daemon, not retried each sweep. */
   private readonly failed = new Set<string>();
   private readonly startedAt: number;
-  private unrecordedSweptAt: number | null = null;
+  /** Monotonic ms when the next look for containers no record names is due. */
+  private unrecordedDueAt = Number.NEGATIVE_INFINITY;
+  /** Looks in a row that did not get through. */
+  private unrecordedFailures = 0;
   private unrecordedScheduled = false;
   /** Saving before the previous daemon's records are in would drop them from the file. */
   private readonly ready: Promise<void>;
@@ -262,8 +273,12 @@ export class SessionContainers {
         void this.sweepUnrecorded()
           .catch((error: unknown) => {
             this.deps.logger.error({ err: error }, 'the sweep of containers no record names failed');
+            return false;
           })
-          .finally(() => {
+          .then((through) => {
+            this.unrecordedFailures = through ? 0 : this.unrecordedFailures + 1;
+            const retry = !through && this.unrecordedFailures <= UNRECORDED_RETRIES;
+            this.unrecordedDueAt = this.deps.clock.monotonic() + (retry ? UNRECORDED_RETRY_MS : this.deps.unrecordedSweepMs);
             this.unrecordedScheduled = false;
           });
       });
@@ -289,8 +304,7 @@ export class SessionContainers {
   }
 
   private unrecordedDue(): boolean {
-    if (this.unrecordedScheduled) return false;
-    return this.unrecordedSweptAt === null || this.deps.clock.monotonic() - this.unrecordedSweptAt >= this.deps.unrecordedSweepMs;
+    return !this.unrecordedScheduled && this.deps.clock.monotonic() >= this.unrecordedDueAt;
   }
 
   /**
@@ -298,11 +312,12 @@ export class SessionContainers {
    * a daemon before this one handed out a plan it could not record) is removed; one of a released
    * session is the client's; a released record whose container is gone is forgotten. Only the
    * engines the records name are asked: nothing else says where such a container could run.
+   * False when it did not get through (see UNRECORDED_RETRY_MS).
    */
-  private async sweepUnrecorded(): Promise<void> {
-    this.unrecordedSweptAt = this.deps.clock.monotonic();
+  private async sweepUnrecorded(): Promise<boolean> {
     // A daemon of an earlier layout that came up meanwhile may have written records not loaded here.
-    if (await this.deps.strayAnswers()) return;
+    if (await this.deps.strayAnswers()) return false;
+    let through = true;
     const targets = new Map<string, { target: EngineTarget; released: string[] }>();
     for (const record of [...this.records.values(), ...this.released.values()]) {
       const key = targetKey(record);
@@ -316,6 +331,7 @@ export class SessionContainers {
         owned = await this.deps.listOwned(target);
       } catch (error) {
         this.deps.logger.warn({ err: error, engine: target.engine }, 'cannot list this owner\'s containers; looking again later');
+        through = false;
         continue;
       }
       const unrecorded = owned.filter((container) => !this.records.has(container.session) && !this.released.has(container.session));
@@ -325,6 +341,7 @@ export class SessionContainers {
           this.deps.logger.warn({ containers: unrecorded.map((container) => container.id), sessions: unrecorded.map((container) => container.session) }, 'removed containers of this daemon that no record names');
         } catch (error) {
           this.deps.logger.error({ err: error }, 'cannot remove containers that no record names');
+          through = false;
         }
       }
       const present = new Set(owned.map((container) => container.session));
@@ -335,6 +352,7 @@ export class SessionContainers {
       }
       if (gone.length > 0) await this.persist();
     }
+    return through;
   }
 
   /** Only the same client process may take over a container by renewing its lease. */

@@ -238,7 +238,7 @@ describe('planGitSection', () => {
     commonDir: dir,
     kind: 'plain',
     dotGit: dir,
-    facts: { dir, entry: { path: dir, kind: 'dir', identity: '1:1', ctimeMs: 0 }, commondir: null, config: null, configWorktree: null, hooks: null, alternates: null, worktrees: [], modules: [], oddities: [], truncated: false, dirs: [dir] },
+    facts: { dir, entry: { path: dir, kind: 'dir', identity: '1:1', ctimeMs: 0, size: 0 }, commondir: null, config: null, configWorktree: null, hooks: null, alternates: null, worktrees: [], modules: [], oddities: [], truncated: false, dirs: [dir] },
     worktrees: [],
     submodules: [],
     hooksPaths: [],

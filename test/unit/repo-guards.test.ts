@@ -1,16 +1,16 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GuardRecord, GuardStore } from '../../daemon/guard/guard-store.js';
-import { RepoGuards, type GuardTarget } from '../../daemon/guard/repo-guards.js';
+import { RepoGuards, SETTLE_MS, type GuardTarget } from '../../daemon/guard/repo-guards.js';
 import { createLogger } from '../../daemon/os/logger.js';
 
 /**
  * The guard's life around sessions, on a real repository: the watch edge is a fake the test fires
- * (it stands in for fs.watch, whose timing is the kernel's), the store is memory, the clock real
- * (file ctimes are compared with it).
+ * (it stands in for fs.watch, whose timing is the kernel's), the store is memory, the wall clock
+ * real (file ctimes are compared with it), the monotonic clock and its timers the test's.
  */
 let root: string;
 beforeAll(() => {
@@ -26,6 +26,8 @@ function repo(name: string): string {
   execFileSync('git', ['init', '-q', '-b', 'main'], { cwd: dir });
   return dir;
 }
+
+const git = (cwd: string, ...args: string[]): string => execFileSync('git', ['-c', 'user.name=x', '-c', 'user.email=y', ...args], { cwd, encoding: 'utf8' }).trim();
 
 function target(dir: string): GuardTarget {
   return {
@@ -44,6 +46,10 @@ class Harness {
   readonly guards: RepoGuards;
   private endedWaiters: (() => void)[] = [];
   private watchWaiters = new Map<string, () => void>();
+  /** The monotonic clock: it moves only when the test says. */
+  private time = 0;
+  private timers: { at: number; work: () => void; cancelled: boolean }[] = [];
+  private timerWaiters: (() => void)[] = [];
 
   constructor() {
     this.guards = new RepoGuards({
@@ -64,7 +70,29 @@ class Harness {
           },
         };
       },
+      monotonic: () => this.time,
+      after: (ms, work) => {
+        const timer = { at: this.time + ms, work, cancelled: false };
+        this.timers.push(timer);
+        for (const waiter of this.timerWaiters.splice(0)) waiter();
+        return () => {
+          timer.cancelled = true;
+        };
+      },
     });
+  }
+
+  /** Resolves once the guard sets a timer: a check put something off until later. */
+  timerSet(): Promise<void> {
+    return new Promise((resolve) => this.timerWaiters.push(resolve));
+  }
+
+  /** Moves the monotonic clock on and fires the timers that came due. */
+  advance(ms: number): void {
+    this.time += ms;
+    const due = this.timers.filter((timer) => !timer.cancelled && timer.at <= this.time);
+    this.timers = this.timers.filter((timer) => !due.includes(timer));
+    for (const timer of due) timer.work();
   }
 
   store(): GuardStore {
@@ -182,5 +210,85 @@ describe('repository guards', () => {
     expect(told.length).toBeGreaterThan(0);
     expect(existsSync(path.join(dir, '.git', 'commondir'))).toBe(false);
     await third.settled();
+  });
+
+  /**
+   * Git creates a linked worktree's `commondir` and a submodule's `.git` file and then writes
+   * them: a check between the two finds the file empty. That ends no session; the file is looked
+   * at again once it had time to settle.
+   */
+  it.each([
+    {
+      shape: "a new worktree's commondir",
+      name: 'half-commondir',
+      setUp: (dir: string) => {
+        git(dir, 'commit', '-q', '--allow-empty', '-m', 'init');
+        git(dir, 'worktree', 'add', '-q', path.join(root, `${path.basename(dir)}-wt`));
+        return path.join(dir, '.git', 'worktrees', `${path.basename(dir)}-wt`, 'commondir');
+      },
+      written: '../..\n',
+    },
+    {
+      shape: "a submodule's .git file",
+      name: 'half-gitfile',
+      setUp: (dir: string) => {
+        git(dir, 'commit', '-q', '--allow-empty', '-m', 'init');
+        git(dir, 'update-index', '--add', '--cacheinfo', `160000,${git(dir, 'rev-parse', 'HEAD')},lib`);
+        mkdirSync(path.join(dir, 'lib'));
+        return path.join(dir, 'lib', '.git');
+      },
+      written: 'gitdir: ../.git/modules/lib\n',
+    },
+  ])('$shape found empty while git writes it ends nothing, and is looked at again once it settles', async ({ name, setUp, written }) => {
+    const dir = repo(name);
+    const file = setUp(dir);
+    const harness = new Harness();
+    await harness.guards.hold('ses_f', target(dir));
+    await harness.watching(path.dirname(file));
+    // Git has created the file and not written it yet.
+    writeFileSync(file, '');
+    const ended = harness.sessionsEnded();
+    const putOff = harness.timerSet();
+    harness.fire(path.dirname(file));
+    await Promise.race([ended, putOff]);
+    expect(harness.ended).toEqual([]);
+    writeFileSync(file, written);
+    harness.fire(path.dirname(file));
+    harness.advance(SETTLE_MS);
+    await harness.settled();
+    expect({ ended: harness.ended, moved: quarantinedIn(path.dirname(file)), warnings: harness.records[0]?.warnings }).toEqual({ ended: [], moved: [], warnings: [] });
+  });
+
+  it('a worktree commondir still empty once it had time to settle is moved aside and ends the sessions; one naming elsewhere at once', async () => {
+    const dir = repo('stays-empty');
+    git(dir, 'commit', '-q', '--allow-empty', '-m', 'init');
+    git(dir, 'worktree', 'add', '-q', path.join(root, 'stays-empty-wt'));
+    const admin = path.join(dir, '.git', 'worktrees', 'stays-empty-wt');
+    const harness = new Harness();
+    await harness.guards.hold('ses_g', target(dir));
+    await harness.watching(admin);
+    writeFileSync(path.join(admin, 'commondir'), '');
+    let ended = harness.sessionsEnded();
+    const putOff = harness.timerSet();
+    harness.fire(admin);
+    await Promise.race([ended, putOff]);
+    expect(harness.ended).toEqual([]);
+    harness.advance(SETTLE_MS - 1);
+    expect(harness.ended).toEqual([]);
+    harness.advance(1);
+    await ended;
+    expect(harness.ended).toEqual([['ses_g']]);
+    expect(quarantinedIn(admin)).toHaveLength(1);
+    expect(readFileSync(path.join(admin, 'commondir'), 'utf8')).toBe('../..\n');
+    harness.guards.release('ses_g');
+    // A plant is no half-written file: no time passes before it is acted on.
+    await harness.guards.hold('ses_h', target(dir));
+    ended = harness.sessionsEnded();
+    writeFileSync(path.join(admin, 'commondir'), '/elsewhere\n');
+    harness.fire(admin);
+    await ended;
+    expect(harness.ended).toEqual([['ses_g'], ['ses_h']]);
+    expect(quarantinedIn(admin)).toHaveLength(2);
+    await harness.settled();
   });
 });

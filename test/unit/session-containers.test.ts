@@ -55,7 +55,7 @@ function setup(inherited: ContainerRecord[] = [], { released = [], failing = new
   /** The engine's owner-labelled session containers: id → session label; and what was removed by id. */
   const engine = new Map<string, string>();
   const removedIds: string[] = [];
-  const state = { stray: false, diskFull: false, listings: 0 };
+  const state = { stray: false, diskFull: false, listings: 0, listFailures: 0 };
   /** Work the containers put off until a quiet moment: run by `quiet()`. */
   const deferred: (() => void)[] = [];
   const quiet = async (): Promise<void> => {
@@ -98,6 +98,10 @@ function setup(inherited: ContainerRecord[] = [], { released = [], failing = new
     },
     listOwned: () => {
       state.listings += 1;
+      if (state.listFailures > 0) {
+        state.listFailures -= 1;
+        return Promise.reject(new SandboxdError('CONTAINER_REMOVE_FAILED', '`podman ps` failed: exit killed'));
+      }
       return Promise.resolve([...engine].map(([id, session]) => ({ id, session })));
     },
     removeOwned: (_target, ids) => {
@@ -238,6 +242,36 @@ describe('SessionContainers', () => {
     await containers.sweep();
     await quiet();
     expect(removedIds).toEqual(['c-lost', 'c-lost2']);
+  });
+
+  it('tries a look that did not get through again 5 s later, five times in a row, then at the hourly look', async () => {
+    const { containers, engine, removedIds, state, advance, quiet } = setup([], { released: [record('ses_released1', 101)] });
+    // The client's container keeps its released record, which names the engine to ask.
+    engine.set('c-released', 'ses_released1');
+    engine.set('c-lost', 'ses_neverrecorded');
+    const look = async (after: number): Promise<void> => {
+      advance(after);
+      await containers.sweep();
+      await quiet();
+    };
+    // The engine did not answer in time at start-up: seconds later, not an hour later.
+    state.listFailures = 1;
+    await look(0);
+    expect({ listings: state.listings, removed: removedIds }).toEqual({ listings: 1, removed: [] });
+    await look(4_999);
+    expect(state.listings).toBe(1);
+    await look(1);
+    expect({ listings: state.listings, removed: removedIds }).toEqual({ listings: 2, removed: ['c-lost'] });
+    // An engine that keeps failing is asked five more times, then at the hourly look.
+    engine.set('c-lost2', 'ses_neverrecorded2');
+    state.listFailures = 6;
+    await look(3_600_000);
+    for (let retry = 1; retry <= 5; retry += 1) await look(5_000);
+    expect({ listings: state.listings, removed: removedIds }).toEqual({ listings: 8, removed: ['c-lost'] });
+    await look(5_000);
+    expect(state.listings).toBe(8);
+    await look(3_600_000);
+    expect({ listings: state.listings, removed: removedIds }).toEqual({ listings: 9, removed: ['c-lost', 'c-lost2'] });
   });
 
   it('removes nothing by owner label while a daemon of an earlier layout answers', async () => {

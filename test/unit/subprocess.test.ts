@@ -45,6 +45,13 @@ describe('runSubprocess', () => {
     expect(result).toEqual({ exitCode: 3, stdout: '/usr/bin:/bin nohome', stderr: 'err' });
   });
 
+  it('kills a command that ignores its timeout\'s SIGTERM, and answers without waiting for it', async () => {
+    // What podman waiting on a lock does: the signal is put off. Without the kill this runs 120 s.
+    const result = await run('/bin/sh', ['-c', 'trap "" TERM; exec sleep 120'], { env: ENV, timeoutMs: 200 });
+    expect(result).toMatchObject({ exitCode: null, stdout: '' });
+    expect(result.stderr).toMatch(/^sh was still running 2000 ms after its 200 ms timeout, and was killed$/);
+  });
+
   it('names a client cwd that is not a directory', async () => {
     for (const cwd of ['/dev/null', '/nonexistent-sandboxd-cwd']) {
       await expect(run('/bin/true', [], { env: ENV, clientCwd: cwd, timeoutMs: 5_000 })).rejects.toMatchObject({
