@@ -25,6 +25,7 @@ import { discoverConnection } from './podman/discover.js';
 import { createDiscoveryCache, perAcquire } from './podman/discovery-cache.js';
 import { QuietTime } from './quiet-time.js';
 import { createContainerSites } from './podman/site-wiring.js';
+import { createPrivacyGate, type PrivacyPrincipal } from './privacy.js';
 import type { ProcessProbe } from './process-identity.js';
 import { registerSessionRoutes } from './routes/sessions.js';
 import { registerStatusRoutes } from './routes/status.js';
@@ -89,6 +90,8 @@ export interface DaemonDeps {
   requestShutdown(reason: string): void;
   /** Persists a tunnel's running ssh (the state file); null once it stopped. */
   onTunnelChild(id: string, record: TunnelRecord | null): void;
+  /** Who macOS privacy judges (the binary to grant); by default this node, started from a terminal. */
+  privacy?: { principal: PrivacyPrincipal; readable?: (dir: string) => Promise<boolean> };
 }
 
 export interface Daemon {
@@ -218,6 +221,12 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     registry,
     ssh,
     gitFacts: (input) => gitFacts.get(input),
+    privacy: createPrivacyGate({
+      platform: deps.platform,
+      home: deps.hostHome,
+      principal: deps.privacy?.principal ?? { binary: process.execPath, launchd: false },
+      ...(deps.privacy?.readable === undefined ? {} : { readable: deps.privacy.readable }),
+    }),
     guard: guards,
     writeGitConfig: (content) => gitConfigs.write(content),
     containers,

@@ -4,6 +4,7 @@ import type { AcquireInput, AcquireResponse, SessionInfo } from '../shared/contr
 import type { Mount, Plan } from '../shared/contracts/plan.js';
 import type { Platform } from '../shared/paths.js';
 import { randomId } from './ids.js';
+import type { PrivacyGate } from './privacy.js';
 import type { ProcessProbe } from './process-identity.js';
 import type { ContainerSite } from './podman/engine-site.js';
 import type { SessionContainers } from './containers/session-containers.js';
@@ -37,6 +38,8 @@ export interface SessionServiceDeps {
   registry: SessionRegistry;
   ssh: SshDeps;
   gitFacts(input: GitHostInput): Promise<GitHostFacts>;
+  /** Refuses a workdir macOS privacy keeps the daemon from reading, before anything reads it. */
+  privacy: PrivacyGate;
   /** Watches what the session's sandbox can write in its repository; checks it first when nobody did. */
   guard: Pick<RepoGuards, 'before' | 'hold' | 'release'>;
   /** Stores a generated GIT_CONFIG_GLOBAL file and returns its host path. */
@@ -63,6 +66,7 @@ export class SessionService {
     startPending.catch(() => undefined);
     const cwd = await canonicalIfExists(input.client.cwd);
     if (cwd === null) throw new SandboxdError('BAD_REQUEST', `the client's cwd ${input.client.cwd} does not exist`);
+    await deps.privacy.check(cwd);
     const user = input.containerUser ?? ROOT_USER;
     const home = user.home ?? (user.uid === 0 ? ROOT_USER.home : undefined);
     const containerHome = home === undefined ? null : path.resolve(home);
@@ -104,7 +108,9 @@ export class SessionService {
       let guardWarnings: string[] = [];
       const gitPending = deps.guard.before(cwd).then((warnings) => {
         guardWarnings = warnings;
-        return deps.gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: clientEnv.XDG_CONFIG_HOME });
+        return deps.gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: clientEnv.XDG_CONFIG_HOME }).catch((error: unknown) => {
+          throw deps.privacy.explain(cwd, error);
+        });
       });
       const [startTime, git, cloud, site] = await Promise.all([
         startPending,

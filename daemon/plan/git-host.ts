@@ -4,6 +4,8 @@ import { FingerprintCache } from '../fingerprint-cache.js';
 import type { Defer } from '../quiet-time.js';
 import { runSubprocess } from '../subprocess.js';
 import { findExecutable } from '../executables.js';
+import { deniedByPrivacy } from '../privacy.js';
+import { SandboxdError } from '../../shared/errors.js';
 import { entriesByFile, parseConfigList, type ConfigEntry } from './git-config.js';
 import { sandboxOverrides, type Overrides, type XdgDefault } from './git-overrides.js';
 import { includedFile, repositoryHomePaths } from './git-translate.js';
@@ -113,6 +115,8 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
   ]);
   if (listed.exitCode !== 0) {
     const detail = (listed.stderr.split('\n')[0] ?? '').slice(0, 200);
+    // Not a git to do without: the workdir itself cannot be read, so neither can its repository.
+    if (deniedByPrivacy(listed.stderr)) throw new SandboxdError('PRIVACY_DENIED', `the session's git cannot read ${input.cwd}: ${detail}`);
     return plainFiles(input, `the session's git (${git}) failed${detail === '' ? '' : `: ${detail}`}`, knownHosts, repo);
   }
   const entries = parseConfigList(listed.stdout);
