@@ -25,7 +25,7 @@ import { discoverConnection } from './podman/discover.js';
 import { createDiscoveryCache, perAcquire } from './podman/discovery-cache.js';
 import { QuietTime } from './quiet-time.js';
 import { createContainerSites } from './podman/site-wiring.js';
-import { createPrivacyGate, type PrivacyPrincipal } from './privacy.js';
+import { createPrivacyGate, probeReadable, type PrivacyPrincipal } from './privacy.js';
 import type { ProcessProbe } from './process-identity.js';
 import { registerSessionRoutes } from './routes/sessions.js';
 import { registerStatusRoutes } from './routes/status.js';
@@ -213,6 +213,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     inspect: inspectAgentSocket,
     serve: (agentSocket, input, role) => agentBridges.serve(agentSocket, input, role),
   };
+  const principal = deps.privacy?.principal ?? { binary: process.execPath, launchd: false };
+  const readable = deps.privacy?.readable ?? probeReadable;
   const service = new SessionService({
     platform: deps.platform,
     hostHome: deps.hostHome,
@@ -221,12 +223,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     registry,
     ssh,
     gitFacts: (input) => gitFacts.get(input),
-    privacy: createPrivacyGate({
-      platform: deps.platform,
-      home: deps.hostHome,
-      principal: deps.privacy?.principal ?? { binary: process.execPath, launchd: false },
-      ...(deps.privacy?.readable === undefined ? {} : { readable: deps.privacy.readable }),
-    }),
+    privacy: createPrivacyGate({ platform: deps.platform, home: deps.hostHome, principal, readable }),
     guard: guards,
     writeGitConfig: (content) => gitConfigs.write(content),
     containers,
@@ -297,6 +294,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     requestShutdown: (reason) => {
       deps.requestShutdown(reason);
     },
+    principal,
+    readable,
     drain: () => {
       draining = true;
       logger.info({ sessions: registry.size }, 'a newer client asked this daemon to make way; it stops once its last session ends');

@@ -1,6 +1,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { checkPrivacy } from '../../client/doctor/checks.js';
 import { gitHostFacts } from '../../daemon/plan/git-host.js';
 import { createPrivacyGate, deniedByPrivacy, privacyDenied, probeReadable, protectedFolderOf } from '../../daemon/privacy.js';
 import { observeSubprocesses, type SubprocessEvent } from '../../daemon/subprocess.js';
@@ -15,6 +16,14 @@ afterEach(() => cleanup.run());
 const fixture = (name: string): string => readFileSync(path.join(ROOT, 'test/fixtures/mac', name), 'utf8');
 
 const HOME = '/Users/me';
+
+function tempDir(): string {
+  const dir = mkdtempSync('/tmp/sbx-privacy-');
+  cleanup.add(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
 const NODE = '/opt/homebrew/Cellar/node/24.1.0/bin/node';
 
 describe('what macOS privacy refuses', () => {
@@ -57,10 +66,7 @@ describe('what macOS privacy refuses', () => {
   });
 
   it('a directory that is readable, or not there at all, is not privacy', async () => {
-    const dir = mkdtempSync('/tmp/sbx-privacy-');
-    cleanup.add(() => {
-      rmSync(dir, { recursive: true, force: true });
-    });
+    const dir = tempDir();
     expect(await probeReadable(dir)).toBe(true);
     expect(await probeReadable(path.join(dir, 'gone'))).toBe(true);
   });
@@ -80,10 +86,7 @@ describe('what macOS privacy refuses', () => {
 
 describe('an acquire in a folder macOS privacy keeps from the daemon', () => {
   it('fails closed with PRIVACY_DENIED before git runs, naming the folder and the node to grant', async () => {
-    const dir = mkdtempSync('/tmp/sbx-privacy-');
-    cleanup.add(() => {
-      rmSync(dir, { recursive: true, force: true });
-    });
+    const dir = tempDir();
     // Stands in for TCC (there is none on Linux): the workdir cannot be listed.
     const denied = path.join(dir, 'Documents', 'project');
     const daemon = memoryDaemon(dir, {}, undefined, undefined, {
@@ -115,10 +118,7 @@ describe('an acquire in a folder macOS privacy keeps from the daemon', () => {
 
 describe('git refused by macOS privacy', () => {
   it('fails closed instead of mounting plain files, and the Mac message names the folder and the node', async () => {
-    const dir = mkdtempSync('/tmp/sbx-privacy-');
-    cleanup.add(() => {
-      rmSync(dir, { recursive: true, force: true });
-    });
+    const dir = tempDir();
     const bin = path.join(dir, 'bin');
     const cwd = path.join(dir, 'Desktop', 'p');
     mkdirSync(bin);
@@ -133,5 +133,37 @@ describe('git refused by macOS privacy', () => {
       message: `macOS privacy settings keep the sandboxd daemon from reading ${cwd} (in Desktop, ${path.join(dir, 'Desktop')}): the session's git cannot read ${cwd}: fatal: Unable to read current working directory: Operation not permitted`,
     });
     expect(gate('linux').explain(cwd, failure)).toBe(failure);
+  });
+});
+
+describe('doctor\'s privacy check (asks the daemon: privacy judges it apart from the terminal)', () => {
+  it('the daemon answers whether it may read a directory, and which binary to grant, with no content', async () => {
+    const dir = tempDir();
+    const denied = path.join(dir, 'Downloads');
+    const daemon = memoryDaemon(dir, {}, undefined, undefined, {
+      platform: 'darwin',
+      // Stands in for TCC (there is none on Linux).
+      privacy: { principal: { binary: NODE, launchd: true }, readable: (one) => Promise.resolve(one !== denied) },
+    });
+    cleanup.add(() => daemon.close());
+    const ask = (one: string) =>
+      daemon.app.inject({ method: 'POST', url: '/v1/checks/readable', headers: { 'sandboxd-protocol': String(PROTOCOL_VERSION) }, payload: { path: one } });
+    expect((await ask(denied)).json()).toEqual({ readable: false, binary: NODE, launchd: true });
+    expect((await ask(dir)).json()).toEqual({ readable: true, binary: NODE, launchd: true });
+    expect((await ask('relative/p')).statusCode).toBe(400);
+  });
+
+  it('fails with the acquire\'s remedy, passes, or skips where there is nothing to ask', () => {
+    const base = { platform: 'darwin' as const, cwd: '/Users/me/Documents/p', home: HOME };
+    expect(checkPrivacy({ ...base, answer: { readable: false, binary: NODE, launchd: true } })).toEqual({
+      name: 'privacy',
+      state: 'fail',
+      detail: 'macOS privacy settings keep the sandboxd service, which launchd starts, from reading /Users/me/Documents/p (in Documents, /Users/me/Documents)',
+      remedy: privacyDenied('/Users/me/Documents/p', HOME, { binary: NODE, launchd: true }).remedy,
+    });
+    expect(checkPrivacy({ ...base, answer: { readable: true, binary: NODE, launchd: false } })).toMatchObject({ state: 'ok', detail: `the daemon (${NODE}) may read /Users/me/Documents/p` });
+    expect(checkPrivacy({ ...base, answer: null }).state).toBe('skip');
+    expect(checkPrivacy({ ...base, answer: { error: new Error('no route') } }).state).toBe('skip');
+    expect(checkPrivacy({ ...base, platform: 'linux', answer: { readable: false, binary: NODE, launchd: false } }).state).toBe('skip');
   });
 });
