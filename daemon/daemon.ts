@@ -14,7 +14,7 @@ import { connectionLimitFor, guardConnections, openFilesSoftLimit } from './http
 import { installErrorHandlers } from './http/errors.js';
 import type { Logger } from './logger.js';
 import { inspectAgentSocket } from './plan/agent-socket.js';
-import { createGitFactsCache } from './plan/git-host.js';
+import { createGitFactsCache, sessionGitChooser } from './plan/git-host.js';
 import { watchDirectory } from './guard/fs-edge.js';
 import { fileGuardStore } from './guard/guard-store.js';
 import { RepoGuards } from './guard/repo-guards.js';
@@ -129,7 +129,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   const discovery = perAcquire(
     createDiscoveryCache((input) => discoverConnection(input, { home: deps.hostHome }), { home: deps.hostHome, now: monotonic, defer: quiet.later }),
   );
-  const gitFacts = createGitFactsCache(monotonic, quiet.later);
+  const gitFacts = createGitFactsCache(monotonic, sessionGitChooser(deps.platform), quiet.later);
   const gitConfigs = new GeneratedConfigStore(path.join(deps.paths.runtimeDir, 'git'));
   const engines = new DockerEngines({ run: runSubprocess, platform: deps.platform, home: deps.hostHome, clock: deps.clock, defer: quiet.later });
   const agentBridges = new AgentBridges({

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkPrivacy } from '../../client/doctor/checks.js';
-import { gitHostFacts } from '../../daemon/plan/git-host.js';
+import { gitHostFacts, sessionGitChooser } from '../../daemon/plan/git-host.js';
 import { createPrivacyGate, deniedByPrivacy, privacyDenied, probeReadable, protectedFolderOf } from '../../daemon/privacy.js';
 import { observeSubprocesses, type SubprocessEvent } from '../../daemon/subprocess.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
@@ -125,7 +125,7 @@ describe('git refused by macOS privacy', () => {
     mkdirSync(cwd, { recursive: true });
     // Stands in for git under TCC: what it printed on a Mac (tcc.git.unable-to-read-cwd.*).
     writeFileSync(path.join(bin, 'git'), '#!/bin/sh\necho "fatal: Unable to read current working directory: Operation not permitted" >&2\nexit 128\n', { mode: 0o755 });
-    const failure: unknown = await gitHostFacts({ hostHome: dir, cwd, path: bin, xdgConfigHome: undefined }).catch((error: unknown) => error);
+    const failure: unknown = await gitHostFacts({ hostHome: dir, cwd, path: bin, xdgConfigHome: undefined }, sessionGitChooser('darwin')).catch((error: unknown) => error);
     expect(failure).toMatchObject({ code: 'PRIVACY_DENIED', message: `the session's git cannot read ${cwd}: fatal: Unable to read current working directory: Operation not permitted` });
     const gate = (platform: 'darwin' | 'linux') => createPrivacyGate({ platform, home: dir, principal: { binary: NODE, launchd: false }, readable: () => Promise.resolve(true) });
     expect(gate('darwin').explain(cwd, failure)).toMatchObject({
