@@ -1,4 +1,4 @@
-import { SHUTDOWN_ROUTE, ShutdownResponse, type StatusResponse } from '../shared/contracts/status.js';
+import { READABLE_ROUTE, ReadableResponse, SHUTDOWN_ROUTE, ShutdownResponse, type StatusResponse } from '../shared/contracts/status.js';
 import { fetchStatus } from './daemon-status.js';
 import { clientPaths } from './connection.js';
 import { request } from './transport.js';
@@ -17,4 +17,9 @@ export async function requestShutdown(env: NodeJS.ProcessEnv = process.env): Pro
   const { socketPath } = clientPaths(env);
   // Every release answers shutdown in this shape: `stop` and `restart` reach an older daemon too.
   await request({ socketPath, method: 'POST', route: SHUTDOWN_ROUTE, anyProtocol: true, closeConnection: true }, ShutdownResponse);
+}
+
+/** Whether the running daemon may read `dir` (macOS privacy judges it apart from this terminal). */
+export function checkReadable(dir: string, env: NodeJS.ProcessEnv = process.env): Promise<ReadableResponse> {
+  return request({ socketPath: clientPaths(env).socketPath, method: 'POST', route: READABLE_ROUTE, body: { path: dir } }, ReadableResponse);
 }

@@ -194,6 +194,7 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
       requestShutdown: (reason) => {
         stop(reason);
       },
+      privacy: { principal: { binary: await fs.realpath(process.execPath).catch(() => process.execPath), launchd: options.serviceManager === 'launchd' } },
     });
     await daemon.app.ready();
     // fastify's own listen({ fd }) crashes; its server listens on the fd after ready() instead.

@@ -71,6 +71,10 @@ export const ERROR_SPECS = {
     status: 422,
     remedy: 'Share the directory with the VM (`podman machine init --volume SRC:SRC`, on a new machine) or move the project under a shared directory (by default /Users, /private, /var/folders on a Mac).',
   },
+  PRIVACY_DENIED: {
+    status: 403,
+    remedy: 'On a Mac: System Settings → Privacy & Security → Files and Folders (the folder) or Full Disk Access → add the node binary that runs sandboxd (`sandboxd doctor` names it), then `sandboxd restart`; or keep the project outside Desktop, Documents, Downloads and iCloud Drive.',
+  },
   ENGINE_NOT_FOUND: { status: 422, remedy: 'Install the engine or add it to PATH.' },
   DOCKER_INFO_FAILED: { status: 502, remedy: 'Check that `docker info` works in your shell (start Docker Desktop, OrbStack or `colima start`, or fix DOCKER_HOST / DOCKER_CONTEXT), or pass --ssh-agent off.' },
   RELAY_CONTAINER_FAILED: { status: 502, remedy: 'See `sandboxd tunnels ls` for the relay container\'s last error; `sandboxd tunnels restart ID` retries.' },

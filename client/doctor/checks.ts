@@ -3,10 +3,11 @@ import path from 'node:path';
 import { ERROR_SPECS, SandboxdError } from '../../shared/errors.js';
 import { MAX_SOCKET_PATH_BYTES, type Platform, type SandboxdPaths } from '../../shared/paths.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
-import type { StatusResponse } from '../../shared/contracts/status.js';
+import type { ReadableResponse, StatusResponse } from '../../shared/contracts/status.js';
 import type { PodmanConnection } from '../../daemon/podman/connections.js';
 import { VERSION } from '../../daemon/os/package-files.js';
 import type { AgentSocketCheck } from '../../daemon/plan/agent-socket.js';
+import { privacyDenied } from '../../daemon/os/privacy.js';
 
 export type CheckState = 'ok' | 'fail' | 'skip';
 
@@ -169,4 +170,28 @@ export function checkService(state: ServiceState): CheckResult {
   if (state.unreachable !== null) return skip(name, `installed (${where}); ${state.kind} cannot be reached from this shell to say more: ${state.unreachable.reason}`);
   const last = state.lastExit === null ? '' : `; ${state.lastExit}`;
   return state.loaded ? ok(name, `installed and loaded (${where})${last}`) : fail(name, `installed but not loaded (${where})${last}`, 'Run `sandboxd install` again.');
+}
+
+export interface PrivacyProbe {
+  platform: Platform;
+  /** The directory doctor runs in: the project a session would be asked for. */
+  cwd: string;
+  home: string;
+  /** The daemon's answer; null when no daemon runs to ask. */
+  answer: ReadableResponse | { error: unknown } | null;
+}
+
+/**
+ * macOS privacy judges the daemon apart from this terminal (a launchd service is its own), so
+ * the daemon is asked whether it may read the directory doctor runs in.
+ */
+export function checkPrivacy(probe: PrivacyProbe): CheckResult {
+  const name = 'privacy';
+  if (probe.platform !== 'darwin') return skip(name, 'only macOS guards folders from the daemon');
+  if (probe.answer === null) return skip(name, 'the daemon is not running; it is asked when it runs');
+  if ('error' in probe.answer) return skip(name, `cannot ask the daemon: ${probe.answer.error instanceof Error ? probe.answer.error.message : String(probe.answer.error)}`);
+  const { readable, binary, launchd } = probe.answer;
+  if (readable) return ok(name, `the daemon (${binary}${launchd ? ', started by launchd' : ''}) may read ${probe.cwd}`);
+  const denied = privacyDenied(probe.cwd, probe.home, { binary, launchd });
+  return fail(name, denied.message, denied.remedy);
 }

@@ -121,6 +121,20 @@ function lastLine(stderr: string): string {
  * restarts, the next session identifies a new instance and gets a new relay, while this one idles
  * out.
  */
+/**
+ * Why the relay could not reach the engine's agent socket (`upstream` in the VM, mounted into the
+ * relay), from its `connect <path>: <strerror>` line: the socket's owner and mode decide who may
+ * connect, and they differ by engine.
+ */
+export function upstreamReason(line: string, uid: number, upstream: string): string | null {
+  if (!line.startsWith('sandboxd-relay: connect ')) return null;
+  if (line.endsWith('Permission denied')) {
+    return `the engine's agent socket ${upstream} is not writable by uid ${String(uid)} with group 0 (Colima: it belongs to the VM's user; older Docker Desktop: root, mode 0755)`;
+  }
+  if (line.endsWith('Connection refused') || line.endsWith('No such file or directory')) return `no agent listens at ${upstream} in the engine's VM`;
+  return null;
+}
+
 export class DesktopRelay implements Bridge {
   readonly id: string;
   private state: BridgeState = 'starting';
@@ -272,7 +286,8 @@ export class DesktopRelay implements Bridge {
       const logs = await this.docker(['logs', this.options.name]);
       if (logs.stdout.includes(READY_LINE)) return;
       if (logs.stderr.includes('sandboxd-relay:') || Date.now() > deadline) {
-        throw this.failure(`relay container ${this.options.name} did not become ready`, logs.stderr);
+        const reason = upstreamReason(lastLine(logs.stderr), this.options.uid, this.options.upstream);
+        throw this.failure(`relay container ${this.options.name} did not become ready`, logs.stderr, reason);
       }
       await sleep(READY_POLL_MS);
     }
@@ -282,8 +297,8 @@ export class DesktopRelay implements Bridge {
     return this.options.run(this.options.docker, args, { env: this.options.env, timeoutMs: COMMAND_TIMEOUT_MS });
   }
 
-  private failure(what: string, stderr: string): SandboxdError {
+  private failure(what: string, stderr: string, reason: string | null = null): SandboxdError {
     const detail = lastLine(stderr);
-    return new SandboxdError('RELAY_CONTAINER_FAILED', `${what}${detail === '' ? '' : `: ${detail}`}`);
+    return new SandboxdError('RELAY_CONTAINER_FAILED', `${what}${detail === '' ? '' : `: ${detail}`}${reason === null ? '' : ` (${reason})`}`);
   }
 }

@@ -2,23 +2,24 @@ import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Platform, SandboxdPaths } from '../../shared/paths.js';
 import { AgentBridges } from './agent-bridges.js';
+import { createHttpServer } from '../http/server.js';
+import type { SshDeps } from '../plan/host-sockets.js';
 import { createSessionContainers } from './containers.js';
 import { GeneratedConfigStore } from '../plan/git/git-config-store.js';
 import type { Bridges } from '../bridges/bridges.js';
-import { createHttpServer } from '../http/server.js';
 import type { Logger } from '../os/logger.js';
 import { inspectAgentSocket } from '../plan/agent-socket.js';
-import { createGitFactsCache } from '../plan/git/git-host.js';
+import { createGitFactsCache, sessionGitChooser } from '../plan/git/git-host.js';
 import { watchDirectory } from '../guard/fs-edge.js';
 import { fileGuardStore } from '../guard/guard-store.js';
 import { RepoGuards } from '../guard/repo-guards.js';
 import { DockerEngines } from '../engines/docker-engines.js';
 import { runSubprocess } from '../os/subprocess.js';
-import type { SshDeps } from '../plan/host-sockets.js';
 import { discoverConnection } from '../podman/discover.js';
 import { createDiscoveryCache, perAcquire } from '../podman/discovery-cache.js';
 import { QuietTime } from '../cache/quiet-time.js';
 import { createContainerSites } from './podman-site.js';
+import { createPrivacyGate, probeReadable, type PrivacyPrincipal } from '../os/privacy.js';
 import type { ProcessProbe } from '../os/process-identity.js';
 import { registerSessionRoutes } from '../routes/sessions.js';
 import { registerStatusRoutes } from '../routes/status.js';
@@ -67,6 +68,8 @@ export interface DaemonDeps {
   requestShutdown(reason: string): void;
   /** Persists a tunnel's running ssh (the state file); null once it stopped. */
   onTunnelChild(id: string, record: TunnelRecord | null): void;
+  /** Who macOS privacy judges (the binary to grant); by default this node, started from a terminal. */
+  privacy?: { principal: PrivacyPrincipal; readable?: (dir: string) => Promise<boolean> };
 }
 
 export interface Daemon {
@@ -104,7 +107,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   const discovery = perAcquire(
     createDiscoveryCache((input) => discoverConnection(input, { home: deps.hostHome }), { home: deps.hostHome, now: monotonic, defer: quiet.later }),
   );
-  const gitFacts = createGitFactsCache(monotonic, quiet.later);
+  const gitFacts = createGitFactsCache(monotonic, sessionGitChooser(deps.platform), quiet.later);
   const gitConfigs = new GeneratedConfigStore(path.join(deps.paths.runtimeDir, 'git'));
   const engines = new DockerEngines({ run: runSubprocess, platform: deps.platform, home: deps.hostHome, clock: deps.clock, defer: quiet.later });
   const agentBridges = new AgentBridges({
@@ -197,6 +200,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     inspect: inspectAgentSocket,
     serve: (agentSocket, input, role) => agentBridges.serve(agentSocket, input, role),
   };
+  const principal = deps.privacy?.principal ?? { binary: process.execPath, launchd: false };
+  const readable = deps.privacy?.readable ?? probeReadable;
   const service = new SessionService({
     platform: deps.platform,
     hostHome: deps.hostHome,
@@ -205,6 +210,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     registry,
     ssh,
     gitFacts: (input) => gitFacts.get(input),
+    privacy: createPrivacyGate({ platform: deps.platform, home: deps.hostHome, principal, readable }),
     guard: guards,
     writeGitConfig: (content) => gitConfigs.write(content),
     containers,
@@ -247,6 +253,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     requestShutdown: (reason) => {
       deps.requestShutdown(reason);
     },
+    principal,
+    readable,
     drain: () => {
       draining = true;
       logger.info({ sessions: registry.size }, 'a newer client asked this daemon to make way; it stops once its last session ends');

@@ -5,9 +5,19 @@ import type { Platform } from '../../shared/paths.js';
 /**
  * Live pids mapped to their start time (null when it cannot be read); a pid that exited or is a
  * zombie is absent. A zombie has already exited: only its parent's wait() is missing, and an
- * auto-started daemon's parent may never call it.
+ * auto-started daemon's parent may never call it. `stopped` holds the live pids that are stopped
+ * (Ctrl-Z): they send no heartbeats, yet are not gone.
  */
-export type StartTimes = ReadonlyMap<number, string | null>;
+export type StartTimes = ReadonlyMap<number, string | null> & { readonly stopped?: ReadonlySet<number> };
+
+/** A stopped process's state letter: `T` (stopped by a signal) or Linux's `t` (stopped by a tracer). */
+export function isStoppedState(state: string): boolean {
+  return state.startsWith('T') || state.startsWith('t');
+}
+
+function withStopped(times: Map<number, string | null>, stopped: ReadonlySet<number>): StartTimes {
+  return Object.assign(times, { stopped });
+}
 
 /**
  * Tells whether a pid is still the process we saw. A start time recorded with the pid guards
@@ -74,23 +84,24 @@ async function readProcStat(pid: number): Promise<string> {
 }
 
 /** /proc/<pid>/stat: field 3 is the state, field 22 the start time in clock ticks since boot. */
-async function linuxEntry(pid: number): Promise<[number, string | null] | null> {
+async function linuxEntry(pid: number): Promise<{ pid: number; startTime: string | null; stopped: boolean } | null> {
   let stat: string;
   try {
     stat = await readProcStat(pid);
   } catch {
     // hidepid can hide a live process; kill(0) still tells whether it exists.
-    return pidExists(pid) ? [pid, null] : null;
+    return pidExists(pid) ? { pid, startTime: null, stopped: false } : null;
   }
   // comm (field 2) may contain spaces and parentheses; fields after the last ')' are fixed.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  if (fields[0] === 'Z' || fields[0] === 'X') return null;
-  return [pid, fields[19] ?? null];
+  const state = fields[0] ?? '';
+  if (state === 'Z' || state === 'X') return null;
+  return { pid, startTime: fields[19] ?? null, stopped: isStoppedState(state) };
 }
 
 async function linuxStartTimes(pids: readonly number[]): Promise<StartTimes> {
-  const entries = await Promise.all([...new Set(pids)].map(linuxEntry));
-  return new Map(entries.filter((entry) => entry !== null));
+  const entries = (await Promise.all([...new Set(pids)].map(linuxEntry))).filter((entry) => entry !== null);
+  return withStopped(new Map(entries.map((entry) => [entry.pid, entry.startTime])), new Set(entries.filter((entry) => entry.stopped).map((entry) => entry.pid)));
 }
 
 /**
@@ -109,14 +120,22 @@ async function psStartTimes(pids: readonly number[], run: PsRunner): Promise<Sta
     // ps could not run: keep what kill(0) says exists rather than declare every client dead.
     return new Map(unique.filter(pidExists).map((pid) => [pid, null]));
   }
+  return parsePsStartTimes(result.stdout);
+}
+
+/** `ps -o pid= -o stat= -o lstart=` lines: BSD `stat` begins with the state letter (`T` stopped, `Z` zombie). */
+export function parsePsStartTimes(stdout: string): StartTimes {
   const times = new Map<number, string | null>();
-  for (const line of result.stdout.split('\n')) {
+  const stopped = new Set<number>();
+  for (const line of stdout.split('\n')) {
     const match = PS_LINE.exec(line);
     if (match === null) continue;
     const [, pid = '', state = '', lstart = ''] = match;
-    if (!state.startsWith('Z')) times.set(Number(pid), lstart.replace(/\s+/g, ' '));
+    if (state.startsWith('Z')) continue;
+    times.set(Number(pid), lstart.replace(/\s+/g, ' '));
+    if (isStoppedState(state)) stopped.add(Number(pid));
   }
-  return times;
+  return withStopped(times, stopped);
 }
 
 type StartTimesLookup = (pids: readonly number[]) => Promise<StartTimes>;

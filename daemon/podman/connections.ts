@@ -25,8 +25,8 @@ export interface PodmanConnection {
   uri: string;
   identity: string | null;
   isDefault: boolean;
-  /** Whether podman says this is a Podman machine's connection (podman 5); absent when it does not say. */
-  isMachine?: boolean;
+  /** Whether podman calls this a Podman machine's connection (podman 5 omits `IsMachine` when false). */
+  isMachine: boolean;
   target: SshTarget;
 }
 
@@ -101,7 +101,7 @@ export function selectConnection({ rows, requested, envConnection }: SelectInput
     uri: row.URI,
     identity: row.Identity === '' ? null : row.Identity,
     isDefault: row.Default,
-    ...(row.IsMachine === undefined ? {} : { isMachine: row.IsMachine }),
+    isMachine: row.IsMachine === true,
     target: parseSshUri(row.URI, row.Name),
   };
 }

@@ -1,11 +1,10 @@
 import { promises as fs } from 'node:fs';
-import { later, type Defer } from '../cache/quiet-time.js';
 import type { PathKind } from './vm-queries.js';
 import type { TunnelIndex } from './tunnel-index.js';
 import type { PodmanConnection } from './connections.js';
 import { sharedByVolumes, type MachineVolume } from './machine-inspect.js';
 
-/** A VM's sharing changes only with `podman machine init/set` or a remote host's mounts. */
+/** What a machine's config says, and what a remote host answered, changes only with its mounts. */
 export const VIEW_TTL_MS = 30_000;
 /** Past this many remembered answers, expired ones are dropped. */
 const MAX_ANSWERS = 4_096;
@@ -20,7 +19,7 @@ export interface VmSight {
 }
 
 export interface VmViewDeps {
-  /** The volumes of the machine behind the connection; null when it is no machine (or podman does not say). */
+  /** The volumes of the machine behind a machine connection; null when its config is not found. */
   machineVolumes(connection: PodmanConnection): Promise<MachineVolume[] | null>;
   /** Running tunnels, whose own connection can answer without a new login. */
   tunnels: Pick<TunnelIndex, 'readyFor'>;
@@ -29,8 +28,6 @@ export interface VmViewDeps {
   /** What this host has at a path (d, f, or - when absent). */
   hostKind?(path: string): Promise<PathKind>;
   now(): number;
-  /** Starts a look-up past the TTL (the daemon's quiet time); tests run it at once. */
-  defer?: Defer;
 }
 
 async function statKind(path: string): Promise<PathKind> {
@@ -39,85 +36,40 @@ async function statKind(path: string): Promise<PathKind> {
   return stat.isDirectory() ? 'd' : 'f';
 }
 
-interface MachineEntry {
-  at: number;
-  volumes: Promise<MachineVolume[] | null>;
-  /** Past the TTL: the look-up that replaces this one is under way. */
-  refreshing: boolean;
-}
-
 function loginKey(connection: PodmanConnection): string {
   const { user, host, port } = connection.target;
   return `${user ?? ''}@${host}:${String(port)}`;
 }
 
 /**
- * Knows what a VM sees (DESIGN §6 "Where the container runs"): a Podman machine by its volumes
- * (`podman machine inspect`, no login); any other ssh connection by asking the VM itself, over a
+ * Knows what a VM sees (DESIGN §6 "Where the container runs"): a Podman machine by the volumes
+ * in its own config file (no subprocess, no login); any other ssh connection by asking the VM itself, over a
  * running tunnel's own connection, else with one bounded login whose answers are kept per
  * connection and path for VIEW_TTL_MS. A path counts as seen when the VM finds the same kind of
  * thing (directory or file) there: a remote host that merely has a `/root` of its own is a false
  * positive this cannot rule out.
  */
 export class VmView {
-  private readonly machines = new Map<string, MachineEntry>();
   private readonly answers = new Map<string, { at: number; kind: PathKind }>();
 
   constructor(private readonly deps: VmViewDeps) {}
 
   async sees(connection: PodmanConnection, paths: readonly string[]): Promise<VmSight> {
     const unique = [...new Set(paths)];
-    const volumes = await this.volumesOf(connection);
+    const volumes = connection.isMachine ? await this.deps.machineVolumes(connection) : null;
     if (volumes !== null) {
       return { kind: 'machine', shares: volumes.map((volume) => volume.source), seen: new Map(unique.map((one) => [one, sharedByVolumes(one, volumes)])) };
     }
     const hostKind = (one: string): Promise<PathKind> => (this.deps.hostKind === undefined ? statKind(one) : this.deps.hostKind(one));
     const [host, vm] = await Promise.all([Promise.all(unique.map(hostKind)), this.ask(connection, unique)]);
     // A path this host does not have is not the VM's to judge (the engine reports it as it would).
-    return { kind: 'remote', shares: [], seen: new Map(unique.map((one, index) => [one, host[index] === '-' || vm.get(one) === host[index]])) };
+    const seen = new Map(unique.map((one, index) => [one, host[index] === '-' || vm.get(one) === host[index]]));
+    // A machine whose config was not found is still a machine: messages name its volume settings.
+    return { kind: connection.isMachine ? 'machine' : 'remote', shares: [], seen };
   }
 
   private prune(): void {
     for (const [key, entry] of this.answers) if (this.deps.now() - entry.at >= VIEW_TTL_MS) this.answers.delete(key);
-  }
-
-  /**
-   * A machine shares what `podman machine init` or `set` (which takes a restart) gave it: an
-   * answer past the TTL still serves the session that finds it so while the next is looked up,
-   * so a session started minutes after the last one runs no `podman machine inspect`.
-   */
-  private volumesOf(connection: PodmanConnection): Promise<MachineVolume[] | null> {
-    const key = `${connection.name}\n${connection.uri}`;
-    const cached = this.machines.get(key);
-    if (cached === undefined) {
-      const entry = this.lookUpVolumes(connection);
-      this.machines.set(key, entry);
-      entry.volumes.catch(() => {
-        if (this.machines.get(key) === entry) this.machines.delete(key);
-      });
-      return entry.volumes;
-    }
-    if (this.deps.now() - cached.at >= VIEW_TTL_MS && !cached.refreshing) {
-      cached.refreshing = true;
-      (this.deps.defer ?? later)(() => {
-        // Dropped meanwhile (its look-up failed): the next session looks the volumes up itself.
-        if (this.machines.get(key) !== cached) return;
-        const fresh = this.lookUpVolumes(connection);
-        fresh.volumes.then(
-          () => {
-            if (this.machines.get(key) === cached) this.machines.set(key, fresh);
-          },
-          () => {
-            if (this.machines.get(key) === cached) this.machines.delete(key);
-          },
-        );
-      });
-    }
-    return cached.volumes;
-  }
-
-  private lookUpVolumes(connection: PodmanConnection): MachineEntry {
-    return { at: this.deps.now(), volumes: this.deps.machineVolumes(connection), refreshing: false };
   }
 
   private async ask(connection: PodmanConnection, paths: readonly string[]): Promise<Map<string, PathKind>> {

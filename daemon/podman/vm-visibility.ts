@@ -9,11 +9,14 @@ function isBridgeMount(mount: Mount): boolean {
   return mount.purpose === 'ssh agent' || mount.purpose.startsWith('socket ');
 }
 
+/** What a Podman machine on a Mac shares unless `podman machine init --volume` said otherwise. */
+export const DEFAULT_MACHINE_SHARES = ['/Users', '/private', '/var/folders'] as const;
+
 /** Where the container runs, as messages name it. */
 export interface VmSite {
   connection: string;
   kind: 'machine' | 'remote';
-  /** A machine's shared directories; empty for a remote host. */
+  /** A machine's shared directories; empty for a remote host, or a machine whose config was not found. */
   shares: readonly string[];
 }
 
@@ -23,7 +26,7 @@ function describeSite(site: VmSite): string {
 
 function remedyFor(site: VmSite, source: string): string {
   if (site.kind === 'machine') {
-    const shared = site.shares.length === 0 ? '' : ` (it shares ${site.shares.join(', ')})`;
+    const shared = site.shares.length === 0 ? ` (by default a machine shares ${DEFAULT_MACHINE_SHARES.join(', ')})` : ` (it shares ${site.shares.join(', ')})`;
     return `Share it with the machine (\`podman machine init --volume ${source}:${source}\`, on a new machine) or move the project under a shared directory${shared}.`;
   }
   return `Have the same path on the remote host (copy or mount it there), or run from a directory the remote host has; a remote host sees none of this host's paths.`;

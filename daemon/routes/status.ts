@@ -1,8 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
-import { DRAIN_ROUTE, SHUTDOWN_ROUTE, STATUS_ROUTE, type DrainResponse, type EngineStatus, type ShutdownResponse, type StatusResponse } from '../../shared/contracts/status.js';
+import { DRAIN_ROUTE, READABLE_ROUTE, ReadableRequest, SHUTDOWN_ROUTE, STATUS_ROUTE, type DrainResponse, type EngineStatus, type ReadableResponse, type ShutdownResponse, type StatusResponse } from '../../shared/contracts/status.js';
 import type { Platform } from '../../shared/paths.js';
 import type { Bridges } from '../bridges/bridges.js';
+import { parseInput } from '../http/errors.js';
+import type { PrivacyPrincipal } from '../os/privacy.js';
 import type { SessionRegistry } from '../sessions/session-registry.js';
 import { VERSION } from '../os/package-files.js';
 
@@ -19,6 +21,8 @@ export interface StatusDeps {
   requestShutdown(reason: string): void;
   /** Stop once the last session ends; answers how many are left (0: stop now). */
   drain(): number;
+  principal: PrivacyPrincipal;
+  readable(dir: string): Promise<boolean>;
 }
 
 export function registerStatusRoutes(app: FastifyInstance, deps: StatusDeps): void {
@@ -42,6 +46,11 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusDeps): vo
     });
     void reply.status(202);
     return { stopping: true };
+  });
+
+  app.post(READABLE_ROUTE, async (request): Promise<ReadableResponse> => {
+    const { path } = parseInput(ReadableRequest, request.body, 'readable check');
+    return { readable: await deps.readable(path), ...deps.principal };
   });
 
   app.post(DRAIN_ROUTE, (_request, reply): DrainResponse => {

@@ -15,6 +15,8 @@ interface SessionRecord {
   lastHeartbeat: number;
   /** Wall time of the same heartbeat, only shown (`lastHeartbeatAt`). */
   lastHeartbeatWall: number;
+  /** The client was stopped (Ctrl-Z) at the last sweep: said once per stop. */
+  clientStopped: boolean;
   leases: Lease[];
 }
 
@@ -69,7 +71,7 @@ export class SessionRegistry {
   add(info: SessionInfo, clientStartTime: string | null, leases: Lease[]): void {
     this.assertCapacity();
     const { clock } = this.options;
-    this.sessions.set(info.id, { info, clientStartTime, lastHeartbeat: clock.monotonic(), lastHeartbeatWall: clock.now(), leases });
+    this.sessions.set(info.id, { info, clientStartTime, lastHeartbeat: clock.monotonic(), lastHeartbeatWall: clock.now(), clientStopped: false, leases });
     this.log(info.id).info({ clientPid: info.clientPid, engine: info.engine, ssh: info.ssh.status }, 'session acquired');
   }
 
@@ -147,6 +149,14 @@ export class SessionRegistry {
         record.clientStartTime = learned;
         this.options.onStartTime?.(record.info, learned);
       }
+      // A stopped client (Ctrl-Z) is the user's, not a dead one: its lease runs from the last sweep
+      // that saw it stopped, so after SIGCONT it has a whole TTL to send its next heartbeat.
+      const stopped = alive.stopped?.has(record.info.clientPid) === true;
+      if (stopped) {
+        record.lastHeartbeat = now;
+        if (!record.clientStopped) this.log(id).info({ clientPid: record.info.clientPid }, 'client stopped; lease kept');
+      }
+      record.clientStopped = stopped;
       if (now - record.lastHeartbeat > leaseTtlMs && now >= this.graceUntil) this.end(id, 'lease-expired');
     }
   }

@@ -1,9 +1,11 @@
 import path from 'node:path';
+import type { SshDeps } from '../plan/host-sockets.js';
 import { SandboxdError } from '../../shared/errors.js';
 import type { AcquireInput, AcquireResponse, SessionInfo } from '../../shared/contracts/sessions.js';
 import type { Mount, Plan } from '../../shared/contracts/plan.js';
 import type { Platform } from '../../shared/paths.js';
 import { randomId } from '../os/text.js';
+import type { PrivacyGate } from '../os/privacy.js';
 import type { ProcessProbe } from '../os/process-identity.js';
 import type { ContainerSite } from '../podman/engine-site.js';
 import type { SessionContainers } from './session-containers.js';
@@ -19,7 +21,6 @@ import { expressibleMounts } from '../plan/mount-args.js';
 import { canonicalIfExists, resolveMountSpecs } from '../plan/mount-spec.js';
 import { workdirMount } from '../plan/workdir.js';
 import { planSsh, type SshSection } from '../plan/ssh.js';
-import type { SshDeps } from '../plan/host-sockets.js';
 import type { Clock, SessionRegistry } from './session-registry.js';
 
 const ROOT_USER = { uid: 0, gid: 0, home: '/root' } as const;
@@ -38,6 +39,8 @@ export interface SessionServiceDeps {
   registry: SessionRegistry;
   ssh: SshDeps;
   gitFacts(input: GitHostInput): Promise<GitHostFacts>;
+  /** Refuses a workdir macOS privacy keeps the daemon from reading, before anything reads it. */
+  privacy: PrivacyGate;
   /** Watches what the session's sandbox can write in its repository; checks it first when nobody did. */
   guard: Pick<RepoGuards, 'before' | 'hold' | 'release'>;
   /** Stores a generated GIT_CONFIG_GLOBAL file and returns its host path. */
@@ -64,6 +67,7 @@ export class SessionService {
     startPending.catch(() => undefined);
     const cwd = await canonicalIfExists(input.client.cwd);
     if (cwd === null) throw new SandboxdError('BAD_REQUEST', `the client's cwd ${input.client.cwd} does not exist`);
+    await deps.privacy.check(cwd);
     const user = input.containerUser ?? ROOT_USER;
     const home = user.home ?? (user.uid === 0 ? ROOT_USER.home : undefined);
     const containerHome = home === undefined ? null : path.resolve(home);
@@ -105,7 +109,9 @@ export class SessionService {
       let guardWarnings: string[] = [];
       const gitPending = deps.guard.before(cwd).then((warnings) => {
         guardWarnings = warnings;
-        return deps.gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: clientEnv.XDG_CONFIG_HOME });
+        return deps.gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: clientEnv.XDG_CONFIG_HOME }).catch((error: unknown) => {
+          throw deps.privacy.explain(cwd, error);
+        });
       });
       const [startTime, git, cloud, site] = await Promise.all([
         startPending,

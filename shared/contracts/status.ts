@@ -51,6 +51,22 @@ export type StatusResponse = z.infer<typeof StatusResponse>;
 export const ShutdownResponse = z.strictObject({ stopping: z.literal(true) });
 export type ShutdownResponse = z.infer<typeof ShutdownResponse>;
 
+/**
+ * `doctor` asks whether the daemon may read a directory: on a Mac, privacy (TCC) judges the daemon
+ * apart from the terminal that runs `doctor`. The daemon only opens the directory; no content.
+ */
+export const READABLE_ROUTE = '/v1/checks/readable';
+export const ReadableRequest = z.strictObject({ path: z.string().check(z.minLength(1), z.maxLength(4096), z.refine((value) => value.startsWith('/'), 'an absolute path')) });
+export type ReadableRequest = z.infer<typeof ReadableRequest>;
+export const ReadableResponse = z.strictObject({
+  readable: z.boolean(),
+  /** The binary macOS privacy settings judge: the one to grant. */
+  binary: z.string(),
+  /** Started by launchd, so it inherits no terminal's grant. */
+  launchd: z.boolean(),
+});
+export type ReadableResponse = z.infer<typeof ReadableResponse>;
+
 /** `sessions`: how many the daemon still serves before it stops (0: it stops now). */
 export const DrainResponse = z.strictObject({ sessions: Count });
 export type DrainResponse = z.infer<typeof DrainResponse>;

@@ -47,9 +47,10 @@ afterAll(() => fileCleanup.run(), 120_000);
 
 /**
  * Stands in for Docker Desktop's forwarder of the launchd agent: a root:root 0660 socket at the
- * fixed path that pipes each connection to `agent`, or (`hang`) accepts and never answers.
+ * fixed path that pipes each connection to `agent`, or (`hang`) accepts and never answers. Older
+ * releases made it 0755 (test/fixtures/mac/docker-desktop.ssh-auth-sock.in-container.ls.txt).
  */
-async function desktopSocket(agent: Agent | 'hang'): Promise<void> {
+async function desktopSocket(agent: Agent | 'hang', mode = 0o660): Promise<void> {
   mkdirSync(path.dirname(DESKTOP_SOCKET), { recursive: true });
   const open = new Set<net.Socket>();
   const server = net.createServer((client) => {
@@ -62,7 +63,7 @@ async function desktopSocket(agent: Agent | 'hang'): Promise<void> {
     client.pipe(upstream).pipe(client);
   });
   await new Promise<void>((resolve) => server.listen(DESKTOP_SOCKET, resolve));
-  chmodSync(DESKTOP_SOCKET, 0o660);
+  chmodSync(DESKTOP_SOCKET, mode);
   cleanup.add(async () => {
     for (const client of open) client.destroy();
     await new Promise((resolve) => server.close(resolve));
@@ -185,11 +186,12 @@ async function flood(socket: string, total: number, parallel: number): Promise<{
 }
 
 describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker Desktop emulated over a real engine: the built-in agent socket', () => {
-  async function setup(desktop: 'agent' | 'empty' | 'hang' | 'none') {
+  async function setup(desktop: 'agent' | 'agent-0755' | 'empty' | 'hang' | 'none') {
     if (unavailable !== null) throw new Error(`the docker lab is not available: ${unavailable}`);
     const sandbox = makeSandbox(cleanup);
     const shellAgent = await startAgent(sandbox.dir, cleanup, 'shell');
     if (desktop === 'agent') await desktopSocket(shellAgent);
+    if (desktop === 'agent-0755') await desktopSocket(shellAgent, 0o755);
     if (desktop === 'hang') await desktopSocket('hang');
     if (desktop === 'empty') {
       // Docker Desktop's launchd agent, which holds no key: startAgent's key is removed again.
@@ -279,6 +281,16 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
   const planAs1000 = ['--container-user', '1000:1000'];
   const victimRun = (env: NodeJS.ProcessEnv) =>
     cli(['run', '--quiet', '--engine', 'docker', '--', '--rm', '--network', 'none', '--user', '1000:1000', dockerd.image, 'ssh-add', '-l'], env, 90_000);
+
+  it('a built-in socket only root may write (0755): the relay fails at start saying why, instead of saying ready and dropping every connection', async () => {
+    const { sandbox, env } = await setup('agent-0755');
+    // The engine's own probe runs as root, which may write the socket: the relay's uid may not.
+    const result = await cli(['plan', '--engine', 'docker', '--ssh-agent', 'on', '--json', ...planAs1000], env, 90_000, sandbox.dir);
+    const { error } = JSON.parse(result.stdout) as { error: { code: string; message: string } };
+    expect(error.code).toBe('RELAY_CONTAINER_FAILED');
+    expect(error.message).toContain('did not become ready: sandboxd-relay: connect /upstream.sock: Permission denied');
+    expect(error.message).toContain(`the engine's agent socket ${DESKTOP_SOCKET} is not writable by uid 1000 with group 0`);
+  });
 
   it('the relay volume is read-only in every session: a uid-1000 container cannot serve its own agent to another session', async () => {
     const { env, shellAgent, plan } = await setup('agent');

@@ -11,6 +11,15 @@ import { podmanLab } from './lab.js';
  * with empty tmpfs mounts. Returns the CONTAINERS_CONF that names the connection.
  */
 export async function startRemoteVm(sandbox: Sandbox, hidden: readonly string[], cleanup: Cleanup): Promise<string> {
+  return (await startVmConnection(sandbox, hidden, cleanup, false)).conf;
+}
+
+/** The same VM behind a connection podman calls a Podman machine's (`is_machine`), and its ssh port. */
+export function startRemoteMachine(sandbox: Sandbox, hidden: readonly string[], cleanup: Cleanup): Promise<{ conf: string; port: number }> {
+  return startVmConnection(sandbox, hidden, cleanup, true);
+}
+
+async function startVmConnection(sandbox: Sandbox, hidden: readonly string[], cleanup: Cleanup, isMachine: boolean): Promise<{ conf: string; port: number }> {
   const { env: podmanEnv } = podmanLab();
   cleanup.add(() => {
     removeTunnelRoots(sandbox.env.SANDBOXD_STATE_DIR);
@@ -20,7 +29,8 @@ export async function startRemoteVm(sandbox: Sandbox, hidden: readonly string[],
   writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '', { flag: 'a' });
   const service = await startRemotePodman(podmanEnv, hidden, cleanup);
   const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup, { mountNamespaceOf: service.pid });
-  return writeContainersConf(path.join(sandbox.dir, 'containers.conf'), podmanEnv.CONTAINERS_CONF ?? '', [
-    { name: 'vm', uri: `ssh://root@127.0.0.1:${String(sshd.port)}${service.socketPath}`, identity: sshd.clientKey },
+  const conf = writeContainersConf(path.join(sandbox.dir, 'containers.conf'), podmanEnv.CONTAINERS_CONF ?? '', [
+    { name: 'vm', uri: `ssh://root@127.0.0.1:${String(sshd.port)}${service.socketPath}`, identity: sshd.clientKey, isMachine },
   ]);
+  return { conf, port: sshd.port };
 }

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession } from '../../dist/client/index.js';
 import { CLI, Cleanup, cli, cliEnv, makeSandbox, startAgent } from '../helpers.js';
 import { labMissing, podmanLab } from './lab.js';
-import { startRemoteVm } from './remote-lab.js';
+import { startRemoteMachine, startRemoteVm } from './remote-lab.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -94,5 +94,39 @@ describe.skipIf(labMissing)('remote Podman over an ssh connection (podman system
     const { error } = JSON.parse(result.stdout) as ErrorJson;
     expect(error).toMatchObject({ code: 'MOUNT_NOT_SHARED', message: `the workdir ${project} is not visible to the remote host of connection vm, where the container runs` });
     expect(error.remedy).toContain('remote host');
+  });
+
+  it('a machine connection is judged by the volumes in its config file: MOUNT_NOT_SHARED names the machine and its shares, with no login', async () => {
+    const { env: podmanEnv } = podmanLab();
+    const sandbox = makeSandbox(cleanup);
+    const hidden = path.join(sandbox.dir, 'hidden');
+    const project = path.join(hidden, 'project');
+    mkdirSync(project, { recursive: true });
+    const { conf, port } = await startRemoteMachine(sandbox, [hidden], cleanup);
+    // Stands in for the config `podman machine init` writes on a Mac (no Podman machine runs here):
+    // the lab's sshd is the machine's VM, on the port the config names.
+    const xdg = path.join(sandbox.dir, 'xdg');
+    const configDir = path.join(xdg, 'containers', 'podman', 'machine', 'applehv');
+    mkdirSync(configDir, { recursive: true });
+    const writeConfig = (shares: string[]): void => {
+      const config = { Name: 'vm', Version: 1, SSH: { Port: port, RemoteUsername: 'root' }, Mounts: shares.map((share) => ({ Source: share, Target: share, ReadOnly: false, Type: 'virtiofs' })) };
+      writeFileSync(path.join(configDir, 'vm.json'), JSON.stringify(config));
+    };
+    const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, XDG_CONFIG_HOME: xdg });
+    const plan = (cwd: string) => execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--connection', 'vm', '--ssh-bridge', 'none', '--workdir', '--json'], { env, cwd, reject: false, timeout: 60_000, extendEnv: false });
+    writeConfig([sandbox.home]);
+    const refused = await plan(project);
+    const { error } = JSON.parse(refused.stdout) as ErrorJson;
+    expect(error).toMatchObject({ code: 'MOUNT_NOT_SHARED', message: `the workdir ${project} is not visible to the VM of Podman machine connection vm, where the container runs` });
+    expect(error.remedy).toContain(`podman machine init --volume ${project}:${project}`);
+    expect(error.remedy).toContain(`(it shares ${sandbox.home})`);
+    // A machine made sharing the whole sandbox: the config alone decides (the VM itself, asked
+    // over ssh, would not find the hidden project), so no login answered the check.
+    const other = makeSandbox(cleanup);
+    const elsewhere = path.join(other.dir, 'project');
+    mkdirSync(elsewhere);
+    writeConfig([sandbox.dir, other.dir]);
+    const accepted = await plan(project);
+    expect(accepted.exitCode, accepted.stdout + accepted.stderr).toBe(0);
   });
 });

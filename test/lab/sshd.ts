@@ -125,7 +125,7 @@ export async function startSshd(dir: string, cleanup: Cleanup, options: { mountN
 export function writeContainersConf(
   file: string,
   base: string,
-  connections: { name: string; uri: string; identity?: string }[],
+  connections: { name: string; uri: string; identity?: string; isMachine?: boolean }[],
   active?: string,
 ): string {
   const lines = [readFileSync(base, 'utf8').trimEnd()];
@@ -133,6 +133,7 @@ export function writeContainersConf(
   for (const connection of connections) {
     lines.push(`[engine.service_destinations.${connection.name}]`, `uri = "${connection.uri}"`);
     if (connection.identity !== undefined) lines.push(`identity = "${connection.identity}"`);
+    if (connection.isMachine === true) lines.push('is_machine = true');
   }
   writeFileSync(file, `${lines.join('\n')}\n`);
   return file;

@@ -22,7 +22,7 @@ function setup() {
   writeFileSync(connectionsConf, '{}');
   let now = 0;
   let runs = 0;
-  const connection: PodmanConnection = { name: 'm', uri: 'ssh://h/x', identity: null, isDefault: true, target: parseSshUri('ssh://h/x', 'm') };
+  const connection: PodmanConnection = { name: 'm', uri: 'ssh://h/x', identity: null, isDefault: true, isMachine: false, target: parseSshUri('ssh://h/x', 'm') };
   const cache = createDiscoveryCache(
     () => {
       runs += 1;

@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { DesktopRelay, type ContainerWatch } from '../../daemon/bridges/desktop-relay.js';
+import { DesktopRelay, upstreamReason, type ContainerWatch } from '../../daemon/bridges/desktop-relay.js';
 import { HelperRecords, helperRecord } from '../../daemon/bridges/helper-records.js';
 import { removeLeftoverHelpers } from '../../daemon/bridges/leftover-helpers.js';
 import { createLogger } from '../../daemon/os/logger.js';
@@ -126,5 +126,17 @@ describe('DesktopRelay: a relay container that stops by itself', () => {
     await bridge.halt();
     expect(watches[1]?.stop).toHaveBeenCalled();
     expect(helpersIn(file)).toEqual([]);
+  });
+});
+
+describe('why a relay cannot reach the engine\'s agent socket', () => {
+  const UPSTREAM = '/run/host-services/ssh-auth.sock';
+  it('names the owner problem, or the missing agent, from the relay\'s connect line', () => {
+    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: Permission denied', 501, UPSTREAM)).toBe(
+      `the engine's agent socket ${UPSTREAM} is not writable by uid 501 with group 0 (Colima: it belongs to the VM's user; older Docker Desktop: root, mode 0755)`,
+    );
+    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: Connection refused', 501, UPSTREAM)).toBe(`no agent listens at ${UPSTREAM} in the engine's VM`);
+    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: No such file or directory', 501, UPSTREAM)).toBe(`no agent listens at ${UPSTREAM} in the engine's VM`);
+    expect(upstreamReason('sandboxd-relay: listen /relay/agent.sock: Address in use', 501, UPSTREAM)).toBeNull();
   });
 });

@@ -56,7 +56,7 @@ describe('selectConnection', () => {
     const listed = parseConnectionList(JSON.stringify([{ Name: 'm', URI: 'ssh://core@127.0.0.1:5/x', Default: true, IsMachine: true }, { Name: 'r', URI: 'ssh://h/x', IsMachine: false }]));
     expect(selectConnection({ rows: listed, requested: 'm' }).isMachine).toBe(true);
     expect(selectConnection({ rows: listed, requested: 'r' }).isMachine).toBe(false);
-    expect(selectConnection({ rows: [row('old', 'ssh://h/x')] })).not.toHaveProperty('isMachine');
+    expect(selectConnection({ rows: [row('old', 'ssh://h/x')] }).isMachine).toBe(false);
   });
 
   it('takes the only connection even when it is not Default', () => {

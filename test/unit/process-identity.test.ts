@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createProcessProbe, pidExists, PS_ENV, type PsRunner } from '../../daemon/os/process-identity.js';
-import { Cleanup, waitFor } from '../helpers.js';
+import { createProcessProbe, pidExists, PS_ENV, type PsRunner, isStoppedState } from '../../daemon/os/process-identity.js';
+import { Cleanup, waitFor, ROOT } from '../helpers.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -139,5 +140,34 @@ describe('process probe on Linux', () => {
     expect(await probe.startTime(pid)).toBeNull();
     const times = await probe.startTimes([pid, process.pid]);
     expect([...times.keys()]).toEqual([process.pid]);
+  });
+});
+
+describe('stopped clients (Ctrl-Z)', () => {
+  it('Linux: a real process stopped with SIGSTOP is live and stopped; after SIGCONT it is not stopped', async () => {
+    const child = spawn('sleep', ['30'], { stdio: 'ignore' });
+    cleanup.add(() => child.kill('SIGKILL'));
+    const pid = child.pid ?? 0;
+    const probe = createProcessProbe('linux');
+    process.kill(pid, 'SIGSTOP');
+    await waitFor(() => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.startsWith('T'), `pid ${pid} to stop`);
+    const stopped = await probe.startTimes([pid]);
+    expect(stopped.has(pid)).toBe(true);
+    expect(stopped.stopped?.has(pid)).toBe(true);
+    process.kill(pid, 'SIGCONT');
+    await waitFor(() => !readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.startsWith('T'), `pid ${pid} to resume`);
+    expect((await probe.startTimes([pid])).stopped?.has(pid)).toBe(false);
+  });
+
+  it('macOS: the state letter T is stopped; the STAT values of a real macOS ps are not', async () => {
+    // The real capture's STAT column (ps-o-pid-stat.macos.txt); no real capture of a stopped one exists.
+    const states = readFileSync(path.join(ROOT, 'test/fixtures/mac/ps-o-pid-stat.macos.txt'), 'utf8').split('\n').slice(1).map((line) => line.trim().split(/\s+/)[1] ?? '').filter((state) => state !== '');
+    expect(states).toEqual(['Ss', 'Ss', 'Ss', 'Ss', 'Ss']);
+    for (const state of states) expect(isStoppedState(state)).toBe(false);
+    expect(isStoppedState('T')).toBe(true);
+    expect(isStoppedState('T+')).toBe(true);
+    const times = await createProcessProbe('darwin', fakePs(['  101 T+   Tue Mar  5 10:11:12 2024', '  202 Ss   Wed Mar  6 01:02:03 2024', ''].join('\n'))).startTimes([101, 202]);
+    expect([...times.keys()]).toEqual([101, 202]);
+    expect([...(times.stopped ?? [])]).toEqual([101]);
   });
 });

@@ -77,7 +77,7 @@ describe('launchd LaunchAgent', () => {
       ProgramArguments: ['/opt/homebrew/Cellar/node/22.1.0/bin/node', '/opt/homebrew/lib/node_modules/sandboxd/dist/client/cli/main.js', 'daemon', '--service-manager', 'launchd'],
       RunAtLoad: true,
       KeepAlive: { SuccessfulExit: false },
-      ProcessType: 'Background',
+      ProcessType: 'Interactive',
       WorkingDirectory: '/',
       StandardOutPath: '/Users/me/Library/Logs/sandboxd/launchd.log',
       StandardErrorPath: '/Users/me/Library/Logs/sandboxd/launchd.log',

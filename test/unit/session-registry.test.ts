@@ -70,6 +70,27 @@ describe('SessionRegistry', () => {
     expect(registry.list()[0]?.lastHeartbeatAt).toBe(new Date(20_000).toISOString());
   });
 
+  it('keeps the lease of a stopped client (Ctrl-Z) however long it stays stopped; after it resumes, one TTL of silence ends it', async () => {
+    const { registry, probe, advance } = setup();
+    probe.processes.set(7, 's');
+    registry.add(info('ses_aaaaaaaa', 7), 's', []);
+    const sweepFor = async (ms: number) => {
+      for (let elapsed = 0; elapsed < ms; elapsed += 2_000) {
+        advance(2_000);
+        await registry.sweep();
+      }
+    };
+    probe.stopped.add(7);
+    await sweepFor(120_000);
+    expect(registry.size).toBe(1);
+    // SIGCONT, and no heartbeat since: a whole TTL from the last sweep that saw it stopped.
+    probe.stopped.delete(7);
+    await sweepFor(30_000);
+    expect(registry.size).toBe(1);
+    await sweepFor(2_000);
+    expect(registry.size).toBe(0);
+  });
+
   it('gives live clients one more TTL when the daemon stalled before its first sweep', async () => {
     const { registry, probe, advance } = setup();
     probe.processes.set(1, 's');

@@ -19,7 +19,7 @@ import { parseSshUri } from '../../daemon/podman/connections.js';
 import { Cleanup } from '../helpers.js';
 import { shQuote } from '../../daemon/os/text.js';
 
-const connection = (uri: string, identity: string | null = '/k/id') => ({ name: 'm', uri, identity, isDefault: true, target: parseSshUri(uri, 'm') });
+const connection = (uri: string, identity: string | null = '/k/id') => ({ name: 'm', uri, identity, isDefault: true, isMachine: false, target: parseSshUri(uri, 'm') });
 const layout = tunnelLayout('/tmp/sandboxd-u', 'abc', 3, 'n0nce');
 const base = { knownHostsPath: '/state/known_hosts', aliveIntervalSeconds: 5, aliveCountMax: 3, connectTimeoutSeconds: 8 };
 

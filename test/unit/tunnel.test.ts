@@ -68,7 +68,7 @@ function setup(rediscover?: () => Promise<PodmanConnection>, replaceRoot?: (take
     ...(replaceRoot === undefined ? {} : { replaceRoot }),
     id: 'tun_abcdef123456',
     dirName: DIR_NAME,
-    connection: { name: 'machine', uri, identity: '/k', isDefault: true, target: parseSshUri(uri, 'machine') },
+    connection: { name: 'machine', uri, identity: '/k', isDefault: true, isMachine: false, target: parseSshUri(uri, 'machine') },
     agentSocket: '/agent.sock',
     vmRoot: '/tmp/sandboxd-x',
     knownHostsPath: '/kh',
@@ -298,7 +298,7 @@ describe('Tunnel and the VM (fake ssh)', () => {
   it('an unreachable machine is re-discovered before the next attempt, which follows it to its new port', async () => {
     vi.useFakeTimers();
     const moved = 'ssh://core@127.0.0.1:3333/run/podman.sock';
-    const rediscover = vi.fn(() => Promise.resolve({ name: 'machine', uri: moved, identity: '/k', isDefault: true, target: parseSshUri(moved, 'machine') }));
+    const rediscover = vi.fn(() => Promise.resolve({ name: 'machine', uri: moved, identity: '/k', isDefault: true, isMachine: false, target: parseSshUri(moved, 'machine') }));
     const { tunnel, children, ready } = setup(rediscover);
     await ready();
     children[0]?.fail('ssh: connect to host 127.0.0.1 port 2222: Connection refused\n');

@@ -8,19 +8,19 @@ import { createLogger } from '../../daemon/os/logger.js';
 import { visibleMounts } from '../../daemon/podman/vm-visibility.js';
 import { parseSshUri, type PodmanConnection } from '../../daemon/podman/connections.js';
 import { chooseSite, containerSite, siteArgs } from '../../daemon/podman/engine-site.js';
-import { machineNameOf, parseMachineVolumes, sharedByVolumes } from '../../daemon/podman/machine-inspect.js';
+import { machineNameOf, sharedByVolumes } from '../../daemon/podman/machine-inspect.js';
 import { probeVm } from '../../daemon/podman/vm-probe.js';
 import { VmView } from '../../daemon/podman/vm-view.js';
 import { REMOTE_STUB } from '../../daemon/podman/ssh-command.js';
 import type { PathKind } from '../../daemon/podman/vm-queries.js';
 
 const mount = (source: string, purpose: string): Mount => ({ source, target: source, readOnly: purpose !== 'workdir', purpose });
-const connectionOf = (name: string, uri: string, isMachine?: boolean): PodmanConnection => ({
+const connectionOf = (name: string, uri: string, isMachine = false): PodmanConnection => ({
   name,
   uri,
   identity: null,
   isDefault: true,
-  ...(isMachine === undefined ? {} : { isMachine }),
+  isMachine,
   target: parseSshUri(uri, name),
 });
 const machine = connectionOf('podman-machine-default', 'ssh://core@127.0.0.1:50000/run/user/501/podman/podman.sock', true);
@@ -69,6 +69,16 @@ describe('visibleMounts (what the VM cannot see)', () => {
     );
   });
 
+  it('a machine whose shares are unknown is still named a machine, with the default shares in the remedy', () => {
+    expect(() => visibleMounts([mount('/Volumes/work/p', 'workdir')], new Map([['/Volumes/work/p', false]]), { connection: 'podman-machine-default', kind: 'machine', shares: [] })).toThrow(
+      expect.objectContaining({
+        code: 'MOUNT_NOT_SHARED',
+        message: expect.stringContaining('the VM of Podman machine connection podman-machine-default') as string,
+        remedy: expect.stringContaining('(by default a machine shares /Users, /private, /var/folders)') as string,
+      }),
+    );
+  });
+
   it('for a remote host, the remedy says it sees none of this host\'s paths', () => {
     expect(() => visibleMounts([mount('/home/me/p', 'workdir')], new Map([['/home/me/p', false]]), { connection: 'box', kind: 'remote', shares: [] })).toThrow(
       expect.objectContaining({ code: 'MOUNT_NOT_SHARED', message: expect.stringContaining('the remote host of connection box') as string, remedy: expect.stringContaining('a remote host sees none of this host\'s paths') as string }),
@@ -77,13 +87,6 @@ describe('visibleMounts (what the VM cannot see)', () => {
 });
 
 describe('podman machine volumes', () => {
-  it('reads Mounts from `podman machine inspect`, and null where it says nothing of them', () => {
-    const stdout = JSON.stringify([{ Name: 'podman-machine-default', Mounts: [{ Source: '/Users', Target: '/Users', Tag: 'a', Type: 'virtiofs', ReadOnly: false }] }]);
-    expect(parseMachineVolumes(stdout)).toEqual([{ source: '/Users', target: '/Users' }]);
-    expect(parseMachineVolumes(JSON.stringify([{ Name: 'old' }]))).toBeNull();
-    expect(parseMachineVolumes('Error: VM does not exist')).toBeNull();
-  });
-
   it('a path is shared when it lies in a volume mounted at the same path', () => {
     expect(sharedByVolumes('/Users/me/p', MAC_VOLUMES)).toBe(true);
     expect(sharedByVolumes('/Users', MAC_VOLUMES)).toBe(true);
@@ -111,9 +114,6 @@ describe('VmView', () => {
       // Stands in for this host's file system.
       hostKind: (one) => Promise.resolve(one.endsWith('/') || !one.includes('.') ? 'd' : 'f'),
       now: () => now.value,
-      defer: (work) => {
-        work();
-      },
     });
     return { subject, probe, machineVolumes, now };
   }
@@ -125,20 +125,18 @@ describe('VmView', () => {
     expect(probe).not.toHaveBeenCalled();
   });
 
-  it("a machine's volumes are looked up once, and past the TTL again in the background while the old answer serves", async () => {
-    const { subject, machineVolumes, now } = view({ volumes: MAC_VOLUMES });
-    await subject.sees(machine, ['/Users/me/p']);
-    await subject.sees(machine, ['/Users/me/p']);
+  it('a machine whose config is not found is asked once, and still named a machine', async () => {
+    const { subject, probe, machineVolumes } = view({ vm: { '/Users/me/p': 'd' } });
+    const sight = await subject.sees(machine, ['/Users/me/p', '/opt/x']);
+    expect(sight).toEqual({ kind: 'machine', shares: [], seen: new Map([['/Users/me/p', true], ['/opt/x', false]]) });
     expect(machineVolumes).toHaveBeenCalledTimes(1);
-    // `podman machine set --volume` (and a restart) later: the next look-up names the new share.
-    machineVolumes.mockImplementation(() => Promise.resolve([...MAC_VOLUMES, { source: '/opt/homebrew', target: '/opt/homebrew' }]));
-    now.value = 30_000;
-    expect((await subject.sees(machine, ['/opt/homebrew/etc/gitconfig'])).seen.get('/opt/homebrew/etc/gitconfig')).toBe(false);
-    expect(machineVolumes).toHaveBeenCalledTimes(2);
-    await vi.waitFor(async () => {
-      expect((await subject.sees(machine, ['/opt/homebrew/etc/gitconfig'])).seen.get('/opt/homebrew/etc/gitconfig')).toBe(true);
-    });
-    expect(machineVolumes).toHaveBeenCalledTimes(2);
+    expect(probe).toHaveBeenCalledTimes(1);
+  });
+
+  it('a connection podman does not call a machine\'s is never looked up as one', async () => {
+    const { subject, machineVolumes } = view({ volumes: MAC_VOLUMES, vm: { '/srv/p': 'd' } });
+    expect((await subject.sees(remote, ['/srv/p'])).kind).toBe('remote');
+    expect(machineVolumes).not.toHaveBeenCalled();
   });
 
   it('another host is asked over a running tunnel; a path counts when the VM has the same kind of thing there', async () => {

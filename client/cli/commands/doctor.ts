@@ -10,7 +10,7 @@ import { findExecutable } from '../../../daemon/os/executables.js';
 import { discoverConnection } from '../../../daemon/podman/discover.js';
 import { runSubprocess } from '../../../daemon/os/subprocess.js';
 import { classifySshFailure, sshLoginArgs } from '../../../daemon/podman/ssh-command.js';
-import { getStatus } from '../../daemon-calls.js';
+import { getStatus, checkReadable } from '../../daemon-calls.js';
 import {
   checkAgent,
   checkConnection,
@@ -21,6 +21,7 @@ import {
   checkMachineSsh,
   checkNode,
   checkOtherDaemons,
+  checkPrivacy,
   checkService,
   checkSocketPath,
   type CheckResult,
@@ -105,6 +106,8 @@ export async function runChecks(env: NodeJS.ProcessEnv): Promise<CheckResult[]> 
   const needed = connectionNeeded(env, platform);
   const connection = await probeConnection(env, home, podman);
   const ssh = 'connection' in connection ? await sshTrue(connection.connection, paths) : null;
+  const cwd = process.cwd();
+  const readable = platform === 'darwin' && 'status' in daemon ? await checkReadable(cwd, env).catch((error: unknown) => ({ error })) : null;
   let autoStart = true;
   try {
     autoStart = !envFlag(env, 'SANDBOXD_NO_AUTOSTART');
@@ -121,6 +124,7 @@ export async function runChecks(env: NodeJS.ProcessEnv): Promise<CheckResult[]> 
     checkConnection(connection, needed),
     checkMachineSsh(ssh, 'connection' in connection ? connection.connection.name : '', needed),
     checkAgent(await inspectAgentSocket(env.SSH_AUTH_SOCK)),
+    checkPrivacy({ platform, cwd, home, answer: readable }),
     ...checkDockerEngines(daemon),
     checkService(await serviceState(platform)),
   ];

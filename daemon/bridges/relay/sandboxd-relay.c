@@ -7,7 +7,8 @@
  * The shared agent relay. It runs inside the engine's VM as the session's uid:gid with gid 0 as a
  * supplementary group, so it alone may connect to the built-in agent socket (root:root 0660), and it
  * serves a 0600 socket owned by that uid in a volume the session containers mount read-only. Prints
- * "sandboxd-relay ready" once LISTEN accepts; each connection gets a child that pipes it to a fresh
+ * "sandboxd-relay ready" once LISTEN accepts and one connection to UPSTREAM succeeded (else it says
+ * why on stderr and exits 1); each connection gets a child that pipes it to a fresh
  * connection to UPSTREAM, at most MAX at once: past that a connection is closed at once, never
  * forked for. Every second it checks that LISTEN is still the socket it bound; when it is not (moved,
  * removed or replaced), it says so on stderr and exits 3, so the daemon re-creates it. SIGTERM
@@ -73,7 +74,18 @@ static int unix_address(const char *path, struct sockaddr_un *addr) {
 static int connect_to(const char *path) {
   struct sockaddr_un addr;
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  if (fd < 0 || unix_address(path, &addr) != 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) return -1;
+  if (fd < 0) return -1;
+  if (unix_address(path, &addr) != 0) {
+    close(fd);
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+    int failed = errno;
+    close(fd);
+    errno = failed;
+    return -1;
+  }
   return fd;
 }
 
@@ -139,6 +151,14 @@ static int serve(const char *upstream_path, const char *max_text) {
     fprintf(stderr, "sandboxd-relay: listen %s: %s\n", listen_path, strerror(errno));
     return 1;
   }
+  /* Ready means able to serve: one empty connection to the agent (it harms none), closed at once. */
+  int probe = connect_to(upstream_path);
+  if (probe < 0) {
+    fprintf(stderr, "sandboxd-relay: connect %s: %s\n", upstream_path, strerror(errno));
+    unlink(listen_path);
+    return 1;
+  }
+  close(probe);
   printf("sandboxd-relay ready\n");
   fflush(stdout);
   struct pollfd waiting = {server, POLLIN, 0};

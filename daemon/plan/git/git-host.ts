@@ -3,12 +3,15 @@ import path from 'node:path';
 import { FingerprintCache } from '../../cache/fingerprint-cache.js';
 import type { Defer } from '../../cache/quiet-time.js';
 import { runSubprocess } from '../../os/subprocess.js';
-import { findExecutable } from '../../os/executables.js';
+import { deniedByPrivacy } from '../../os/privacy.js';
+import { SandboxdError } from '../../../shared/errors.js';
 import { entriesByFile, parseConfigList, type ConfigEntry } from './git-config.js';
 import { sandboxOverrides, type Overrides, type XdgDefault } from './git-overrides.js';
 import { includedFile, repositoryHomePaths } from './git-translate.js';
 import { readUserConfig, type NamedFileMount, type TranslatedConfig } from './git-user-config.js';
 import { canonicalIfExists } from '../mount-spec.js';
+import { chooseGit, NODE_GIT_CHOICE, type GitChoice } from './developer-dir.js';
+import type { Platform } from '../../../shared/paths.js';
 import { containerKnownHostsPath, HOME_GIT_FILES, sandboxPath, type GitConfigFile, type GitRepo } from './git.js';
 import { discoveryPath, readRepoLayout, withEffectiveHooksPath } from './git-repo.js';
 
@@ -67,13 +70,13 @@ export async function existingFiles(files: readonly string[]): Promise<GitConfig
 }
 
 /** Without a git that answers, the usual files are mounted as they are and nothing is overridden. */
-async function plainFiles(input: GitHostInput, why: string, knownHosts: GitConfigFile[], repo: GitRepo | null): Promise<GitHostFacts> {
+async function plainFiles(input: GitHostInput, why: string, knownHosts: GitConfigFile[], repo: GitRepo | null, gitWatched: readonly string[]): Promise<GitHostFacts> {
   const homeFiles = HOME_GIT_FILES.map((name) => path.join(input.hostHome, name));
   return {
     configs: [],
     files: [],
     plainHomeFiles: await existingFiles(homeFiles),
-    configWatched: homeFiles,
+    configWatched: [...homeFiles, ...gitWatched],
     overrides: null,
     knownHosts,
     repo,
@@ -92,16 +95,14 @@ function xdgConfigHome(input: GitHostInput): string {
  * which repository the workdir is in. A git that is missing or fails (macOS's `xcode-select` shim
  * without the Command Line Tools) falls back to the usual files and says so.
  */
-export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
+export async function gitHostFacts(input: GitHostInput, chooseGit: (input: GitHostInput) => Promise<GitChoice>): Promise<GitHostFacts> {
   const xdg = xdgConfigHome(input);
-  const [git, knownHosts] = await Promise.all([
-    findExecutable('git', input.path),
-    existingFiles(KNOWN_HOSTS_FILES.map((name) => path.join(input.hostHome, name))),
-  ]);
+  const [choice, knownHosts] = await Promise.all([chooseGit(input), existingFiles(KNOWN_HOSTS_FILES.map((name) => path.join(input.hostHome, name)))]);
+  const { git } = choice;
   // The repository is read without git: a git that fails never drops its protection.
   const repoPending = readRepoLayout(input.cwd, input.hostHome);
   repoPending.catch(() => undefined);
-  if (git === null) return plainFiles(input, "git is not on the session's PATH", knownHosts, await repoPending);
+  if (git === null) return plainFiles(input, choice.why ?? 'no git to ask', knownHosts, await repoPending, choice.watched);
   const toSandbox = (file: string): string => sandboxPath(file, input.hostHome);
   const [listed, repo] = await Promise.all([
     runSubprocess(git, [...TRUST_FOR_PROBE, 'config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], {
@@ -113,7 +114,9 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
   ]);
   if (listed.exitCode !== 0) {
     const detail = (listed.stderr.split('\n')[0] ?? '').slice(0, 200);
-    return plainFiles(input, `the session's git (${git}) failed${detail === '' ? '' : `: ${detail}`}`, knownHosts, repo);
+    // Not a git to do without: the workdir itself cannot be read, so neither can its repository.
+    if (deniedByPrivacy(listed.stderr)) throw new SandboxdError('PRIVACY_DENIED', `the session's git cannot read ${input.cwd}: ${detail}`);
+    return plainFiles(input, `the session's git (${git}) failed${detail === '' ? '' : `: ${detail}`}`, knownHosts, repo, choice.watched);
   }
   const entries = parseConfigList(listed.stdout);
   const global: ConfigEntry[] = entries.filter((entry) => entry.scope === 'global');
@@ -149,12 +152,17 @@ export async function gitHostFacts(input: GitHostInput): Promise<GitHostFacts> {
     configs: user.configs,
     files: [...user.files, ...overrideFiles],
     plainHomeFiles: [],
-    configWatched: [...user.watched, ...defaults.map((entry) => entry.file)],
+    configWatched: [...user.watched, ...defaults.map((entry) => entry.file), ...choice.watched],
     overrides,
     knownHosts,
     repo: repo === null ? null : await withEffectiveHooksPath(repo, entries.findLast((entry) => entry.key === 'core.hookspath')?.value ?? null, input.hostHome),
     warnings: [...user.warnings, ...repositoryHomePaths(entries)],
   };
+}
+
+/** The session's git, found on its PATH with its environment (on a Mac never the tools' install shim). */
+export function sessionGitChooser(platform: Platform): (input: GitHostInput) => Promise<GitChoice> {
+  return (input) => chooseGit(input.path, gitEnv(input), { platform, run: runSubprocess, ...NODE_GIT_CHOICE });
 }
 
 /** Spawning git twice per acquire would dominate a warm acquire; see FingerprintCache. */
@@ -177,9 +185,9 @@ export function gitFactsWatched(input: GitHostInput, facts: GitHostFacts): strin
   return [...new Set(files)];
 }
 
-export function createGitFactsCache(now: () => number, defer?: Defer): FingerprintCache<GitHostInput, GitHostFacts> {
+export function createGitFactsCache(now: () => number, chooseGit: (input: GitHostInput) => Promise<GitChoice>, defer?: Defer): FingerprintCache<GitHostInput, GitHostFacts> {
   return new FingerprintCache({
-    compute: gitHostFacts,
+    compute: (input) => gitHostFacts(input, chooseGit),
     key: (input) => JSON.stringify([input.hostHome, input.cwd, input.path, input.xdgConfigHome ?? null]),
     watched: gitFactsWatched,
     now,

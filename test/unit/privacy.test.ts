@@ -1,0 +1,169 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { checkPrivacy } from '../../client/doctor/checks.js';
+import { gitHostFacts, sessionGitChooser } from '../../daemon/plan/git/git-host.js';
+import { createPrivacyGate, deniedByPrivacy, privacyDenied, probeReadable, protectedFolderOf } from '../../daemon/os/privacy.js';
+import { observeSubprocesses, type SubprocessEvent } from '../../daemon/os/subprocess.js';
+import { PROTOCOL_VERSION } from '../../shared/protocol.js';
+import { Cleanup, ROOT } from '../helpers.js';
+import { memoryDaemon } from './memory-daemon.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+/** Real output captured on Macs (sources in test/fixtures/mac/SOURCES.md). */
+const fixture = (name: string): string => readFileSync(path.join(ROOT, 'test/fixtures/mac', name), 'utf8');
+
+const HOME = '/Users/me';
+
+function tempDir(): string {
+  const dir = mkdtempSync('/tmp/sbx-privacy-');
+  cleanup.add(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
+const NODE = '/opt/homebrew/Cellar/node/24.1.0/bin/node';
+
+describe('what macOS privacy refuses', () => {
+  it.each(['tcc.git.unable-to-read-cwd.vibe-kanban.txt', 'tcc.git.unable-to-read-cwd.claude-desktop.txt', 'tcc.shell-init.getcwd.disclaimed-child.txt', 'tcc.cron.ls-documents.macos26.txt'])(
+    '%s is privacy',
+    (name) => {
+      expect(deniedByPrivacy(fixture(name))).toBe(true);
+    },
+  );
+
+  it.each([
+    'git-shim.no-clt.requesting-install.txt',
+    'git-shim.no-clt.no-ui.txt',
+    'git-shim.invalid-active-developer-path.mojave.txt',
+    'git-shim.invalid-active-developer-path.catalina.txt',
+    'xcode-select-p.no-developer-dir.macos14.stderr.txt',
+  ])('%s is a missing toolchain, not privacy', (name) => {
+    expect(deniedByPrivacy(fixture(name))).toBe(false);
+  });
+
+  it('knows the protected folders, and not their siblings', () => {
+    expect(protectedFolderOf('/Users/me/Documents/p', HOME)).toEqual({ path: '/Users/me/Documents', name: 'Documents' });
+    expect(protectedFolderOf('/Users/me/Desktop', HOME)?.name).toBe('Desktop');
+    expect(protectedFolderOf('/Users/me/Downloads/a/b', HOME)?.name).toBe('Downloads');
+    expect(protectedFolderOf('/Users/me/Library/Mobile Documents/com~apple~CloudDocs/p', HOME)?.name).toBe('iCloud Drive');
+    expect(protectedFolderOf('/Users/me/Library/CloudStorage/GoogleDrive-me/p', HOME)?.name).toBe('a cloud storage provider');
+    expect(protectedFolderOf('/Users/me/Documents2/p', HOME)).toBeNull();
+    expect(protectedFolderOf('/Users/me/src/p', HOME)).toBeNull();
+    expect(protectedFolderOf('/Users/other/Documents/p', HOME)).toBeNull();
+  });
+
+  it('names the folder and the binary to grant, and whether launchd started the daemon', () => {
+    const error = privacyDenied('/Users/me/Documents/p', HOME, { binary: NODE, launchd: true });
+    expect(error.code).toBe('PRIVACY_DENIED');
+    expect(error.message).toBe('macOS privacy settings keep the sandboxd service, which launchd starts, from reading /Users/me/Documents/p (in Documents, /Users/me/Documents)');
+    expect(error.remedy).toBe(
+      `System Settings → Privacy & Security → Files and Folders (Documents) or Full Disk Access → add ${NODE}, then run \`sandboxd restart\`; or keep the project outside Desktop, Documents, Downloads and iCloud Drive.`,
+    );
+    expect(privacyDenied('/Volumes/x/p', HOME, { binary: NODE, launchd: false }).message).toBe('macOS privacy settings keep the sandboxd daemon from reading /Volumes/x/p');
+  });
+
+  it('a directory that is readable, or not there at all, is not privacy', async () => {
+    const dir = tempDir();
+    expect(await probeReadable(dir)).toBe(true);
+    expect(await probeReadable(path.join(dir, 'gone'))).toBe(true);
+  });
+
+  it('is asked on a Mac only', async () => {
+    const asked: string[] = [];
+    const readable = (dir: string): Promise<boolean> => {
+      asked.push(dir);
+      return Promise.resolve(false);
+    };
+    await createPrivacyGate({ platform: 'linux', home: HOME, principal: { binary: NODE, launchd: true }, readable }).check('/home/me/p');
+    expect(asked).toEqual([]);
+    await expect(createPrivacyGate({ platform: 'darwin', home: HOME, principal: { binary: NODE, launchd: true }, readable }).check('/Users/me/Desktop/p')).rejects.toMatchObject({ code: 'PRIVACY_DENIED' });
+    expect(asked).toEqual(['/Users/me/Desktop/p']);
+  });
+});
+
+describe('an acquire in a folder macOS privacy keeps from the daemon', () => {
+  it('fails closed with PRIVACY_DENIED before git runs, naming the folder and the node to grant', async () => {
+    const dir = tempDir();
+    // Stands in for TCC (there is none on Linux): the workdir cannot be listed.
+    const denied = path.join(dir, 'Documents', 'project');
+    const daemon = memoryDaemon(dir, {}, undefined, undefined, {
+      platform: 'darwin',
+      privacy: { principal: { binary: NODE, launchd: true }, readable: (one) => Promise.resolve(one !== denied && !one.startsWith(`${denied}/`)) },
+    });
+    cleanup.add(() => daemon.close());
+    const spawned: SubprocessEvent[] = [];
+    observeSubprocesses((event) => spawned.push(event));
+    cleanup.add(() => {
+      observeSubprocesses(() => undefined);
+    });
+    mkdirSync(denied, { recursive: true });
+    const reply = await daemon.app.inject({
+      method: 'POST',
+      url: '/v1/sessions',
+      headers: { 'sandboxd-protocol': String(PROTOCOL_VERSION) },
+      payload: { engine: 'docker', client: { pid: process.pid, cwd: denied, path: '/usr/bin:/bin' }, sshAgent: 'off' },
+    });
+    expect(reply.statusCode).toBe(403);
+    const { error } = reply.json<{ error: { code: string; message: string; remedy: string } }>();
+    expect(error.code).toBe('PRIVACY_DENIED');
+    expect(error.message).toContain(`${denied} (in Documents, ${path.join(dir, 'Documents')})`);
+    expect(error.remedy).toContain(`add ${NODE}`);
+    expect(spawned.map((event) => path.basename(event.file))).not.toContain('git');
+    expect(daemon.registry.size).toBe(0);
+  });
+});
+
+describe('git refused by macOS privacy', () => {
+  it('fails closed instead of mounting plain files, and the Mac message names the folder and the node', async () => {
+    const dir = tempDir();
+    const bin = path.join(dir, 'bin');
+    const cwd = path.join(dir, 'Desktop', 'p');
+    mkdirSync(bin);
+    mkdirSync(cwd, { recursive: true });
+    // Stands in for git under TCC: what it printed on a Mac (tcc.git.unable-to-read-cwd.*).
+    writeFileSync(path.join(bin, 'git'), '#!/bin/sh\necho "fatal: Unable to read current working directory: Operation not permitted" >&2\nexit 128\n', { mode: 0o755 });
+    const failure: unknown = await gitHostFacts({ hostHome: dir, cwd, path: bin, xdgConfigHome: undefined }, sessionGitChooser('darwin')).catch((error: unknown) => error);
+    expect(failure).toMatchObject({ code: 'PRIVACY_DENIED', message: `the session's git cannot read ${cwd}: fatal: Unable to read current working directory: Operation not permitted` });
+    const gate = (platform: 'darwin' | 'linux') => createPrivacyGate({ platform, home: dir, principal: { binary: NODE, launchd: false }, readable: () => Promise.resolve(true) });
+    expect(gate('darwin').explain(cwd, failure)).toMatchObject({
+      code: 'PRIVACY_DENIED',
+      message: `macOS privacy settings keep the sandboxd daemon from reading ${cwd} (in Desktop, ${path.join(dir, 'Desktop')}): the session's git cannot read ${cwd}: fatal: Unable to read current working directory: Operation not permitted`,
+    });
+    expect(gate('linux').explain(cwd, failure)).toBe(failure);
+  });
+});
+
+describe('doctor\'s privacy check (asks the daemon: privacy judges it apart from the terminal)', () => {
+  it('the daemon answers whether it may read a directory, and which binary to grant, with no content', async () => {
+    const dir = tempDir();
+    const denied = path.join(dir, 'Downloads');
+    const daemon = memoryDaemon(dir, {}, undefined, undefined, {
+      platform: 'darwin',
+      // Stands in for TCC (there is none on Linux).
+      privacy: { principal: { binary: NODE, launchd: true }, readable: (one) => Promise.resolve(one !== denied) },
+    });
+    cleanup.add(() => daemon.close());
+    const ask = (one: string) =>
+      daemon.app.inject({ method: 'POST', url: '/v1/checks/readable', headers: { 'sandboxd-protocol': String(PROTOCOL_VERSION) }, payload: { path: one } });
+    expect((await ask(denied)).json()).toEqual({ readable: false, binary: NODE, launchd: true });
+    expect((await ask(dir)).json()).toEqual({ readable: true, binary: NODE, launchd: true });
+    expect((await ask('relative/p')).statusCode).toBe(400);
+  });
+
+  it('fails with the acquire\'s remedy, passes, or skips where there is nothing to ask', () => {
+    const base = { platform: 'darwin' as const, cwd: '/Users/me/Documents/p', home: HOME };
+    expect(checkPrivacy({ ...base, answer: { readable: false, binary: NODE, launchd: true } })).toEqual({
+      name: 'privacy',
+      state: 'fail',
+      detail: 'macOS privacy settings keep the sandboxd service, which launchd starts, from reading /Users/me/Documents/p (in Documents, /Users/me/Documents)',
+      remedy: privacyDenied('/Users/me/Documents/p', HOME, { binary: NODE, launchd: true }).remedy,
+    });
+    expect(checkPrivacy({ ...base, answer: { readable: true, binary: NODE, launchd: false } })).toMatchObject({ state: 'ok', detail: `the daemon (${NODE}) may read /Users/me/Documents/p` });
+    expect(checkPrivacy({ ...base, answer: null }).state).toBe('skip');
+    expect(checkPrivacy({ ...base, answer: { error: new Error('no route') } }).state).toBe('skip');
+    expect(checkPrivacy({ ...base, platform: 'linux', answer: { readable: false, binary: NODE, launchd: false } }).state).toBe('skip');
+  });
+});
