@@ -39,7 +39,7 @@ describe('the docs stay true', () => {
     expect(tables).toHaveLength(1);
   });
 
-  it.each(['daemon', 'start', 'stop', 'restart', 'status', 'sessions ls', 'sessions rm', 'tunnels ls', 'tunnels restart', 'tunnels rm', 'plan', 'run', 'install', 'uninstall', 'doctor', 'logs', 'version'])('docs/commands.md documents `sandboxd %s`', (command) => {
+  it.each(['daemon', 'start', 'stop', 'restart', 'status', 'sessions ls', 'sessions rm', 'tunnels ls', 'tunnels restart', 'tunnels rm', 'plan', 'run', 'install', 'uninstall', 'doctor', 'logs', 'version', 'completion'])('docs/commands.md documents `sandboxd %s`', (command) => {
     expect(commands).toContain(`\`sandboxd ${command}`);
   });
 
