@@ -1,8 +1,9 @@
 // Bundles the `sandboxd` command into dist/bin: a small entry, and one self-contained bundle per
 // command module (client/cli/entries/*), so a start reads two files instead of hundreds of
 // node_modules or a graph of shared chunks. Each process loads one command bundle, so
-// what they share (commander, zod) is never loaded twice. `sandboxd/llxprt` is one file too (see
-// the end); the other library entries (`sandboxd/client`, `sandboxd/shared`) stay tsc's output.
+// what they share (commander, zod) is never loaded twice. The library entries (`sandboxd/client`,
+// `sandboxd/llxprt`, `sandboxd/shared`) are one file each too (see the end), so the package needs
+// no runtime dependency: installing it fetches nothing and works offline.
 import { build } from 'esbuild';
 import { chmodSync, readdirSync, rmSync } from 'node:fs';
 import process from 'node:process';
@@ -52,6 +53,7 @@ const SHARED = {
   format: 'esm',
   platform: 'node',
   target: 'node20.19',
+  // For a clone's stack traces; the package ships no maps (package.json's `files`).
   sourcemap: 'linked',
   // Whitespace and syntax only: names stay readable in stack traces; parsing is what a start pays for.
   minifyWhitespace: true,
@@ -70,9 +72,15 @@ await build({
 });
 chmodSync(`${OUT}/sandboxd.js`, 0o755);
 
-// `sandboxd/llxprt` replaces tsc's dist/client/llxprt/index.js with one file (its types stay
-// tsc's): llxprt imports it on every sandbox launch, and the zod it carries, tree-shaken, loads in
-// a fraction of the time of zod's own modules. What it loads only when needed (the answer's
-// schemas, starting a daemon) stays behind a lazy initialiser. No banner: the client imports no
-// CommonJS, so this build also proves an ESM bundle of it needs no `require`.
-await build({ ...SHARED, entryPoints: { 'client/llxprt/index': 'client/llxprt/index.ts' }, outdir: 'dist' });
+// The library entries replace tsc's dist/client/index.js, dist/client/llxprt/index.js and
+// dist/shared/index.js with one file each (their types stay tsc's). `sandboxd/llxprt` is imported by
+// llxprt on every sandbox launch, and the zod it carries, tree-shaken, loads in a fraction of the
+// time of zod's own modules. What it loads only when needed (the answer's schemas, starting a
+// daemon) stays behind a lazy initialiser. No banner: the client imports no CommonJS, so this build
+// also proves an ESM bundle of it needs no `require`.
+await build({
+  ...SHARED,
+  entryPoints: { 'client/index': 'client/index.ts', 'client/llxprt/index': 'client/llxprt/index.ts', 'shared/index': 'shared/index.ts' },
+  outdir: 'dist',
+  allowOverwrite: true,
+});

@@ -9,11 +9,11 @@ interface ErrorSpec {
 }
 
 /**
- * Every error sandboxd reports, with its HTTP status and the default remedy. The README lists the
+ * Every error sandboxd reports, with its HTTP status and the default remedy. docs/errors.md lists the
  * same table; a code is never renamed once released.
  */
 export const ERROR_SPECS = {
-  BAD_REQUEST: { status: 400, remedy: 'Fix the request so it matches the /v1 schema.' },
+  BAD_REQUEST: { status: 400, remedy: 'Correct the value it names; `sandboxd sessions ls` and `sandboxd tunnels ls` list the ids in use.' },
   NOT_FOUND: { status: 404, remedy: 'Check the route; this daemon speaks /v1.' },
   PAYLOAD_TOO_LARGE: { status: 413, remedy: 'Send a smaller body (the limit is 64 KiB).' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, remedy: 'Send JSON with content-type application/json.' },
@@ -21,7 +21,7 @@ export const ERROR_SPECS = {
   SESSION_LIMIT: { status: 429, remedy: 'Release unused sessions (`sandboxd sessions ls`).' },
   SSH_AGENT_UNAVAILABLE: {
     status: 422,
-    remedy: 'Start an agent (`eval "$(ssh-agent)"` and `ssh-add`), or pass ssh-agent auto/off.',
+    remedy: 'Start an agent (`eval "$(ssh-agent)"` and `ssh-add`), or run without one: --ssh-agent auto (library: sshAgent: \'auto\').',
   },
   INVALID_MOUNT: { status: 400, remedy: 'Give an absolute, existing path without ":" or ",".' },
   UNSUPPORTED_PATH: { status: 400, remedy: 'Rename or move it: a path with a newline, or with both ":" and ",", cannot be mounted.' },

@@ -5,7 +5,8 @@
 
 /**
  * One per file in entries/. Beside the command modules, `all` registers every command (help,
- * unknown names) and `bare` none (`--version`, which loads nothing else).
+ * unknown names, and `completion`, which lists them) and `bare` none (`--version`, which loads
+ * nothing else).
  */
 export type CommandModule = 'daemon' | 'lifecycle' | 'status' | 'lists' | 'plan' | 'run' | 'install' | 'doctor' | 'logs' | 'version' | 'all' | 'bare';
 
@@ -24,6 +25,7 @@ const MODULE_OF: Readonly<Record<string, CommandModule>> = {
   doctor: 'doctor',
   logs: 'logs',
   version: 'version',
+  completion: 'all',
 };
 
 /** `--version` needs no command; help, options first and unknown names need them all. */

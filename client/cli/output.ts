@@ -5,6 +5,8 @@ import { forPeople } from './friendly.js';
 export const EXIT_NOT_RUNNING = 3;
 /** A command line sandboxd cannot parse, as getopt-style tools do. */
 export const EXIT_USAGE = 2;
+/** No engine to run, as a shell says of a command it cannot find. */
+export const EXIT_ENGINE_NOT_FOUND = 127;
 
 /** The command being run (`plan`, `tunnels ls`), for hints like `see 'sandboxd plan --help'`. */
 let commandName = '';
@@ -24,6 +26,7 @@ export function reportError(error: unknown, json: boolean): number {
   if (json) process.stdout.write(`${JSON.stringify({ error: mapped.toJSON() }, null, 2)}\n`);
   else process.stderr.write(`sandboxd: ${mapped.message}\n  ${mapped.remedy}\n`);
   if (mapped.code === 'USAGE') return EXIT_USAGE;
+  if (mapped.code === 'ENGINE_NOT_FOUND') return EXIT_ENGINE_NOT_FOUND;
   return mapped.code === 'DAEMON_NOT_RUNNING' ? EXIT_NOT_RUNNING : 1;
 }
 
@@ -55,17 +58,60 @@ export function printJson(value: unknown): void {
 export interface Column<T> {
   header: string;
   value(row: T): string;
+  /** Never cut: an id a person pastes into the next command. */
+  whole?: boolean;
+  /** Cut at the start, keeping the end: a path's file name says more than its first directories. */
+  keepEnd?: boolean;
+  /** Shown only with `--no-trunc` (and always in `--json`): what no default width has room for. */
+  wideOnly?: boolean;
 }
 
-export function printTable<T>(columns: readonly Column<T>[], rows: readonly T[], empty: string): void {
+/** Tables fit a terminal of this many columns unless `--no-trunc` asks for them whole. */
+export const TABLE_WIDTH = 100;
+const GAP = 2;
+/** A column is never cut below its header or this many characters. */
+const MIN_COLUMN = 6;
+
+/**
+ * Column widths that fit `limit` with the gaps between them: the widest column gives up one
+ * character at a time, so short columns (ids, states, counts) stay whole while paths and errors
+ * are cut. Columns already at their floor keep it, so a table of many headers may stay wider.
+ */
+export function fitWidths(natural: readonly number[], floors: readonly number[], limit: number): number[] {
+  const widths = [...natural];
+  const total = (): number => widths.reduce((sum, width) => sum + width, 0) + GAP * Math.max(0, widths.length - 1);
+  while (total() > limit) {
+    let widest = -1;
+    widths.forEach((width, index) => {
+      if (width > (floors[index] ?? 0) && (widest < 0 || width > (widths[widest] ?? 0))) widest = index;
+    });
+    if (widest < 0) break;
+    widths[widest] = (widths[widest] ?? 0) - 1;
+  }
+  return widths;
+}
+
+function cut(cell: string, width: number, keepEnd: boolean): string {
+  if (cell.length <= width) return cell;
+  return keepEnd ? `…${cell.slice(cell.length - width + 1)}` : `${cell.slice(0, Math.max(0, width - 1))}…`;
+}
+
+export function printTable<T>(allColumns: readonly Column<T>[], rows: readonly T[], empty: string, limit = TABLE_WIDTH): void {
+  const columns = limit === Infinity ? allColumns : allColumns.filter((column) => column.wideOnly !== true);
   if (rows.length === 0) {
     process.stdout.write(`${empty}\n`);
     return;
   }
   const cells = rows.map((row) => columns.map((column) => column.value(row)));
-  const widths = columns.map((column, index) => Math.max(column.header.length, ...cells.map((line) => (line[index] ?? '').length)));
+  const natural = columns.map((column, index) => Math.max(column.header.length, ...cells.map((line) => (line[index] ?? '').length)));
+  const floors = columns.map((column, index) => (column.whole === true ? (natural[index] ?? 0) : Math.max(column.header.length, MIN_COLUMN)));
+  const widths = fitWidths(natural, floors, limit);
   const format = (line: readonly string[]): string =>
-    line.map((cell, index) => (index === line.length - 1 ? cell : cell.padEnd(widths[index] ?? 0))).join('  ').trimEnd();
+    line.map((cell, index) => {
+      const width = widths[index] ?? 0;
+      const fitted = cut(cell, width, columns[index]?.keepEnd === true);
+      return index === line.length - 1 ? fitted : fitted.padEnd(width);
+    }).join(' '.repeat(GAP)).trimEnd();
   process.stdout.write(`${[format(columns.map((column) => column.header)), ...cells.map(format)].join('\n')}\n`);
 }
 

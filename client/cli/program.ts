@@ -43,6 +43,11 @@ export async function runCli(registrars: readonly ((program: Command) => void)[]
     setCommandName(fullName(action));
   });
   for (const register of registrars) register(program);
+  // Bare `sandboxd`, as `docker` and `podman` do: the help on stdout, exit 0.
+  if (process.argv.length <= 2) {
+    program.outputHelp();
+    return;
+  }
   try {
     await program.parseAsync(process.argv);
   } catch (error) {

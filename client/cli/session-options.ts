@@ -3,9 +3,11 @@ import { Engine } from '../../shared/contracts/common.js';
 import { SshAgentSetting, SshBridgeSetting, type ContainerUser, type HostSocketRequest } from '../../shared/contracts/sessions.js';
 import { SandboxdError } from '../../shared/errors.js';
 import type { AcquireOptions } from '../session.js';
+import { chooseEngine, systemProbes } from './engine-choice.js';
 
 export interface SessionFlags {
-  engine: Engine;
+  engine?: Engine;
+  verbose?: boolean;
   sshAgent: SshAgentSetting;
   sshBridge?: SshBridgeSetting;
   connection?: string;
@@ -30,7 +32,7 @@ function collect(value: string, previous: string[]): string[] {
 
 export function addSessionOptions(command: Command): Command {
   return command
-    .addOption(new Option('--engine <engine>', 'container engine').choices(Engine.options).makeOptionMandatory())
+    .addOption(new Option('--engine <engine>', 'container engine (default: SANDBOXD_ENGINE, else the one installed; with both, the one that answers)').choices(Engine.options))
     .addOption(new Option('--ssh-agent <setting>', 'forward the SSH agent').choices(SshAgentSetting.options).default('auto'))
     .addOption(new Option('--ssh-bridge <bridge>', 'how the agent reaches the container (default: SANDBOXD_SSH_BRIDGE or auto)').choices(SshBridgeSetting.options))
     .option('--connection <name>', 'Podman connection to tunnel into (default: CONTAINER_CONNECTION, then podman\'s default)')
@@ -45,7 +47,15 @@ export function addSessionOptions(command: Command): Command {
     .option('--socket <name=path[:env]>', 'also bridge this host Unix socket; the container finds it in $ENV (repeatable)', collect, [])
     .option('--allow-wide-workdir', 'allow a workdir that is /, your home directory or one of its ancestors')
     .option('--harden', 'read-only root with a tmpfs /tmp, no capabilities, no-new-privileges, a pids limit (your run args win)')
+    .option('-v, --verbose', 'say which engine was chosen and why')
     .option('--json', 'print JSON');
+}
+
+/** The engine of the session: `--engine`, `SANDBOXD_ENGINE` or the one there; `-v` says which. */
+export async function sessionEngine(flags: SessionFlags): Promise<Engine> {
+  const choice = await chooseEngine(flags.engine, process.env, systemProbes(process.env));
+  if (flags.verbose === true) process.stderr.write(`sandboxd: engine ${choice.engine} (${choice.why})\n`);
+  return choice.engine;
 }
 
 const NUMERIC_USER = /^(\d+)(?::(\d+))?$/;
@@ -95,10 +105,10 @@ function passEnv(names: readonly string[]): Record<string, string> {
   return env;
 }
 
-export function toAcquireOptions(flags: SessionFlags): AcquireOptions {
+export function toAcquireOptions(flags: SessionFlags, engine: Engine): AcquireOptions {
   const containerUser = parseUser(flags);
   return {
-    engine: flags.engine,
+    engine,
     sshAgent: flags.sshAgent,
     ...(flags.sshBridge === undefined ? {} : { sshBridge: flags.sshBridge }),
     ...(flags.connection === undefined ? {} : { connection: flags.connection }),

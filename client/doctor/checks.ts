@@ -136,7 +136,7 @@ export function checkDockerEngines(probe: DaemonProbe): CheckResult[] {
   if (probe.status.engines.length === 0) return [skip(name, 'none identified yet (the first docker session does it)')];
   return probe.status.engines.map((engine) =>
     engine.bridge.startsWith('skip')
-      ? fail(name, `${engine.name} (${engine.kind}) at ${engine.endpoint}: ${engine.bridge}`, 'See the remedy in `sandboxd plan --engine docker`; the README lists each engine\'s.')
+      ? fail(name, `${engine.name} (${engine.kind}) at ${engine.endpoint}: ${engine.bridge}`, 'See the remedy in `sandboxd plan --engine docker`; docs/engines.md lists each engine\'s.')
       : ok(name, `${engine.name} (${engine.kind}) at ${engine.endpoint}: bridge ${engine.bridge}`),
   );
 }

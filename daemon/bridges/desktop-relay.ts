@@ -113,7 +113,7 @@ function lastLine(stderr: string): string {
 }
 
 /**
- * The shared relay container of one engine instance and container user (README, "Docker
+ * The shared relay container of one engine instance and container user (docs/engines.md, "Docker
  * Desktop"). Sessions mount its volume, never the VM socket, and never hold gid 0 themselves.
  * While it runs a `docker wait` watches it: a relay whose socket was replaced exits, and is
  * re-created at once with what it said as `lastError`; one that stopped otherwise (the engine

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import type { AcquireInput, HostSocketStatus } from '../../shared/contracts/sessions.js';
-import type { Mount, SshStatus } from '../../shared/contracts/plan.js';
+import { agentNotForwarded, type Mount, type SshStatus } from '../../shared/contracts/plan.js';
 import { CONTAINER_AGENT_DIR, type Lease } from '../bridges/bridge.js';
 import { mergeFlagGroups, planHostSockets, type SshDeps } from './host-sockets.js';
 
@@ -68,7 +68,7 @@ async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSecti
   if ('unavailable' in served) {
     if (input.sshAgent === 'on') throw new SandboxdError('SSH_BRIDGE_UNSUPPORTED', `ssh-agent is on but ${served.unavailable}`, served.remedy === undefined ? undefined : { remedy: served.remedy });
     // A reason with a remedy is news to the user (DESIGN §7: say so in the plan's warnings).
-    return served.remedy === undefined ? skipped(served.unavailable) : { ...skipped(served.unavailable), warnings: [`the ssh agent is not forwarded: ${served.unavailable}. ${served.remedy}`] };
+    return served.remedy === undefined ? skipped(served.unavailable) : { ...skipped(served.unavailable), warnings: [agentNotForwarded(served.unavailable, served.remedy)] };
   }
   return {
     ssh: {

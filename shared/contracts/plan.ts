@@ -31,6 +31,17 @@ export const Plan = z.strictObject({
 });
 export type Plan = z.infer<typeof Plan>;
 
+/**
+ * How a plan's warning about a skipped agent begins: the skip reason follows, then the remedy. A
+ * client that prints the reason itself (`sandboxd run`) prints that warning as the remedy only.
+ */
+export const AGENT_NOT_FORWARDED = 'the ssh agent is not forwarded: ';
+
+/** A reason and a remedy as one warning: a reason that ends in its own punctuation gets no period. */
+export function agentNotForwarded(reason: string, remedy: string): string {
+  return `${AGENT_NOT_FORWARDED}${reason}${/[.?!]$/.test(reason) ? '' : '.'} ${remedy}`;
+}
+
 export const SshBridgeKind = z.enum(['mount', 'tunnel', 'desktop']);
 export type SshBridgeKind = z.infer<typeof SshBridgeKind>;
 

@@ -1,7 +1,11 @@
 import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { listSessions } from '../../dist/client/index.js';
-import { CLI, Cleanup, cli, cliEnv, exitOf, makeSandbox, startDaemon, waitFor } from '../helpers.js';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { execa } from 'execa';
+import { CLI, Cleanup, cli, cliEnv, exitOf, makeSandbox, startAgent, startDaemon, waitFor } from '../helpers.js';
+import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -9,10 +13,10 @@ afterEach(() => cleanup.run());
 describe('the CLI behaves like the CLIs people know (built CLI)', () => {
   it('usage errors: one line plus a hint, exit 2; JSON with --json; the option given is named', async () => {
     const env = cliEnv(makeSandbox(cleanup));
-    const missing = await cli(['plan'], env);
+    const missing = await cli(['plan', '--ssh-agent'], env);
     expect({ code: missing.exitCode, stderr: missing.stderr, stdout: missing.stdout }).toEqual({
       code: 2,
-      stderr: "sandboxd: required option '--engine <engine>' not specified\n  see 'sandboxd plan --help'",
+      stderr: "sandboxd: option '--ssh-agent <setting>' argument missing\n  see 'sandboxd plan --help'",
       stdout: '',
     });
     const choice = await cli(['plan', '--engine', 'lxc', '--json'], env);
@@ -81,5 +85,59 @@ describe('the CLI behaves like the CLIs people know (built CLI)', () => {
     const stopped = await cli(['stop'], env);
     expect(stopped.exitCode).toBe(0);
     expect(stopped.stderr).toBe('sandboxd: stopping with 1 open session: their containers lose the SSH agent and extra sockets until a daemon runs again (live clients then renew their lease; containers are not removed)');
+  });
+
+  it('bare `sandboxd` prints the help on stdout and exits 0, as docker and podman do', async () => {
+    const result = await cli([], cliEnv(makeSandbox(cleanup)));
+    expect({ code: result.exitCode, stderr: result.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(result.stdout).toMatch(/^Usage: sandboxd \[options\] \[command\]/);
+    expect(result.stdout).toContain('completion');
+  });
+
+  it("the daemon's own refusal of a malformed id reads as words, with a remedy that is not about schemas", async () => {
+    const env = cliEnv(makeSandbox(cleanup));
+    await startDaemon(env, cleanup);
+    for (const args of [['sessions', 'rm', 'nope'], ['tunnels', 'restart', 'nope']]) {
+      const result = await cli(args, env);
+      expect(result.exitCode).toBe(1);
+      expect(result.stderr).toBe(`sandboxd: the ${args[0] === 'sessions' ? 'session' : 'tunnel'} id is not in the form sandboxd expects\n  Correct the value it names; \`sandboxd sessions ls\` and \`sandboxd tunnels ls\` list the ids in use.`);
+    }
+  });
+
+  it('`sandboxd completion bash` completes commands, subcommands and option values in a real bash', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const env = cliEnv(sandbox);
+    const script = path.join(sandbox.dir, 'sandboxd.bash');
+    writeFileSync(script, (await cli(['completion', 'bash'], env)).stdout);
+    // As bash calls it on TAB: the words so far in COMP_WORDS, the one being completed last.
+    const complete = async (...words: string[]) => {
+      const probe = `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _sandboxd; echo "\${COMPREPLY[*]}"`;
+      return (await execa('bash', ['-c', probe, 'bash', script, ...words])).stdout;
+    };
+    expect(await complete('sandboxd', 'ru')).toBe('run');
+    expect(await complete('sandboxd', 'tunnels', '')).toBe('ls restart rm');
+    expect(await complete('sandboxd', 'run', '--engine', '')).toBe('docker podman');
+    expect(await complete('sandboxd', 'tunnels', 'ls', '--no-t')).toBe('--no-trunc');
+    expect(await complete('sandboxd', 'completion', '')).toBe('bash zsh fish');
+    for (const shell of ['zsh', 'fish']) {
+      const other = await cli(['completion', shell], env);
+      expect({ code: other.exitCode, stderr: other.stderr }).toEqual({ code: 0, stderr: '' });
+    }
+  });
+
+  it.skipIf(labMissing)('`tunnels ls` fits 100 columns; --no-trunc prints every path whole', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const agent = await startAgent(sandbox.dir, cleanup);
+    const env = cliEnv(sandbox, { ...podmanLab().env, SSH_AUTH_SOCK: agent.socket });
+    const plan = await cli(['plan', '--engine', 'podman', '--ssh-bridge', 'mount', '--ssh-agent', 'on'], env, 60_000, sandbox.home);
+    expect(plan.exitCode).toBe(0);
+    const [relay] = JSON.parse((await cli(['tunnels', 'ls', '--json'], env)).stdout) as { id: string; socketPath: string }[];
+    expect(relay).toBeDefined();
+    const table = (await cli(['tunnels', 'ls'], env)).stdout.split('\n');
+    expect(table.filter((line) => line.length > 100)).toEqual([]);
+    expect(table[1]).toContain(relay?.id);
+    const whole = (await cli(['tunnels', 'ls', '--no-trunc'], env)).stdout;
+    expect(whole).toContain(relay?.socketPath);
+    expect(Math.max(...whole.split('\n').map((line) => line.length))).toBeGreaterThan(100);
   });
 });

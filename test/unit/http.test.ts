@@ -107,14 +107,14 @@ describe('HTTP adapter', () => {
       expect(reply.statusCode).toBe(400);
       return reply.json<{ error: { code: string; message: string } }>().error;
     };
-    expect(await refused({ sessions: [] })).toEqual({ code: 'BAD_REQUEST', message: 'invalid heartbeat batch: sessions: Too small: expected array to have >=1 items', remedy: expect.any(String) as string });
+    expect(await refused({ sessions: [] })).toEqual({ code: 'BAD_REQUEST', message: 'invalid heartbeat batch: sessions: is empty', remedy: expect.any(String) as string });
     expect(await refused({ sessions: Array.from({ length: 1001 }, () => a) })).toMatchObject({
       code: 'BAD_REQUEST',
-      message: 'invalid heartbeat batch: sessions: Too big: expected array to have <=1000 items',
+      message: 'invalid heartbeat batch: sessions: has more than 1000 entries',
     });
-    expect(await refused({ sessions: ['../etc'] })).toMatchObject({ code: 'BAD_REQUEST', message: expect.stringMatching(/^invalid heartbeat batch: sessions\.0: Invalid string/) as string });
-    expect(await refused({ sessions: [a], extra: true })).toMatchObject({ code: 'BAD_REQUEST', message: 'invalid heartbeat batch: heartbeat batch: Unrecognized key: "extra"' });
-    expect(await refused(undefined)).toMatchObject({ code: 'BAD_REQUEST', message: 'invalid heartbeat batch: heartbeat batch: Invalid input: expected object, received undefined' });
+    expect(await refused({ sessions: ['../etc'] })).toMatchObject({ code: 'BAD_REQUEST', message: 'invalid heartbeat batch: sessions.0: is not in the form sandboxd expects' });
+    expect(await refused({ sessions: [a], extra: true })).toMatchObject({ code: 'BAD_REQUEST', message: 'invalid heartbeat batch: has fields sandboxd does not know (extra)' });
+    expect(await refused(undefined)).toMatchObject({ code: 'BAD_REQUEST', message: 'invalid heartbeat batch: is missing' });
   });
 
   it('answers SHUTTING_DOWN in the error shape while it closes', async () => {

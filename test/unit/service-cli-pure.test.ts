@@ -27,6 +27,8 @@ describe('schema wording never reaches a person', () => {
     const error = forPeople(new SandboxdError('BAD_REQUEST', 'invalid session request: label: Too big: expected string to have <=100 characters; mounts.2: Too small: expected string to have >=1 characters'), 'plan');
     expect(error.message).toBe('--label is longer than 100 characters; --mount is empty');
     expect(error.remedy).toBe("Fix that value; see 'sandboxd plan --help'.");
+    const plain = forPeople(new SandboxdError('BAD_REQUEST', 'invalid session request: label: is longer than 100 characters; mounts.2: is empty'), 'run');
+    expect(plain.message).toBe('--label is longer than 100 characters; --mount is empty');
     const other = new SandboxdError('TUNNEL_FAILED', 'x');
     expect(forPeople(other, 'plan')).toBe(other);
   });

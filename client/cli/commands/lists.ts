@@ -2,10 +2,18 @@ import type { Command } from 'commander';
 import type { BridgeInfo } from '../../../shared/contracts/bridges.js';
 import type { SessionInfo } from '../../../shared/contracts/sessions.js';
 import { listSessions, listTunnels, removeSession, removeTunnel, restartTunnel } from '../../admin.js';
-import { formatAge, printJson, printTable, runAction, type Column } from '../output.js';
+import { TABLE_WIDTH, formatAge, printJson, printTable, runAction, type Column } from '../output.js';
+
+interface ListOptions {
+  json?: boolean;
+  /** commander's `--no-trunc`: false when given. */
+  trunc: boolean;
+}
+
+const NO_TRUNC = ['--no-trunc', `print every column whole (by default a table fits ${String(TABLE_WIDTH)} columns)`] as const;
 
 const SESSION_COLUMNS: Column<SessionInfo>[] = [
-  { header: 'ID', value: (s) => s.id },
+  { header: 'ID', value: (s) => s.id, whole: true },
   { header: 'ENGINE', value: (s) => s.engine },
   { header: 'LABEL', value: (s) => s.label ?? '-' },
   { header: 'PID', value: (s) => String(s.clientPid) },
@@ -15,16 +23,16 @@ const SESSION_COLUMNS: Column<SessionInfo>[] = [
 ];
 
 const TUNNEL_COLUMNS: Column<BridgeInfo>[] = [
-  { header: 'ID', value: (t) => t.id },
+  { header: 'ID', value: (t) => t.id, whole: true },
   { header: 'KIND', value: (t) => t.kind },
   { header: 'CONNECTION', value: (t) => t.connection ?? '-' },
-  { header: 'STATE', value: (t) => t.state },
+  { header: 'STATE', value: (t) => t.state, whole: true },
   { header: 'REFS', value: (t) => String(t.refs) },
   { header: 'PID', value: (t) => (t.pid === null ? '-' : String(t.pid)) },
   { header: 'RESTARTS', value: (t) => String(t.restarts) },
   { header: 'AGE', value: (t) => formatAge(t.createdAt) },
-  { header: 'AGENT', value: (t) => t.hostAgentSocket },
-  { header: 'SOCKET', value: (t) => t.socketPath },
+  { header: 'AGENT', value: (t) => t.hostAgentSocket, keepEnd: true, wideOnly: true },
+  { header: 'SOCKET', value: (t) => t.socketPath, keepEnd: true },
   { header: 'LAST ERROR', value: (t) => t.lastError ?? '-' },
 ];
 
@@ -34,11 +42,12 @@ export function registerListCommands(program: Command): void {
     .command('ls')
     .description('list open sessions')
     .option('--json', 'print a JSON array')
-    .action(async (options: { json?: boolean }) => {
+    .option(...NO_TRUNC)
+    .action(async (options: ListOptions) => {
       await runAction(options.json === true, async () => {
         const rows = await listSessions();
         if (options.json === true) printJson(rows);
-        else printTable(SESSION_COLUMNS, rows, 'no sessions');
+        else printTable(SESSION_COLUMNS, rows, 'no sessions', options.trunc ? TABLE_WIDTH : Infinity);
         return 0;
       });
     });
@@ -61,11 +70,12 @@ export function registerListCommands(program: Command): void {
     .command('ls')
     .description('list tunnels and relays with their state')
     .option('--json', 'print a JSON array')
-    .action(async (options: { json?: boolean }) => {
+    .option(...NO_TRUNC)
+    .action(async (options: ListOptions) => {
       await runAction(options.json === true, async () => {
         const rows = await listTunnels();
         if (options.json === true) printJson(rows);
-        else printTable(TUNNEL_COLUMNS, rows, 'no tunnels');
+        else printTable(TUNNEL_COLUMNS, rows, 'no tunnels', options.trunc ? TABLE_WIDTH : Infinity);
         return 0;
       });
     });

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { acquireSession } from '../../session.js';
 import { withProgress } from '../progress.js';
 import { printJson, runAction } from '../output.js';
-import { addSessionOptions, toAcquireOptions, type SessionFlags } from '../session-options.js';
+import { addSessionOptions, sessionEngine, toAcquireOptions, type SessionFlags } from '../session-options.js';
 
 /** Quotes for a POSIX shell only where needed, so the printed line can be pasted. */
 export function shellQuote(arg: string): string {
@@ -19,9 +19,10 @@ export function registerPlanCommand(program: Command): void {
   ).action(async (flags: SessionFlags & { image?: string }) => {
     const json = flags.json === true;
     await runAction(json, async () => {
+      const engine = await sessionEngine(flags);
       const session = await withProgress(
         'preparing the session (starting the daemon, a tunnel or an engine probe)',
-        acquireSession({ ...toAcquireOptions(flags), heartbeat: false, ...(flags.image === undefined ? {} : { image: flags.image }) }),
+        acquireSession({ ...toAcquireOptions(flags, engine), heartbeat: false, ...(flags.image === undefined ? {} : { image: flags.image }) }),
       );
       try {
         if (json) {

@@ -3,16 +3,15 @@ import { constants as osConstants } from 'node:os';
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
 import type { ContainerUser, SessionInfo } from '../../../shared/contracts/sessions.js';
-import type { Plan } from '../../../shared/contracts/plan.js';
+import { AGENT_NOT_FORWARDED, type Plan } from '../../../shared/contracts/plan.js';
 import { applyPlan } from '../../apply-plan.js';
 import { parseRunArgs } from '../../run-args.js';
 import { acquireSession } from '../../session.js';
 import { reportError, runAction } from '../output.js';
 import { withProgress } from '../progress.js';
-import { addSessionOptions, numericUser, toAcquireOptions, type SessionFlags } from '../session-options.js';
+import { addSessionOptions, numericUser, sessionEngine, toAcquireOptions, type SessionFlags } from '../session-options.js';
 
 const FORWARDED_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
-const EXIT_ENGINE_NOT_FOUND = 127;
 
 /**
  * The container user as `run`'s own `--user`/`-u` states it, so it need not be given twice. Run
@@ -79,9 +78,22 @@ function runEngine(engine: string, args: string[], env: Record<string, string>):
   });
 }
 
-/** What a person should know before the container starts: on stderr, so the container's output stays its own. */
-function planNotices(ssh: SessionInfo['ssh'], warnings: readonly string[]): string {
-  const lines = [...(ssh.status === 'skipped' ? [`sandboxd: ssh agent not forwarded: ${ssh.reason}`] : []), ...warnings.map((warning) => `sandboxd: warning: ${warning}`)];
+/**
+ * What a person should know before the container starts: on stderr, so the container's output
+ * stays its own. Each reason once: the plan's warning about the skipped agent repeats the reason
+ * before its remedy, so it is printed as the remedy under the reason.
+ */
+export function planNotices(ssh: SessionInfo['ssh'], warnings: readonly string[]): string {
+  const lines: string[] = [];
+  let rest = warnings;
+  if (ssh.status === 'skipped') {
+    const prefix = `${AGENT_NOT_FORWARDED}${ssh.reason}`;
+    const repeated = warnings.find((warning) => warning.startsWith(prefix));
+    const remedy = repeated?.slice(prefix.length).replace(/^\.?\s*/, '');
+    lines.push(`sandboxd: ssh agent not forwarded: ${ssh.reason}`, ...(remedy === undefined || remedy === '' ? [] : [`  ${remedy}`]));
+    rest = warnings.filter((warning) => warning !== repeated);
+  }
+  lines.push(...rest.map((warning) => `sandboxd: warning: ${warning}`));
   return lines.map((line) => `${line}\n`).join('');
 }
 
@@ -91,13 +103,14 @@ export function registerRunCommand(program: Command): void {
       .command('run')
       .description('acquire a session and run `<engine> run <plan args> <run args…>`; exits with the engine\'s code')
       .argument('<run-args...>', 'arguments for `<engine> run`, after `--` (image, command…)')
-      .usage('--engine podman|docker [options] -- <run args…>')
+      .usage('[--engine podman|docker] [options] -- <run args…>')
       .option('--no-workdir', 'do not mount the current directory or make it the working directory')
       .option('-q, --quiet', 'do not print the plan\'s warnings or why the agent was skipped'),
   ).action(async (runArgs: string[], flags: SessionFlags & { quiet?: boolean }) => {
     const json = flags.json === true;
     await runAction(json, async () => {
-      const options = toAcquireOptions(flags);
+      const engine = await sessionEngine(flags);
+      const options = toAcquireOptions(flags, engine);
       const user = flags.containerUser === undefined ? userFromRunArgs(runArgs, flags.containerHome) : undefined;
       const image = imageFromRunArgs(runArgs);
       const session = await withProgress(
@@ -106,10 +119,9 @@ export function registerRunCommand(program: Command): void {
       );
       if (flags.quiet !== true) process.stderr.write(planNotices(session.info.ssh, session.plan.warnings));
       try {
-        return await runEngine(flags.engine, engineCommand(session.plan, runArgs), session.plan.spawnEnv);
+        return await runEngine(engine, engineCommand(session.plan, runArgs), session.plan.spawnEnv);
       } catch (error) {
-        const code = reportError(error, json);
-        return error instanceof SandboxdError && error.code === 'ENGINE_NOT_FOUND' ? EXIT_ENGINE_NOT_FOUND : code;
+        return reportError(error, json);
       } finally {
         await session.release().catch(() => undefined);
       }

@@ -5,6 +5,7 @@ import { currentPlatform } from '../../../shared/paths.js';
 import { statusOrColdStart } from '../../daemon-status.js';
 import { clientPaths } from '../../connection.js';
 import { findOtherDaemons, otherDaemonWarnings } from '../../other-daemons.js';
+import { engineWithoutAsking, systemProbes } from '../engine-choice.js';
 import { engineLines } from '../engines.js';
 import { EXIT_NOT_RUNNING, formatAge, printJson, runAction } from '../output.js';
 
@@ -24,7 +25,21 @@ export function printRunning(status: StatusResponse, json: boolean): void {
   else process.stdout.write(`sandboxd ${status.version} is running (pid ${status.pid}, ${status.socketPath})\n`);
 }
 
-function statusLines(status: StatusResponse): string {
+/**
+ * The engine `run` and `plan` would use here; never fails the status itself. It asks no engine
+ * (status starts no process): with both installed, `run -v` tells which one answered.
+ */
+async function engineLine(): Promise<string> {
+  try {
+    const choice = await engineWithoutAsking(undefined, process.env, systemProbes(process.env).find);
+    if (choice === 'both') return '  engine:    podman or docker, whichever answers (both on PATH; `run -v` says which, SANDBOXD_ENGINE picks one)';
+    return `  engine:    ${choice.engine} (${choice.why})`;
+  } catch (error) {
+    return `  engine:    none (${error instanceof Error ? error.message : String(error)})`;
+  }
+}
+
+function statusLines(status: StatusResponse, engine: string): string {
   return (
     [
       `sandboxd ${status.version} is running`,
@@ -35,6 +50,7 @@ function statusLines(status: StatusResponse): string {
       `  tunnels:   ${status.counts.tunnels}`,
       `  protocol:  ${status.protocol}`,
       `  log:       ${status.logPath ?? 'stdout'}`,
+      engine,
       ...engineLines(status.engines),
     ].join('\n') + '\n'
   );
@@ -57,7 +73,7 @@ export function registerStatusCommand(program: Command): void {
     .action(async (options: { json?: boolean }) => {
       const json = options.json === true;
       await runAction(json, async () => {
-        const [status] = await Promise.all([statusOrNull(), warnAboutOthers()]);
+        const [status, engine] = await Promise.all([statusOrNull(), json ? '' : engineLine(), warnAboutOthers()]);
         if (status === null) {
           const { socketPath } = clientPaths();
           if (json) printJson({ running: false, socketPath });
@@ -65,7 +81,7 @@ export function registerStatusCommand(program: Command): void {
           return EXIT_NOT_RUNNING;
         }
         if (json) printJson({ running: true, ...status });
-        else process.stdout.write(statusLines(status));
+        else process.stdout.write(statusLines(status, engine));
         return 0;
       });
     });

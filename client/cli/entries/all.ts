@@ -9,8 +9,9 @@ import { registerInstallCommands } from '../commands/install.js';
 import { registerDoctorCommand } from '../commands/doctor.js';
 import { registerLogsCommand } from '../commands/logs.js';
 import { registerVersionCommand } from '../commands/version.js';
+import { registerCompletionCommand } from '../commands/completion.js';
 
-// Help and unknown names: every command, in the order --help lists them.
+// Help, unknown names and completion (which lists them all): every command, in the order --help lists them.
 await runCli([
   registerDaemonCommand,
   registerLifecycleCommands,
@@ -22,4 +23,5 @@ await runCli([
   registerDoctorCommand,
   registerLogsCommand,
   registerVersionCommand,
+  registerCompletionCommand,
 ]);

@@ -1,5 +1,5 @@
 /*
- * sandboxd-relay: the one process of sandboxd's helper containers (README, "Docker Desktop"). Static,
+ * sandboxd-relay: the one process of sandboxd's helper containers (docs/engines.md, "Docker Desktop"). Static,
  * no libc look-ups, nothing taken from any image.
  *
  *   sandboxd-relay serve UPSTREAM LISTEN MAX
