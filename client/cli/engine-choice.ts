@@ -1,4 +1,4 @@
-import { findExecutable } from '../../daemon/executables.js';
+import { findExecutable } from '../../daemon/os/executables.js';
 import { Engine } from '../../shared/contracts/common.js';
 import { SandboxdError } from '../../shared/errors.js';
 

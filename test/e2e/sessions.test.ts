@@ -1,6 +1,6 @@
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { spawn } from 'node:child_process';
-import { statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { execa } from 'execa';
@@ -37,6 +37,19 @@ async function daemonIn(sandbox: Sandbox, args: string[] = []): Promise<{ env: N
   const env = cliEnv(sandbox);
   await startDaemon(env, cleanup, args);
   return { env, socket: path.join(sandbox.env.SANDBOXD_RUNTIME_DIR, 'sandboxd.sock') };
+}
+
+/** A client process holding a session with heartbeats until it is killed; its session id. */
+async function heldClient(env: NodeJS.ProcessEnv, label: string) {
+  const script = `import { acquireSession } from ${JSON.stringify(path.join(ROOT, 'dist/client/index.js'))};
+    const s = await acquireSession({ engine: 'podman', sshAgent: 'off', label: ${JSON.stringify(label)} });
+    console.log(s.id); setInterval(() => {}, 1000);`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  cleanup.add(() => child.kill('SIGKILL'));
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const id = await waitFor(() => /ses_\w+/.exec(out)?.[0], 'the client to acquire');
+  return { child, id };
 }
 
 describe('sessions (real daemon on a real Unix socket)', () => {
@@ -91,14 +104,7 @@ describe('sessions (real daemon on a real Unix socket)', () => {
   it('reaps the session of a client that was killed within 10 s', async () => {
     const sandbox = makeSandbox(cleanup);
     const { env } = await daemonIn(sandbox);
-    const script = `import { acquireSession } from ${JSON.stringify(path.join(ROOT, 'dist/client/index.js'))};
-      const s = await acquireSession({ engine: 'podman', sshAgent: 'off', label: 'doomed' });
-      console.log(s.id); setInterval(() => {}, 1000);`;
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { env, stdio: ['ignore', 'pipe', 'inherit'] });
-    cleanup.add(() => child.kill('SIGKILL'));
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    const id = await waitFor(() => /ses_\w+/.exec(out)?.[0], 'the client to acquire');
+    const { child, id } = await heldClient(env, 'doomed');
     const sessions = await listSessions(env);
     expect(sessions.map((s) => s.id)).toEqual([id]);
     expect(sessions[0]).toMatchObject({ label: 'doomed', clientPid: child.pid });
@@ -107,6 +113,28 @@ describe('sessions (real daemon on a real Unix socket)', () => {
     const killedAt = Date.now();
     await waitFor(async () => (await listSessions(env)).length === 0, 'the session to be reaped', 12_000, 200);
     expect(Date.now() - killedAt).toBeLessThanOrEqual(10_500);
+  });
+
+  it('keeps the lease of a stopped client (Ctrl-Z) past the TTL, while a silent client\'s lease ends', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const { env } = await daemonIn(sandbox, ['--lease-ttl', '1']);
+    const { child, id } = await heldClient(env, 'suspended');
+    process.kill(child.pid ?? 0, 'SIGSTOP');
+    cleanup.add(() => process.kill(child.pid ?? 0, 'SIGCONT'));
+    // The control: a live client that sends no heartbeat; its lease ends after the same TTL.
+    const silent = await acquireSession({ engine: 'podman', sshAgent: 'off', heartbeat: false, env });
+    const log = path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log');
+    await waitFor(() => readFileSync(log, 'utf8').includes('client stopped; lease kept'), 'the sweep to see the stopped client', 15_000, 200);
+    await waitFor(async () => !(await listSessions(env)).some((session) => session.id === silent.id), 'the silent lease to end', 15_000, 200);
+    const [stopped] = await listSessions(env);
+    expect(stopped?.id).toBe(id);
+    process.kill(child.pid ?? 0, 'SIGCONT');
+    await waitFor(async () => {
+      const [held] = await listSessions(env);
+      return held !== undefined && held.lastHeartbeatAt !== stopped?.lastHeartbeatAt;
+    }, 'a heartbeat after SIGCONT', 15_000, 200);
+    expect((await listSessions(env)).map((session) => session.id)).toEqual([id]);
+    await silent.release();
   });
 
   it('ends a session whose heartbeats stop for longer than the lease TTL', async () => {
