@@ -1,13 +1,22 @@
-import { constants, promises as fs } from 'node:fs';
+import { access, constants, stat } from 'node:fs';
 import path from 'node:path';
 
-export async function isExecutableFile(file: string): Promise<boolean> {
-  try {
-    await fs.access(file, constants.X_OK);
-    return (await fs.stat(file)).isFile();
-  } catch {
-    return false;
-  }
+/**
+ * The callback API on purpose: the CLI finds engines on every `status`, and `node:fs/promises`
+ * would load a module a command that only asks the daemon never needs.
+ */
+export function isExecutableFile(file: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    access(file, constants.X_OK, (denied) => {
+      if (denied !== null) {
+        resolve(false);
+        return;
+      }
+      stat(file, (error, stats) => {
+        resolve(error === null && stats.isFile());
+      });
+    });
+  });
 }
 
 /**
