@@ -7,7 +7,7 @@ import { removeFile, writeFileAtomic } from '../os/files.js';
 import { readRecordFile } from '../os/record-file.js';
 import type { Logger } from '../os/logger.js';
 import { ensureSecureDir } from '../os/secure-dir.js';
-import { ENGINE_ENV_NAMES } from './engine-cli.js';
+import { ENGINE_ENV_NAMES } from '../../shared/contracts/session-routes.js';
 
 /** The daemon that wrote a record: its pid and start time (a reused pid is another process). */
 export const DaemonIdentity = z.strictObject({

@@ -1,4 +1,5 @@
 import { SandboxdError } from '../../shared/errors.js';
+import { ENGINE_ENV_NAMES } from '../../shared/contracts/session-routes.js';
 import type { Engine } from '../../shared/contracts/common.js';
 import type { ClientEnv } from '../../shared/contracts/sessions.js';
 import { clip } from '../os/text.js';
@@ -8,22 +9,7 @@ import type { RunSubprocess } from '../os/subprocess.js';
 export const SESSION_LABEL = 'sandboxd.session';
 export const OWNER_LABEL = 'sandboxd.owner';
 
-/**
- * The session's variables that decide which engine, storage or remote host its container is on:
- * `rm -f` must see the same ones as the client's `run` did, and only those (never the daemon's).
- */
-export const ENGINE_ENV_NAMES = [
-  'CONTAINER_CONNECTION',
-  'CONTAINER_HOST',
-  'CONTAINER_SSHKEY',
-  'CONTAINERS_CONF',
-  'CONTAINERS_STORAGE_CONF',
-  'PODMAN_CONNECTIONS_CONF',
-  'XDG_CONFIG_HOME',
-  'DOCKER_HOST',
-  'DOCKER_CONTEXT',
-  'DOCKER_CONFIG',
-] as const satisfies readonly (keyof ClientEnv)[];
+/** The engine variables a session's container record keeps (shared/contracts/session-routes.ts). */
 export type EngineEnv = Partial<Record<(typeof ENGINE_ENV_NAMES)[number], string>>;
 
 /** How to reach the engine a session's container runs on. */

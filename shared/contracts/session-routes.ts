@@ -13,10 +13,10 @@ export const HEARTBEATS_ROUTE = '/v1/heartbeats';
 export const SSH_BRIDGE_SETTINGS = ['auto', 'mount', 'tunnel', 'desktop', 'none'] as const;
 
 /**
- * The few variables of the client's environment the daemon may use; nothing else is sent, so a
- * request can never carry a whole environment (DESIGN §9).
+ * The session's variables that decide which engine, storage or remote host its container is on:
+ * the daemon's own `rm -f` of a session's container must see the same ones as the client's `run`.
  */
-export const CLIENT_ENV_NAMES = [
+export const ENGINE_ENV_NAMES = [
   'CONTAINER_CONNECTION',
   'CONTAINER_HOST',
   'CONTAINER_SSHKEY',
@@ -27,7 +27,10 @@ export const CLIENT_ENV_NAMES = [
   'DOCKER_CONTEXT',
   'DOCKER_CONFIG',
   'XDG_CONFIG_HOME',
-  'TERM',
-  'COLORTERM',
-  'GOOGLE_APPLICATION_CREDENTIALS',
 ] as const;
+
+/**
+ * The few variables of the client's environment the daemon may use; nothing else is sent, so a
+ * request can never carry a whole environment (DESIGN §9).
+ */
+export const CLIENT_ENV_NAMES = [...ENGINE_ENV_NAMES, 'TERM', 'COLORTERM', 'GOOGLE_APPLICATION_CREDENTIALS'] as const;
