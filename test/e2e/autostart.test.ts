@@ -254,7 +254,7 @@ describe('auto-start (real processes)', () => {
   });
 });
 
-describe('the socket directory is trusted only when it is the caller\'s (issue 8, defect 1)', () => {
+describe('the socket directory is trusted only when it is the caller\'s', () => {
   it('refuses a runtime dir another user created and sends its fake daemon nothing, on status and on auto-start', async () => {
     const user = otherUser();
     const sandbox = makeSandbox(cleanup);

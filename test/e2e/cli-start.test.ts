@@ -17,7 +17,7 @@ function bundles(): string[] {
   return [CLI, ...readdirSync(entries).filter((name) => name.endsWith('.js')).map((name) => path.join(entries, name))];
 }
 
-/** Issue 13: what every start of the command is made of. Speed itself is only printed, by `npm run bench`. */
+/** What every start of the command is made of. Speed itself is only printed, by `npm run bench`. */
 describe('the sandboxd command as installed (bundled CLI)', () => {
   it('is the file package.json names, runs by its shebang and knows the package version', () => {
     const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string; bin: Record<string, string> };

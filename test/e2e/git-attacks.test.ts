@@ -6,7 +6,7 @@ import { CLI, Cleanup, cliEnv, daemonPid, makeSandbox, waitFor, type Sandbox } f
 import { labMissing, podmanLab } from './lab.js';
 
 /**
- * The repository boundary under attack (issue 20, items 1-4 and the mirror cases): hostile code
+ * The repository boundary under attack (layouts, redirections, hooks and the mirror cases): hostile code
  * runs inside a real podman container with the plan `sandboxd run` makes, writes under its mounts,
  * and then the host runs ordinary git commands. Every payload would create a marker file on the
  * host, in a directory no container can see; a test passes when no marker exists and the

@@ -15,7 +15,7 @@ interface ErrorJson {
 }
 
 /**
- * The shape of a Mac (issue 10): podman reaches a Podman API service over ssh, and that service,
+ * The shape of a Mac: podman reaches a Podman API service over ssh, and that service,
  * the "VM", sees this host's files except the sandbox's HOME and `hidden/`.
  */
 async function remoteLab() {

@@ -22,7 +22,7 @@ async function statusIn(user: TestUser, shell: Shell): Promise<Status> {
 }
 
 /**
- * Issue 21 as a user meets it, with a real account: a login shell (XDG_RUNTIME_DIR set), `su -`
+ * One daemon per user, as a user meets it, with a real account: a login shell (XDG_RUNTIME_DIR set), `su -`
  * and a `sudo -u` shape (neither has it) share one state dir, so they must share one daemon.
  */
 describe.skipIf(labMissing)('one daemon per user, whatever the shell (a real non-root user)', () => {

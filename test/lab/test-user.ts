@@ -6,7 +6,7 @@ import { execa } from 'execa';
 import { CLI, type Cleanup } from '../helpers.js';
 
 /**
- * The shells a user runs sandboxd from (issue 21): a login shell that has XDG_RUNTIME_DIR (a
+ * The shells a user runs sandboxd from: a login shell that has XDG_RUNTIME_DIR (a
  * desktop or ssh session under logind), `su -` (a real `su`, whose login shell has none), and a
  * `sudo -u` shape (sudo's env_reset: HOME, USER, LOGNAME, a secure PATH, nothing of the session).
  */

@@ -6,7 +6,7 @@ import { Cleanup, waitFor } from '../helpers.js';
  * A long-lived client (as llxprt is) that auto-starts the daemon through the client library and
  * then blocks its event loop, so it never reaps the daemon it spawned. Kill the daemon with -9 and
  * it stays a zombie — pid taken, /proc entry present, kill(pid, 0) succeeding — until this parent
- * is killed: the state issue 8 (2) found a restarted daemon waiting behind for 20 s.
+ * is killed: the state in which a restarted daemon once waited behind it until its start timed out.
  */
 export async function daemonOfUnreapingParent(clientModule: string, env: NodeJS.ProcessEnv, cleanup: Cleanup): Promise<number> {
   const script = [
