@@ -17,7 +17,7 @@ import { median, percentile, timed } from './stats.js';
 import { transportRows } from './transport-rows.js';
 
 /**
- * `npm run bench`: the tunnel figures of issue 3 and the speed figures of issue 13, measured in one
+ * `npm run bench`: the tunnel figures and the speed figures (client, daemon, CLI), measured in one
  * run on a real loopback sshd (standing in for the Podman machine), a real ssh-agent and the real
  * podman CLI. It prints figures and ratios; nothing here fails on a slow machine.
  */
@@ -29,7 +29,7 @@ const CONCURRENT = 20;
 const POLL_MS = 200;
 const RESTART_RUNS = SHORT ? 1 : 5;
 const CLI_RUNS = SHORT ? 3 : 10;
-/** Issue 13's scale: sessions held (each heartbeating) while the warm acquire is measured again. */
+/** The scale of a busy machine: sessions held (each heartbeating) while the warm acquire is measured again. */
 const HELD = SHORT ? 100 : 1000;
 const IDLE_WINDOW_MS = SHORT ? 2_000 : 10_000;
 /** Acquires each after the caches' TTL has passed (11 s apart), the bridge still up. */
@@ -131,8 +131,8 @@ async function stopDaemon(env: NodeJS.ProcessEnv): Promise<void> {
 }
 
 /**
- * (6) issue 8 (2) as users meet it: a long-lived client auto-started the daemon and does not reap
- * it; kill -9 leaves a zombie holding the lock's pid record; time the next acquire.
+ * (6) a daemon killed as users meet it: a long-lived client auto-started the daemon and does not
+ * reap it; kill -9 leaves a zombie holding the lock's pid record; time the next acquire.
  */
 async function killedDaemonToNextAcquire(env: NodeJS.ProcessEnv): Promise<number> {
   const parent = new Cleanup();
@@ -201,7 +201,7 @@ async function main(): Promise<void> {
     const env: NodeJS.ProcessEnv = { ...process.env, ...sandbox.env, SSH_AUTH_SOCK: agent.socket, CONTAINERS_CONF: conf, SANDBOXD_SSH_BRIDGE: 'tunnel' };
     cleanup.add(() => requestShutdown(env).catch(() => undefined));
     await ensureDaemon({ paths: clientPaths(env), env, autoStart: true });
-    // Issue 13's shape: a local engine (mount bridge), so the figures are sandboxd's own.
+    // A local engine (mount bridge), so the figures are sandboxd's own.
     const localEnv: NodeJS.ProcessEnv = { ...process.env, ...sandbox.env, SSH_AUTH_SOCK: agent.socket, SANDBOXD_SSH_BRIDGE: 'mount' };
     if (ONLY_LLXPRT) {
       printRows(await llxprtRows(localEnv, sandbox.dir), `${String(LLXPRT_RUNS)} runs per runtime`);
@@ -256,13 +256,13 @@ async function main(): Promise<void> {
       await (session as Awaited<ReturnType<typeof acquire>> | null)?.release();
     }
 
-    // (8) issue 13: the same warm acquire with HELD sessions held and heartbeating, and what the
+    // (8) the same warm acquire with HELD sessions held and heartbeating, and what the
     // daemon costs meanwhile (RSS, CPU while nothing but heartbeats happens).
     const daemonPid = (await getStatus(env)).pid;
     const held: Awaited<ReturnType<typeof acquire>>[] = [];
     for (let run = 0; run < HELD; run += 1) held.push(await acquireSession({ engine: 'podman', env }));
     // What the acquires set off finishes first: a refresh of an old answer waits for half a second
-    // without requests, then spawns git and podman (about 150 ms of CPU).
+    // without requests, then spawns git and podman, whose CPU is not the idle daemon's.
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     const cpuBefore = processCpuMs(daemonPid);
     await new Promise((resolve) => setTimeout(resolve, IDLE_WINDOW_MS));
@@ -304,7 +304,7 @@ async function main(): Promise<void> {
     await Promise.all(sessions.map((s) => s.release()));
     await removeAllTunnels(env);
 
-    // (7) issue 13: what a person waits for on every CLI call, against Node's own start.
+    // (7) what a person waits for on every CLI call, against Node's own start.
     // The three commands take turns, run by run: this machine's speed drifts, and a drift must
     // not land on one command's block of runs and skew the ratios.
     const cliStarts = async (commands: string[][]): Promise<number[]> => {

@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import { percentile } from '../stats.js';
 
 /**
- * `npm run soak` (issue 8): client processes doing acquire → use → release through the library on
+ * `npm run soak`, the chaos and fuzz suite: client processes doing acquire → use → release through the library on
  * the lab (a loopback sshd standing in for the Podman VM, a real ssh-agent), while a chaos loop
  * kills tunnel ssh processes, SIGKILLs clients mid-lease, restarts sshd, and SIGSTOPs and SIGKILLs
  * the daemon; after each phase the daemon's view is checked against the operating system's; then
