@@ -1,5 +1,5 @@
 /**
- * The floor under `sandboxd run` (issue 13), run by `npm run bench` as its own process: what any
+ * The floor under `sandboxd run`, run by `npm run bench` as its own process: what any
  * Node client must do to run a container with a plan, and nothing more. One connection, one
  * acquire, the engine spawned with the plan's arguments, one release; no option parsing, no
  * response validation, no trust check. `sandboxd run` minus this is what sandboxd's own code

@@ -13,9 +13,11 @@ import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 import { DISCOVERY_TTL_MS } from '../daemon/podman/discovery-cache.js';
 import { GIT_FACTS_TTL_MS } from '../daemon/plan/git/git-host.js';
 import { llxprtImportCost } from './llxprt-import.js';
+import { median, percentile, timed } from './stats.js';
+import { transportRows } from './transport-rows.js';
 
 /**
- * `npm run bench`: the tunnel figures of issue 3 and the speed figures of issue 13, measured in one
+ * `npm run bench`: the tunnel figures and the speed figures (client, daemon, CLI), measured in one
  * run on a real loopback sshd (standing in for the Podman machine), a real ssh-agent and the real
  * podman CLI. It prints figures and ratios; nothing here fails on a slow machine.
  */
@@ -27,7 +29,7 @@ const CONCURRENT = 20;
 const POLL_MS = 200;
 const RESTART_RUNS = SHORT ? 1 : 5;
 const CLI_RUNS = SHORT ? 3 : 10;
-/** Issue 13's scale: sessions held (each heartbeating) while the warm acquire is measured again. */
+/** The scale of a busy machine: sessions held (each heartbeating) while the warm acquire is measured again. */
 const HELD = SHORT ? 100 : 1000;
 const IDLE_WINDOW_MS = SHORT ? 2_000 : 10_000;
 /** Acquires each after the caches' TTL has passed (11 s apart), the bridge still up. */
@@ -35,6 +37,10 @@ const IDLE_RUNS = SHORT ? 1 : 3;
 /** `npm run bench -- --llxprt`: only the rows of what llxprt's launcher pays for the adapter. */
 const ONLY_LLXPRT = process.argv.includes('--llxprt');
 const LLXPRT_RUNS = SHORT ? 3 : 15;
+/** `npm run bench -- --transport`: only the rows of the client's transport (and the socket floor). */
+const ONLY_TRANSPORT = process.argv.includes('--transport');
+const TRANSPORT_COLD_RUNS = SHORT ? 2 : 20;
+const TRANSPORT_GETS = SHORT ? 50 : 1000;
 /** Bun runs llxprt; the bench measures the adapter under it as under Node. */
 const BUN = fileURLToPath(new URL('../../node_modules/.bin/bun', import.meta.url));
 
@@ -55,24 +61,8 @@ const CLIENT_MODULE = fileURLToPath(new URL('../client/index.js', import.meta.ur
 /** The floor under `sandboxd run`: a bare Node client doing only its requests and the spawn. */
 const RUN_FLOOR = fileURLToPath(new URL('./run-floor.js', import.meta.url));
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
-}
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
-}
-
 function sshBase(sshd: Sshd): string[] {
   return ['-F', '/dev/null', '-i', sshd.clientKey, '-p', String(sshd.port), '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR'];
-}
-
-async function timed(fn: () => Promise<unknown>): Promise<number> {
-  const start = performance.now();
-  await fn();
-  return performance.now() - start;
 }
 
 /**
@@ -141,8 +131,8 @@ async function stopDaemon(env: NodeJS.ProcessEnv): Promise<void> {
 }
 
 /**
- * (6) issue 8 (2) as users meet it: a long-lived client auto-started the daemon and does not reap
- * it; kill -9 leaves a zombie holding the lock's pid record; time the next acquire.
+ * (6) a daemon killed as users meet it: a long-lived client auto-started the daemon and does not
+ * reap it; kill -9 leaves a zombie holding the lock's pid record; time the next acquire.
  */
 async function killedDaemonToNextAcquire(env: NodeJS.ProcessEnv): Promise<number> {
   const parent = new Cleanup();
@@ -187,6 +177,10 @@ async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string,
   return rows;
 }
 
+function socketFloorRow(floor: number[]): [string, string, string] {
+  return ['    node:http over a Unix socket, kept alive: p50', `${median(floor).toFixed(2)} ms`, `p99 ${percentile(floor, 99).toFixed(2)} ms: the socket's floor`];
+}
+
 function printRows(rows: [string, string, string][], runs: string): void {
   const width = Math.max(...rows.map(([name]) => name.length));
   process.stdout.write(`sandboxd benchmark (node ${process.version}${SHORT ? ', short' : ''}; ${runs}; medians)\n`);
@@ -207,10 +201,17 @@ async function main(): Promise<void> {
     const env: NodeJS.ProcessEnv = { ...process.env, ...sandbox.env, SSH_AUTH_SOCK: agent.socket, CONTAINERS_CONF: conf, SANDBOXD_SSH_BRIDGE: 'tunnel' };
     cleanup.add(() => requestShutdown(env).catch(() => undefined));
     await ensureDaemon({ paths: clientPaths(env), env, autoStart: true });
-    // Issue 13's shape: a local engine (mount bridge), so the figures are sandboxd's own.
+    // A local engine (mount bridge), so the figures are sandboxd's own.
     const localEnv: NodeJS.ProcessEnv = { ...process.env, ...sandbox.env, SSH_AUTH_SOCK: agent.socket, SANDBOXD_SSH_BRIDGE: 'mount' };
     if (ONLY_LLXPRT) {
       printRows(await llxprtRows(localEnv, sandbox.dir), `${String(LLXPRT_RUNS)} runs per runtime`);
+      return;
+    }
+    const transport = (socketFloor: number[]) =>
+      transportRows({ socketPath: clientPaths(env).socketPath, dir: sandbox.dir, bun: BUN, coldRuns: TRANSPORT_COLD_RUNS, warmGets: TRANSPORT_GETS, socketFloor });
+    if (ONLY_TRANSPORT) {
+      const socketFloor = await httpFloor(sandbox.dir, WARM_RUNS);
+      printRows([socketFloorRow(socketFloor), ...(await transport(socketFloor))], `${String(TRANSPORT_COLD_RUNS)} cold runs, ${String(TRANSPORT_GETS)} warm GETs per runtime`);
       return;
     }
     const acquire = () => acquireSession({ engine: 'podman', env, heartbeat: false });
@@ -255,13 +256,13 @@ async function main(): Promise<void> {
       await (session as Awaited<ReturnType<typeof acquire>> | null)?.release();
     }
 
-    // (8) issue 13: the same warm acquire with HELD sessions held and heartbeating, and what the
+    // (8) the same warm acquire with HELD sessions held and heartbeating, and what the
     // daemon costs meanwhile (RSS, CPU while nothing but heartbeats happens).
     const daemonPid = (await getStatus(env)).pid;
     const held: Awaited<ReturnType<typeof acquire>>[] = [];
     for (let run = 0; run < HELD; run += 1) held.push(await acquireSession({ engine: 'podman', env }));
     // What the acquires set off finishes first: a refresh of an old answer waits for half a second
-    // without requests, then spawns git and podman (about 150 ms of CPU).
+    // without requests, then spawns git and podman, whose CPU is not the idle daemon's.
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     const cpuBefore = processCpuMs(daemonPid);
     await new Promise((resolve) => setTimeout(resolve, IDLE_WINDOW_MS));
@@ -303,7 +304,7 @@ async function main(): Promise<void> {
     await Promise.all(sessions.map((s) => s.release()));
     await removeAllTunnels(env);
 
-    // (7) issue 13: what a person waits for on every CLI call, against Node's own start.
+    // (7) what a person waits for on every CLI call, against Node's own start.
     // The three commands take turns, run by run: this machine's speed drifts, and a drift must
     // not land on one command's block of runs and skew the ratios.
     const cliStarts = async (commands: string[][]): Promise<number[]> => {
@@ -315,6 +316,7 @@ async function main(): Promise<void> {
     };
     const [nodeMs = 0, versionMs = 0, statusMs = 0] = await cliStarts([['-e', '0'], [CLI, '--version'], [CLI, 'status']]);
     const llxprt = await llxprtRows(localEnv, sandbox.dir);
+    const transportCost = await transport(floor);
 
     await stopDaemon(env);
     const restart: number[] = [];
@@ -334,7 +336,7 @@ async function main(): Promise<void> {
       ['(5) bare ssh handshake (floor)', `${bareMs.toFixed(0)} ms`, ''],
       ['(4) per-session baseline (rm, ssh -R, poll test -S, teardown)', `${baselineMs.toFixed(0)} ms`, ''],
       ['(1) cold acquire via client library', `${coldMs.toFixed(0)} ms`, `${(coldMs / bareMs).toFixed(2)}x bare (target <= 1.3), ${(coldMs / baselineMs).toFixed(2)}x baseline (target <= 0.7)`],
-      ['    node:http over a Unix socket, kept alive: p50', `${median(floor).toFixed(2)} ms`, `p99 ${percentile(floor, 99).toFixed(2)} ms: the socket's floor`],
+      socketFloorRow(floor),
       ['    empty round trip (GET /v1/status) p50', `${median(roundTrip).toFixed(2)} ms`, `p99 ${percentile(roundTrip, 99).toFixed(2)} ms (${(percentile(roundTrip, 99) / percentile(floor, 99)).toFixed(2)}x the floor's p99)`],
       ['(2) warm acquire p50', `${median(warm).toFixed(2)} ms`, ''],
       ['(2) warm acquire p99', `${percentile(warm, 99).toFixed(2)} ms`, `target <= 3 ms and <= 3x the empty round trip's p99 + 0.5 ms = ${(3 * percentile(roundTrip, 99) + 0.5).toFixed(2)} ms`],
@@ -357,6 +359,7 @@ async function main(): Promise<void> {
       ['(6) no daemon at all -> auto-start and first plan', `${median(fresh).toFixed(0)} ms`, 'target <= 500 ms; the kill -9 figure minus this is what the dead daemon costs'],
       ['    the same through the remote podman connection', `${median(remoteFresh).toFixed(0)} ms`, `+ one ssh login to learn what the VM shares (bare handshake ${bareMs.toFixed(0)} ms)`],
       ...llxprt,
+      ...transportCost,
     ];
     printRows(rows, `${String(COLD_RUNS)} cold runs, ${String(WARM_RUNS)} warm runs`);
   } finally {

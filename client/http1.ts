@@ -1,11 +1,15 @@
 import net from 'node:net';
 
 /*
- * One HTTP/1.1 exchange over the daemon's Unix socket, on node's `net` alone: node:http's client
- * (agent, parser, request and response streams) is a noticeable part of a short command's start
- * (the bench's transport rows measure it). The daemon is fastify on node's own HTTP server and
- * frames every answer by Content-Length, so the client reads only that part of HTTP/1.1: a status
- * line, headers, and a body framed by Content-Length or by the end of the connection.
+ * One HTTP/1.1 exchange over the daemon's Unix socket, on node's `net` alone. It is kept because
+ * it still pays against node:http with a kept-alive agent: loading that client (agent, parser,
+ * request and response streams) and sending through it costs a fresh process noticeably more, on
+ * Node 24 with its compile cache and on Bun, and each request on a kept connection takes longer
+ * too. The bench's transport rows (11, alone with `npm run bench -- --transport`) measure both
+ * side by side on every runtime; when they stop differing, node:http can take this module's
+ * place. The daemon is fastify on node's own HTTP server and frames every answer by
+ * Content-Length, so the client reads only that part of HTTP/1.1: a status line, headers, and a
+ * body framed by Content-Length or by the end of the connection.
  */
 
 export interface Exchange {

@@ -8,9 +8,10 @@ import { ClientPool, emptyStats } from './clients.js';
 import { fuzz, holdConnections } from './fuzz.js';
 import { daemonResources, heldViolations, plantedViolations, quietViolations, snapshot, tunnelSshPids, vmSockets } from './invariants.js';
 import { execFileSync } from 'node:child_process';
+import { percentile } from '../stats.js';
 
 /**
- * `npm run soak` (issue 8): client processes doing acquire → use → release through the library on
+ * `npm run soak`, the chaos and fuzz suite: client processes doing acquire → use → release through the library on
  * the lab (a loopback sshd standing in for the Podman VM, a real ssh-agent), while a chaos loop
  * kills tunnel ssh processes, SIGKILLs clients mid-lease, restarts sshd, and SIGSTOPs and SIGKILLs
  * the daemon; after each phase the daemon's view is checked against the operating system's; then
@@ -32,11 +33,6 @@ const RSS_SLACK_BYTES = 48 * 1024 * 1024;
 function argValue(name: string): string | undefined {
   const index = process.argv.indexOf(name);
   return index === -1 ? undefined : process.argv[index + 1];
-}
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,6 +1,6 @@
 /*
  * Which module registers each command. The `sandboxd` entry reads this to load one command's
- * bundle and nothing else (issue 13); it imports nothing, so the entry stays a few hundred bytes.
+ * bundle and nothing else, which keeps each start short; it imports nothing, so the entry stays a few hundred bytes.
  */
 
 /**

@@ -5,10 +5,10 @@ import path from 'node:path';
 type EnableCompileCache = (directory?: string) => unknown;
 
 /**
- * Node ≥ 22.1 can keep V8's compiled code between runs, which halves what parsing the command's
- * modules costs on every call (issue 13). The cache lives in the user's own cache directory: the
- * default, a shared directory under /tmp, is one another user could fill first. Older Node and
- * Bun have no such call, and an explicit NODE_COMPILE_CACHE is the user's choice to keep.
+ * Node ≥ 22.1 (and recent Bun) can keep the compiled code between runs, so a command stops paying to
+ * parse its modules on every call. The cache lives in the user's own cache directory: the
+ * default, a shared directory under /tmp, is one another user could fill first. Node 20 has no
+ * such call, and an explicit NODE_COMPILE_CACHE is the user's choice to keep.
  */
 export function enableCompileCache(env: NodeJS.ProcessEnv = process.env): void {
   const enable = (module as { enableCompileCache?: EnableCompileCache }).enableCompileCache;

@@ -4,6 +4,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from '../../client/transport.js';
+import { SESSIONS_ROUTE } from '../../shared/contracts/session-routes.js';
 import { STATUS_ROUTE, StatusResponse } from '../../shared/contracts/status.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { Cleanup } from '../helpers.js';
@@ -89,5 +90,52 @@ describe('client transport', () => {
       code: 'INVALID_RESPONSE',
       message: `the daemon's answer to GET /v1/status is not HTTP: not an HTTP/1.1 status line: "SSH-2.0-OpenSSH_9.2"`,
     });
+  });
+
+  it('never sends an acquire twice: it opens its own connection, and one that dies unanswered fails the acquire', async () => {
+    const dir = mkdtempSync('/tmp/sbx-transport-');
+    // A daemon that answers each connection's first GET and keeps it; a request that arrives on a
+    // kept connection finds it dead (the daemon closed it as the request came in), and an
+    // acquire is read and then never answered (the daemon died working on it).
+    const requests: { connection: number; line: string }[] = [];
+    const text = JSON.stringify(STATUS);
+    const answer = `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${String(Buffer.byteLength(text))}\r\nsandboxd-protocol: ${String(PROTOCOL_VERSION)}\r\n\r\n${text}`;
+    const sockets: net.Socket[] = [];
+    const daemon = net.createServer((socket) => {
+      const connection = sockets.push(socket);
+      let served = 0;
+      socket.on('error', () => undefined).on('data', (data) => {
+        requests.push({ connection, line: data.toString('latin1').split('\r\n')[0] ?? '' });
+        served += 1;
+        if (served > 1 || data.toString('latin1').startsWith('POST ')) socket.destroy();
+        else socket.write(answer);
+      });
+    });
+    const socketPath = path.join(dir, 's.sock');
+    await new Promise<void>((resolve) => daemon.listen(socketPath, resolve));
+    cleanup.add(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    cleanup.add(
+      () =>
+        new Promise((resolve) => {
+          for (const socket of sockets) socket.destroy();
+          daemon.close(resolve);
+        }),
+    );
+    expect(await getStatus(socketPath)).toEqual(STATUS);
+    const acquire = request({ socketPath, method: 'POST', route: SESSIONS_ROUTE, body: { engine: 'podman' } }, StatusResponse);
+    await expect(acquire).rejects.toMatchObject({ code: 'DAEMON_NOT_RUNNING' });
+    // Sent once, on a connection of its own: never on the kept one, never again on another.
+    expect(requests).toEqual([
+      { connection: 1, line: 'GET /v1/status HTTP/1.1' },
+      { connection: 2, line: 'POST /v1/sessions HTTP/1.1' },
+    ]);
+    // A GET rides the kept connection, finds it dead before any answer, and is sent again once.
+    expect(await getStatus(socketPath)).toEqual(STATUS);
+    expect(requests.slice(2)).toEqual([
+      { connection: 1, line: 'GET /v1/status HTTP/1.1' },
+      { connection: 3, line: 'GET /v1/status HTTP/1.1' },
+    ]);
   });
 });

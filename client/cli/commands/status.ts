@@ -11,7 +11,8 @@ import { EXIT_NOT_RUNNING, formatAge, printJson, runAction } from '../output.js'
 
 /*
  * `sandboxd status` on its own: the most run command loads the status call and nothing of
- * starting or stopping a daemon (issue 13: `status` within 2x `node -e 0`).
+ * starting or stopping a daemon, so it starts in not much more than Node's own start (the
+ * bench's row 7).
  */
 
 /** Never starts a daemon itself; an installed service's socket may, and that start is waited out. */
