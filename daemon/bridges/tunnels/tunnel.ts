@@ -6,10 +6,11 @@ import type { Bridge } from '../bridge.js';
 import { BridgeStatus } from '../bridge-status.js';
 import type { Logger } from '../../os/logger.js';
 import type { PodmanConnection } from '../../podman/connections.js';
-import { backoffMs, classifySshFailure, HALT_WORD, leftoverScript, sshArgs, sshProbeArgs, tunnelLayout, type SelinuxMode } from '../../podman/ssh-command.js';
+import { backoffMs, classifySshFailure, HALT_WORD, sshArgs, sshProbeArgs, tunnelLayout, type SelinuxMode, type SshOptions } from '../../podman/ssh-command.js';
 import type { IndexedTunnel, TunnelIndex } from '../../podman/tunnel-index.js';
 import type { PathKind } from '../../podman/vm-queries.js';
-import { Generation, stopChild, tunnelFailure } from './generation.js';
+import { Generation, tunnelFailure } from './generation.js';
+import { removeLeftovers } from './leftover-logins.js';
 import { TUNNEL_TRANSITIONS } from './tunnel-states.js';
 
 /** A failing acquire is bounded at 20 s; ssh's ConnectTimeout sits well inside it. */
@@ -19,12 +20,6 @@ const ALIVE_INTERVAL_SECONDS = 5;
 const ALIVE_COUNT_MAX = 3;
 /** A whole login plus one `rm`: as long as a connect may take. */
 const CLEANUP_LOGIN_MS = (CONNECT_TIMEOUT_SECONDS + 2) * 1_000;
-/**
- * Last logins a stopped tunnel makes for its leftovers, at most this far apart: together they span
- * an sshd restart on a loaded machine (about 15 s), which is when generations die unpublished.
- */
-const MAX_CLEANUP_LOGINS = 10;
-const CLEANUP_BACKOFF_CAP_MS = 2_000;
 /**
  * New root names tried in a row before the tunnel fails: a fresh random name is taken only by
  * someone who can read the daemon's state, so a third in a row means the VM's /tmp is not usable.
@@ -78,8 +73,9 @@ interface Waiter {
  * One `ssh -R` tunnel into a Podman machine, shared by every session with the same connection and
  * agent (STYLE 3: owns its child, an explicit state, lastError instead of throwing). Each
  * generation binds a fresh socket name and repoints `<dir>/agent.sock`, so containers that mount
- * `<dir>` keep working across restarts. The fields below outlive generations; what belongs to one
- * ssh child is its `Generation`'s.
+ * `<dir>` keep working across restarts. Its state changes only through `status.transition()`,
+ * as TUNNEL_TRANSITIONS allows. The fields below outlive generations; what belongs to one ssh
+ * child is its `Generation`'s.
  */
 export class Tunnel implements Bridge, IndexedTunnel {
   readonly id: string;
@@ -228,46 +224,8 @@ export class Tunnel implements Bridge, IndexedTunnel {
     this.options.onChild(null);
     const leftovers = this.leftovers;
     this.leftovers = [];
-    // Only the first login is awaited: a session told that the tunnel failed is not kept waiting
-    // for a VM that is down, and the retries outlive the halt.
-    if (leftovers.length > 0 && !(await this.removeLeftovers(leftovers))) void this.retryLeftovers(leftovers);
+    await removeLeftovers({ login: () => this.options.spawnSsh(sshProbeArgs(this.sshOptions())), graceMs: CLEANUP_LOGIN_MS, logger: this.logger }, leftovers);
     this.logger.info('tunnel halted');
-  }
-
-  /**
-   * Bind sockets of generations that died unpublished are otherwise removed by the next
-   * generation's script; a stopping tunnel has none, so a last login does it. Such a generation
-   * mostly died because the VM's sshd went away, so that login is often refused at first: it is
-   * retried with backoff, a bounded number of times.
-   */
-  private async retryLeftovers(leftovers: readonly string[]): Promise<void> {
-    for (let attempt = 1; attempt < MAX_CLEANUP_LOGINS; attempt += 1) {
-      this.logger.warn({ attempt }, 'the login that removes bind sockets left by generations that died failed; trying again');
-      await new Promise<void>((resolve) => setTimeout(resolve, backoffMs(attempt - 1, undefined, CLEANUP_BACKOFF_CAP_MS)).unref());
-      if (await this.removeLeftovers(leftovers)) return;
-    }
-    this.logger.error({ leftovers }, `${String(MAX_CLEANUP_LOGINS)} logins to the VM failed; bind sockets of generations that died stay beside the tunnel root`);
-  }
-
-  /** One login that removes them; true once the VM ran it. */
-  private async removeLeftovers(leftovers: readonly string[]): Promise<boolean> {
-    const child = this.options.spawnSsh(
-      sshProbeArgs({
-        connection: this.connection,
-        knownHostsPath: this.options.knownHostsPath,
-        aliveIntervalSeconds: ALIVE_INTERVAL_SECONDS,
-        aliveCountMax: ALIVE_COUNT_MAX,
-        connectTimeoutSeconds: CONNECT_TIMEOUT_SECONDS,
-      }),
-    );
-    child.once('error', () => undefined);
-    child.stdin?.on('error', () => undefined);
-    child.stdin?.write(`${leftoverScript(leftovers)}\n`);
-    await stopChild(child, undefined, CLEANUP_LOGIN_MS);
-    // The script ends in `exit 0`; ssh answers 255 for a login that failed.
-    if (child.exitCode !== 0) return false;
-    this.logger.info({ leftovers: leftovers.length }, 'removed bind sockets left by generations that died');
-    return true;
   }
 
   describe(refs: number): BridgeInfo {
@@ -312,17 +270,7 @@ export class Tunnel implements Bridge, IndexedTunnel {
     this.launched += 1;
     // 16 random bytes: the bind path sits in the VM's /tmp, where any user can list it.
     const layout = tunnelLayout(this.root, this.options.dirName, this.launched, randomBytes(16).toString('hex'));
-    const child = this.options.spawnSsh(
-      sshArgs({
-        connection: this.connection,
-        agentSocket: this.options.agentSocket,
-        layout,
-        knownHostsPath: this.options.knownHostsPath,
-        aliveIntervalSeconds: ALIVE_INTERVAL_SECONDS,
-        aliveCountMax: ALIVE_COUNT_MAX,
-        connectTimeoutSeconds: CONNECT_TIMEOUT_SECONDS,
-      }),
-    );
+    const child = this.options.spawnSsh(sshArgs({ ...this.sshOptions(), agentSocket: this.options.agentSocket, layout }));
     this.generation = new Generation({
       tunnelId: this.id,
       number: this.launched,
@@ -390,6 +338,17 @@ export class Tunnel implements Bridge, IndexedTunnel {
       this.relaunch();
     }, delay);
     this.backoffTimer.unref();
+  }
+
+  /** How every login of this tunnel reaches the VM: the current address, bounded waits. */
+  private sshOptions(): SshOptions {
+    return {
+      connection: this.connection,
+      knownHostsPath: this.options.knownHostsPath,
+      aliveIntervalSeconds: ALIVE_INTERVAL_SECONDS,
+      aliveCountMax: ALIVE_COUNT_MAX,
+      connectTimeoutSeconds: CONNECT_TIMEOUT_SECONDS,
+    };
   }
 
   private cancelBackoff(): void {
