@@ -1,10 +1,11 @@
 import { promises as fs } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import type { BridgeInfo, BridgeState } from '../../shared/contracts/bridges.js';
+import type { BridgeInfo } from '../../shared/contracts/bridges.js';
 import type { Logger } from '../os/logger.js';
 import { ensureOwnDir, withUmask } from '../os/secure-dir.js';
 import type { Bridge } from './bridge.js';
+import { BridgeStatus, RELAY_TRANSITIONS } from './bridge-status.js';
 
 export const RELAY_SOCKET_NAME = 'agent.sock';
 /** An agent serves a handful of requests per git operation; this caps a runaway container. */
@@ -34,21 +35,21 @@ interface Identity {
  */
 export class AgentRelay implements Bridge {
   readonly id: string;
-  private state: BridgeState = 'starting';
+  private readonly status: BridgeStatus;
   private server: net.Server | null = null;
   private readonly connections = new Set<net.Socket>();
   private ready: Promise<void> = Promise.resolve();
-  private restarts = 0;
-  private lastError: string | null = null;
+  /** Listens begun so far: one that a restart or halt overtook leaves the state alone. */
+  private launches = 0;
   /** The socket this generation bound; null while none is listening. */
   private bound: Identity | null = null;
   private checking: Promise<void> | null = null;
-  private readonly createdAt = new Date().toISOString();
   private readonly logger: Logger;
 
   constructor(private readonly options: AgentRelayOptions) {
     this.id = options.id;
     this.logger = options.logger.child({ module: 'relay', tunnelId: options.id });
+    this.status = new BridgeStatus(RELAY_TRANSITIONS, this.logger);
   }
 
   get socketPath(): string {
@@ -67,9 +68,8 @@ export class AgentRelay implements Bridge {
   }
 
   async restart(): Promise<void> {
-    this.state = 'restarting';
+    this.status.transition('restarting', 'asked to restart');
     await this.closeServer();
-    this.restarts += 1;
     this.start();
     await this.ready;
   }
@@ -88,7 +88,7 @@ export class AgentRelay implements Bridge {
 
   private async compare(): Promise<void> {
     const bound = this.bound;
-    if (this.state !== 'ready' || bound === null) return;
+    if (this.status.state !== 'ready' || bound === null) return;
     const found = await identityOf(this.socketPath);
     if (found !== null && found.dev === bound.dev && found.ino === bound.ino) return;
     // A restart or halt meanwhile made (or dropped) a socket of its own.
@@ -96,11 +96,13 @@ export class AgentRelay implements Bridge {
     const what = found === null ? 'nothing is there' : `inode ${String(found.ino)} is there, not ${String(bound.ino)}`;
     this.logger.warn({ socket: this.socketPath, found, bound }, 'relay socket is not the one it bound; re-creating it');
     await this.restart();
-    this.lastError = `${this.socketPath} is not the socket it bound (${what}); re-created it`;
+    this.status.lastError = new Error(`${this.socketPath} is not the socket it bound (${what}); re-created it`);
   }
 
+  /** A second halt (a bridge removed while its acquire fails) finds the relay stopped already. */
   async halt(): Promise<void> {
-    this.state = 'stopped';
+    if (this.status.state === 'stopped') return;
+    this.status.transition('stopped', 'halted');
     await this.closeServer();
     await fs.rm(this.options.dir, { recursive: true, force: true });
     this.logger.info('relay halted');
@@ -113,16 +115,15 @@ export class AgentRelay implements Bridge {
       connection: null,
       hostAgentSocket: this.options.agentSocket,
       socketPath: this.socketPath,
-      state: this.state === 'ready' && refs === 0 ? 'draining' : this.state,
-      refs,
       pid: null,
-      restarts: this.restarts,
-      createdAt: this.createdAt,
-      lastError: this.lastError,
+      ...this.status.fields(refs),
     };
   }
 
   private async listen(): Promise<void> {
+    this.launches += 1;
+    const launch = this.launches;
+    const overtaken = (): boolean => launch !== this.launches || this.status.state === 'stopped';
     try {
       await ensureOwnDir(this.options.dir, 0o711);
       // The directory is ours and generated; whatever socket is there is a previous generation.
@@ -140,16 +141,18 @@ export class AgentRelay implements Bridge {
         }));
       });
       server.on('error', (error) => {
-        this.lastError = error.message;
+        this.status.lastError = error;
         this.logger.warn({ err: error }, 'relay listener error');
       });
-      this.bound = await identityOf(this.socketPath);
-      this.state = 'ready';
+      const bound = await identityOf(this.socketPath);
+      if (overtaken()) return;
+      this.bound = bound;
+      this.status.transition('ready', 'listening');
       this.logger.info({ socket: this.socketPath }, 'relay ready');
     } catch (error) {
-      this.state = 'failed';
-      this.lastError = (error as Error).message;
+      this.status.lastError = error as Error;
       this.logger.error({ err: error }, 'relay failed to listen');
+      if (!overtaken()) this.status.transition('failed', (error as Error).message);
       throw error;
     }
   }
@@ -160,7 +163,7 @@ export class AgentRelay implements Bridge {
     this.connections.add(upstream);
     const finish = (error?: Error): void => {
       if (error !== undefined) {
-        this.lastError = `agent ${this.options.agentSocket}: ${error.message}`;
+        this.status.lastError = new Error(`agent ${this.options.agentSocket}: ${error.message}`);
         this.logger.warn({ err: error }, 'relay connection failed');
       }
       client.destroy();

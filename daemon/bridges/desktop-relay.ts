@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import type { BridgeInfo, BridgeState } from '../../shared/contracts/bridges.js';
+import type { BridgeInfo } from '../../shared/contracts/bridges.js';
 import { SandboxdError } from '../../shared/errors.js';
 import { clip } from '../os/text.js';
 import type { Logger } from '../os/logger.js';
 import type { RunSubprocess } from '../os/subprocess.js';
 import type { Bridge } from './bridge.js';
+import { BridgeStatus, RELAY_TRANSITIONS } from './bridge-status.js';
 import { helperLabels, helperRecord, type HelperRecords } from './helper-records.js';
 import { RELAY_BINARY_IN_IMAGE } from './relay-image.js';
 
@@ -113,15 +114,6 @@ function lastLine(stderr: string): string {
 }
 
 /**
- * The shared relay container of one engine instance and container user (docs/engines.md, "Docker
- * Desktop"). Sessions mount its volume, never the VM socket, and never hold gid 0 themselves.
- * While it runs a `docker wait` watches it: a relay whose socket was replaced exits, and is
- * re-created at once with what it said as `lastError`; one that stopped otherwise (the engine
- * restarted, someone removed it) is `failed` until the next session asks for it. When the engine
- * restarts, the next session identifies a new instance and gets a new relay, while this one idles
- * out.
- */
-/**
  * Why the relay could not reach the engine's agent socket (`upstream` in the VM, mounted into the
  * relay), from its `connect <path>: <strerror>` line: the socket's owner and mode decide who may
  * connect, and they differ by engine.
@@ -135,25 +127,35 @@ export function upstreamReason(line: string, uid: number, upstream: string): str
   return null;
 }
 
+/**
+ * The shared relay container of one engine instance and container user (docs/engines.md, "Docker
+ * Desktop"). Sessions mount its volume, never the VM socket, and never hold gid 0 themselves.
+ * While it runs a `docker wait` watches it: a relay whose socket was replaced exits, and is
+ * re-created at once with what it said as `lastError`; one that stopped otherwise (the engine
+ * restarted, someone removed it) is `failed` until the next session asks for it. When the engine
+ * restarts, the next session identifies a new instance and gets a new relay, while this one idles
+ * out.
+ */
 export class DesktopRelay implements Bridge {
   readonly id: string;
-  private state: BridgeState = 'starting';
+  private readonly status: BridgeStatus;
   private ready: Promise<void> = Promise.resolve();
-  private restarts = 0;
-  private lastError: string | null = null;
   /** The running container's watch; null while none runs (starting, halted, stopped). */
   private watching: ContainerWatch | null = null;
   /** The running relay stopped by itself: the next session that asks starts it again. */
   private stoppedByItself = false;
   private replacedRelaunches = 0;
-  /** Launches so far: a stop noticed while a later launch ran is not that launch's. */
+  /**
+   * Launches so far: a stop noticed while a later launch ran is not that launch's, and a launch
+   * that a restart or halt overtook leaves the state alone.
+   */
   private launches = 0;
-  private readonly createdAt = new Date().toISOString();
   private readonly logger: Logger;
 
   constructor(private readonly options: DesktopRelayOptions) {
     this.id = options.id;
     this.logger = options.logger.child({ module: 'desktop-relay', tunnelId: options.id });
+    this.status = new BridgeStatus(RELAY_TRANSITIONS, this.logger);
   }
 
   get volume(): string {
@@ -169,18 +171,20 @@ export class DesktopRelay implements Bridge {
     this.replacedRelaunches = 0;
     if (this.stoppedByItself) {
       this.stoppedByItself = false;
-      this.relaunch();
+      this.relaunch('a session asked for the relay');
     }
     return this.ready;
   }
 
   async restart(): Promise<void> {
-    this.relaunch();
+    this.relaunch('asked to restart');
     await this.ready;
   }
 
+  /** A second halt (a bridge removed while its acquire fails) finds the relay stopped already. */
   async halt(): Promise<void> {
-    this.state = 'stopped';
+    if (this.status.state === 'stopped') return;
+    this.status.transition('stopped', 'halted');
     this.unwatch();
     const { name } = this.options;
     await this.docker(['rm', '--force', name]);
@@ -202,24 +206,21 @@ export class DesktopRelay implements Bridge {
       connection: null,
       hostAgentSocket: this.options.upstream,
       socketPath: `${this.options.name}:/agent.sock`,
-      state: this.state === 'ready' && refs === 0 ? 'draining' : this.state,
-      refs,
       pid: null,
-      restarts: this.restarts,
-      createdAt: this.createdAt,
-      lastError: this.lastError,
+      ...this.status.fields(refs),
     };
   }
 
-  private relaunch(): void {
-    this.state = 'restarting';
-    this.restarts += 1;
+  private relaunch(why: string): void {
+    this.status.transition('restarting', why);
     this.start();
   }
 
   private async launch(): Promise<void> {
     const { name, uid, gid, owner, docker, env } = this.options;
     this.launches += 1;
+    const launch = this.launches;
+    const overtaken = (): boolean => launch !== this.launches || this.status.state === 'stopped';
     this.unwatch();
     try {
       // On disk before anything is created: a daemon killed from here on leaves a record.
@@ -236,13 +237,14 @@ export class DesktopRelay implements Bridge {
       const started = await this.docker(relayRunArgs({ name, upstream: this.options.upstream, uid, gid, image, owner }));
       if (started.exitCode !== 0) throw this.failure(`cannot start relay container ${name}`, started.stderr);
       await this.awaitReadyLine();
+      if (overtaken()) return;
       this.watch();
-      this.state = 'ready';
+      this.status.transition('ready', 'its ready line');
       this.logger.info({ name }, 'relay container ready');
     } catch (error) {
-      this.state = 'failed';
-      this.lastError = (error as Error).message;
+      this.status.lastError = error as Error;
       this.logger.error({ err: error }, 'relay container failed');
+      if (!overtaken()) this.status.transition('failed', (error as Error).message);
       throw error;
     }
   }
@@ -266,15 +268,15 @@ export class DesktopRelay implements Bridge {
     const launches = this.launches;
     const said = lastLine((await this.docker(['logs', '--tail', '5', name]).catch(() => null))?.stderr ?? '');
     // Halted, or restarted by hand, meanwhile.
-    if (this.state !== 'ready' || this.launches !== launches) return;
-    this.lastError = `relay container ${name} stopped${code === null ? '' : ` (exit ${String(code)})`}${said === '' ? '' : `: ${said}`}`;
+    if (this.status.state !== 'ready' || this.launches !== launches) return;
+    this.status.lastError = new Error(`relay container ${name} stopped${code === null ? '' : ` (exit ${String(code)})`}${said === '' ? '' : `: ${said}`}`);
     this.logger.warn({ name, code, said }, 'relay container stopped');
     if (code === EXIT_REPLACED && this.replacedRelaunches < MAX_REPLACED_RELAUNCHES) {
       this.replacedRelaunches += 1;
-      this.relaunch();
+      this.relaunch('its socket was replaced');
       return;
     }
-    this.state = 'failed';
+    this.status.transition('failed', 'it stopped by itself');
     this.stoppedByItself = true;
   }
 

@@ -79,8 +79,8 @@ describe('the start-up sweep of helpers a killed daemon left', () => {
   });
 });
 
-describe('DesktopRelay: a relay container that stops by itself', () => {
-  function relay(answers?: (args: readonly string[]) => SubprocessResult) {
+describe('DesktopRelay: a relay container that stops by itself, or is halted while it starts', () => {
+  function relay(answers?: (args: readonly string[]) => SubprocessResult, image = () => Promise.resolve('sandboxd-relay:abc')) {
     const { file, store } = records();
     const docker = fakeDocker(answers ?? ((args) => (args[0] === 'logs' ? { exitCode: 0, stdout: 'sandboxd-relay ready', stderr: 'sandboxd-relay: /srv/agent.sock is not the socket it bound' } : ok())));
     const watches: { stop: ReturnType<typeof vi.fn>; exit: (code: number | null) => void }[] = [];
@@ -94,7 +94,7 @@ describe('DesktopRelay: a relay container that stops by itself', () => {
     };
     const bridge = new DesktopRelay({
       id: 'crelay_t', name: NAME, upstream: '/run/host-services/ssh-auth.sock', uid: 1000, gid: 1000, owner: 'own', records: store,
-      image: () => Promise.resolve('sandboxd-relay:abc'), run: docker.run, docker: '/usr/bin/docker', env: { DOCKER_HOST: 'unix:///d.sock' }, logger, watch,
+      image, run: docker.run, docker: '/usr/bin/docker', env: { DOCKER_HOST: 'unix:///d.sock' }, logger, watch,
     });
     return { bridge, docker, watches, file };
   }
@@ -126,6 +126,19 @@ describe('DesktopRelay: a relay container that stops by itself', () => {
     await bridge.halt();
     expect(watches[1]?.stop).toHaveBeenCalled();
     expect(helpersIn(file)).toEqual([]);
+  });
+
+  it('a halt while it starts wins: the relay stays stopped, and nothing watches the container it went on to start', async () => {
+    let halted: () => void = () => undefined;
+    const afterHalt = new Promise<void>((resolve) => (halted = resolve));
+    const { bridge, watches } = relay(undefined, () => afterHalt.then(() => 'sandboxd-relay:abc'));
+    bridge.start();
+    const ready = bridge.whenReady();
+    await bridge.halt();
+    halted();
+    await ready;
+    expect(bridge.describe(0).state).toBe('stopped');
+    expect(watches).toEqual([]);
   });
 });
 

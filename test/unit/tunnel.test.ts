@@ -242,6 +242,56 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     await expect(waiting).rejects.toMatchObject({ code: 'TUNNEL_UNREACHABLE', message: expect.stringContaining('was not ready within 15000 ms') as string });
   });
 
+  it('a restart whose new ssh fails stops the old one too, and retries as after any death', async () => {
+    const { tunnel, children, records, ready } = setup();
+    await ready();
+    const restarting = tunnel.restart();
+    restarting.catch(() => undefined);
+    expect(children).toHaveLength(2);
+    children[1]?.fail('Connection reset by peer\n');
+    await vi.advanceTimersByTimeAsync(0);
+    await expect(restarting).rejects.toMatchObject({ code: 'TUNNEL_UNREACHABLE', message: expect.stringContaining('Connection reset by peer') as string });
+    // Closed without the halt word: its script removes its own socket and leaves the directory.
+    expect(children[0]?.exitCode).toBe(0);
+    expect(children[0]?.stdinText).not.toMatch(/\nhalt\n$/);
+    // The restart, then the failed generation's retry.
+    expect(tunnel.describe(1)).toMatchObject({ state: 'restarting', pid: null, restarts: 2 });
+    await vi.advanceTimersByTimeAsync(500);
+    expect(children).toHaveLength(3);
+    children[2]?.ready();
+    await tunnel.whenReady();
+    expect(tunnel.describe(1)).toMatchObject({ state: 'ready', pid: 1002, restarts: 2, lastError: null });
+    expect(records.at(-1)).toMatchObject({ pid: 1002 });
+    await tunnel.halt();
+  });
+
+  it('a halt during a restart stops the old ssh and the new one', async () => {
+    const { tunnel, children, ready } = setup();
+    await ready();
+    const restarting = tunnel.restart();
+    restarting.catch(() => undefined);
+    await tunnel.halt();
+    await expect(restarting).rejects.toMatchObject({ code: 'TUNNEL_FAILED', message: 'tunnel tun_abcdef123456: the tunnel was stopped' });
+    expect(children.slice(0, 2).map((child) => [child.exitCode, child.stdinText.endsWith('\nhalt\n')])).toEqual([[0, true], [0, true]]);
+    expect(tunnel.describe(0).state).toBe('stopped');
+  });
+
+  it('believes the ready line once: a VM that prints it again changes nothing', async () => {
+    const { tunnel, children, records, ready } = setup();
+    await ready();
+    children[0]?.ready();
+    children[0]?.stdout.write('sandboxd-root-taken\n');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(tunnel.describe(1)).toMatchObject({ state: 'ready', restarts: 0 });
+    expect(records).toHaveLength(1);
+    children[0]?.exit(255);
+    await vi.advanceTimersByTimeAsync(500);
+    // A plain death: retried under the same root, not a root another user holds.
+    expect(children).toHaveLength(2);
+    expect(bindOf(children[1])).toMatch(/^\/tmp\/sandboxd-x\./);
+    await tunnel.halt();
+  });
+
   it('halt tells the remote side to remove the directory and stops the child', async () => {
     const { tunnel, children, records, ready } = setup();
     await ready();
