@@ -38,7 +38,7 @@ describe('Limiter', () => {
 });
 
 describe('runSubprocess', () => {
-  const run = createSubprocessRunner(new Limiter(2));
+  const run = createSubprocessRunner({ limiter: new Limiter(2) });
 
   it('reports exit codes and output, without the daemon environment', async () => {
     const result = await run('/bin/sh', ['-c', 'echo "$PATH ${HOME:-nohome}"; echo err >&2; exit 3'], { env: ENV, timeoutMs: 5_000 });
@@ -76,7 +76,7 @@ describe('runSubprocess', () => {
           callback(Object.assign(new Error(`spawn /usr/bin/git ${code}`), { code, syscall: 'spawn /usr/bin/git' }), '', '');
         });
       }) as unknown as typeof execFile;
-      const failed = await createSubprocessRunner(new Limiter(1), exhausted)('/usr/bin/git', ['status'], { env: ENV, timeoutMs: 5_000 }).catch((error: unknown) => error);
+      const failed = await createSubprocessRunner({ limiter: new Limiter(1), exec: exhausted })('/usr/bin/git', ['status'], { env: ENV, timeoutMs: 5_000 }).catch((error: unknown) => error);
       expect(failed).toBeInstanceOf(SandboxdError);
       expect(failed).toMatchObject({ code: 'DAEMON_BUSY', message: `cannot start git: the daemon is out of resources (${code})` });
     }
