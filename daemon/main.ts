@@ -3,7 +3,7 @@ import os from 'node:os';
 import { SandboxdError } from '../shared/errors.js';
 import { assertSocketPathFits, currentPlatform, otherLayoutSockets, resolvePaths, type Platform, type SandboxdPaths } from '../shared/paths.js';
 import { createDaemon } from './composition/daemon.js';
-import { DEFAULT_SETTINGS, type DaemonSettings } from './composition/daemon-deps.js';
+import { DEFAULT_SETTINGS, type DaemonDeps, type DaemonSettings } from './composition/daemon-deps.js';
 import { realEdges } from './composition/edges.js';
 import { acquireInstanceLock, type ReleaseLock } from './lifecycle/instance-lock.js';
 import { clearStaleSocket, listenOn, strayAnswers } from './lifecycle/daemon-socket.js';
@@ -88,6 +88,48 @@ async function lockInstance(paths: SandboxdPaths, probe: ProcessProbe, logger: L
   });
 }
 
+interface Prepared {
+  paths: SandboxdPaths;
+  platform: Platform;
+  home: string;
+  uid: number;
+  strays: readonly string[];
+  probe: ProcessProbe;
+  logger: Logger;
+  logTarget: LogTarget;
+  stop: StopSignal;
+  options: RunDaemonOptions;
+}
+
+/** The real edges and this process's place, once what a previous daemon left is cleared. */
+async function realDaemonDeps(prepared: Prepared): Promise<DaemonDeps> {
+  const { paths, platform, strays, logger, options } = prepared;
+  const pidRecord = await readPidRecord(paths.pidPath);
+  const store = new TunnelStore(paths.statePath, logger.child({ module: 'state' }));
+  await reapLeftTunnels(store, strays, platform, logger);
+  const edges = realEdges(paths, (event) => {
+    logger.debug({ module: 'subprocess', file: event.file, args: event.args.slice(0, 16).map((arg) => clip(arg)), exitCode: event.exitCode, ms: event.ms }, 'subprocess');
+  });
+  return {
+    edges,
+    uid: prepared.uid,
+    identity: { pid: process.pid, startTime: pidRecord?.pid === process.pid ? pidRecord.startTime : null },
+    strayAnswers: () => strayAnswers(strays),
+    onTunnelChild: (id, record) => {
+      void store.set(id, record);
+    },
+    platform,
+    paths,
+    hostHome: prepared.home,
+    probe: prepared.probe,
+    logger,
+    logPath: prepared.logTarget.kind === 'file' ? prepared.logTarget.path : null,
+    settings: { ...DEFAULT_SETTINGS, ...options.settings },
+    requestShutdown: prepared.stop.stop,
+    privacy: { principal: { binary: await fs.realpath(process.execPath).catch(() => process.execPath), launchd: options.serviceManager === 'launchd' } },
+  };
+}
+
 /** The foreground daemon: wires the real edges, runs until a signal or /v1/shutdown. */
 export async function runDaemon(options: RunDaemonOptions): Promise<number> {
   const platform = currentPlatform();
@@ -122,30 +164,7 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
   }
 
   try {
-    const pidRecord = await readPidRecord(paths.pidPath);
-    const store = new TunnelStore(paths.statePath, logger.child({ module: 'state' }));
-    await reapLeftTunnels(store, strays, platform, logger);
-    const edges = realEdges(paths, (event) => {
-      logger.debug({ module: 'subprocess', file: event.file, args: event.args.slice(0, 16).map((arg) => clip(arg)), exitCode: event.exitCode, ms: event.ms }, 'subprocess');
-    });
-    const daemon = createDaemon({
-      edges,
-      uid,
-      identity: { pid: process.pid, startTime: pidRecord?.pid === process.pid ? pidRecord.startTime : null },
-      strayAnswers: () => strayAnswers(strays),
-      onTunnelChild: (id, record) => {
-        void store.set(id, record);
-      },
-      platform,
-      paths,
-      hostHome: home,
-      probe,
-      logger,
-      logPath: logTarget.kind === 'file' ? logTarget.path : null,
-      settings: { ...DEFAULT_SETTINGS, ...options.settings },
-      requestShutdown: stop.stop,
-      privacy: { principal: { binary: await fs.realpath(process.execPath).catch(() => process.execPath), launchd: options.serviceManager === 'launchd' } },
-    });
+    const daemon = createDaemon(await realDaemonDeps({ paths, platform, home, uid, strays, probe, logger, logTarget, stop, options }));
     await daemon.app.ready();
     // fastify's own listen({ fd }) crashes; its server listens on the fd after ready() instead.
     await listenOn(daemon.app.server, activatedFd === null ? { path: paths.socketPath } : { fd: activatedFd });

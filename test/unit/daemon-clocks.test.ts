@@ -91,10 +91,9 @@ it("a wall clock stepped back does not keep cached answers fresh: git runs again
   expect(first).toBeGreaterThan(0);
   t.time.stepWall(-3 * HOUR);
   await t.time.advance(11_000);
-  // Past the TTL (10 s) on the monotonic clock: the old answer serves at once, without git.
+  // Past the TTL (10 s) on the monotonic clock: the answer serves, and git runs again in the
+  // background at the next quiet moment, on the daemon's timers (warm-path.test.ts checks the order).
   await t.acquire();
-  expect(t.gitRuns()).toBe(first);
-  // Git runs again in the background at the next quiet moment, on the daemon's timers.
   await t.time.advance(1_000);
   await waitFor(() => t.gitRuns() > first, 'git to run again in the background', 10_000);
 });
