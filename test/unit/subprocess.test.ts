@@ -2,7 +2,7 @@ import type { execFile } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { SandboxdError } from '../../shared/errors.js';
 import { Limiter } from '../../daemon/os/subprocess-limiter.js';
-import { createSubprocessRunner } from '../../daemon/os/subprocess.js';
+import { createSubprocessRunner, type SubprocessEvent } from '../../daemon/os/subprocess.js';
 
 const ENV = { PATH: '/usr/bin:/bin' };
 
@@ -43,6 +43,14 @@ describe('runSubprocess', () => {
   it('reports exit codes and output, without the daemon environment', async () => {
     const result = await run('/bin/sh', ['-c', 'echo "$PATH ${HOME:-nohome}"; echo err >&2; exit 3'], { env: ENV, timeoutMs: 5_000 });
     expect(result).toEqual({ exitCode: 3, stdout: '/usr/bin:/bin nohome', stderr: 'err' });
+  });
+
+  it('tells its own observer of each command once it ended, and no other runner\'s', async () => {
+    const heard: SubprocessEvent[] = [];
+    const observed = createSubprocessRunner({ observe: (event) => heard.push(event) });
+    await observed('/bin/sh', ['-c', 'exit 4'], { env: ENV, timeoutMs: 5_000 });
+    await run('/bin/true', [], { env: ENV, timeoutMs: 5_000 });
+    expect(heard).toEqual([{ file: '/bin/sh', args: ['-c', 'exit 4'], exitCode: 4, ms: expect.any(Number) as unknown }]);
   });
 
   it('kills a command that ignores its timeout\'s SIGTERM, and answers without waiting for it', async () => {
