@@ -1,3 +1,5 @@
+import type { Timers } from '../os/clock.js';
+
 /** Runs background work some time after now. */
 export type Defer = (work: () => void) => void;
 
@@ -16,8 +18,14 @@ export class QuietTime {
   private lastRequest = Number.NEGATIVE_INFINITY;
   private stopped = false;
 
-  /** `now` must be monotonic (performance.now): a wall clock set back would postpone the work. */
-  constructor(private readonly now: () => number) {}
+  /**
+   * `now` must be monotonic (a wall clock set back would postpone the work), and the clock the
+   * timers run on.
+   */
+  constructor(
+    private readonly now: () => number,
+    private readonly timers: Pick<Timers, 'after'>,
+  ) {}
 
   /** A request arrived. */
   touch(): void {
@@ -36,9 +44,9 @@ export class QuietTime {
       const now = this.now();
       const quietFor = now - this.lastRequest;
       if (quietFor >= QUIET_MS || now >= deadline) work();
-      else setTimeout(check, Math.max(1, Math.min(QUIET_MS - quietFor, deadline - now))).unref();
+      else this.timers.after(Math.max(1, Math.min(QUIET_MS - quietFor, deadline - now)), check);
     };
-    setTimeout(check, QUIET_MS).unref();
+    this.timers.after(QUIET_MS, check);
   };
 }
 

@@ -1,5 +1,4 @@
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
 import type { Platform, SandboxdPaths } from '../../shared/paths.js';
 import { AgentRelay } from '../bridges/agent-relay.js';
@@ -15,8 +14,8 @@ import { chooseBridge } from '../plan/bridge-select.js';
 import { relabelFor } from '../plan/flatten.js';
 import type { ServedAgent, ServeRole, Unavailable } from '../bridges/bridge.js';
 import type { PodmanConnection } from '../podman/connections.js';
-import { runSubprocess, type RunSubprocess } from '../os/subprocess.js';
-import { Tunnel, type SpawnSsh, type TunnelRecord } from '../bridges/tunnels/tunnel.js';
+import { Tunnel, type TunnelRecord } from '../bridges/tunnels/tunnel.js';
+import type { DaemonEdges } from './edges.js';
 import { TunnelIndex } from '../podman/tunnel-index.js';
 import { TunnelNames } from '../bridges/tunnels/tunnel-names.js';
 
@@ -32,10 +31,9 @@ export interface AgentBridgesOptions {
   onTunnelChild(id: string, record: TunnelRecord | null): void;
   /** What the Docker engines behind sessions' contexts are (DESIGN §7). */
   engines: DockerEngines;
-  run?: RunSubprocess;
+  /** Docker's relays run the docker CLI; tunnels spawn ssh and trust the daemon's known_hosts. */
+  edges: Pick<DaemonEdges, 'run' | 'spawnSsh' | 'knownHostsPath'>;
 }
-
-const spawnSsh: SpawnSsh = (args) => spawn('ssh', args, { stdio: ['pipe', 'pipe', 'pipe'] });
 
 /**
  * sshd creates the socket with its own SELinux label, which a container (container_t) may not
@@ -69,7 +67,7 @@ export class AgentBridges {
     this.tunnels = new BridgePool<Tunnel>({ idleMs: options.idleMs, logger });
     this.docker = new DockerBridges({
       engines: options.engines,
-      run: options.run ?? runSubprocess,
+      run: options.edges.run,
       stateDir: options.paths.stateDir,
       owner: ownerLabel(options.uid, options.paths.stateDir),
       records: new HelperRecords(path.join(options.paths.stateDir, 'helpers.json'), options.logger.child({ module: 'helpers' })),
@@ -139,9 +137,9 @@ export class AgentBridges {
         replaceRoot: (taken) => this.tunnelNames.replaceRoot(login, taken),
         index: this.tunnelIndex,
         ...(rediscover === undefined ? {} : { rediscover }),
-        knownHostsPath: path.join(this.options.paths.stateDir, 'known_hosts'),
+        knownHostsPath: this.options.edges.knownHostsPath,
         logger: this.options.logger,
-        spawnSsh,
+        spawnSsh: this.options.edges.spawnSsh,
         onChild: (record) => {
           this.options.onTunnelChild(id, record);
         },

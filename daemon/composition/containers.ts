@@ -7,7 +7,7 @@ import type { ProcessProbe } from '../os/process-identity.js';
 import type { Defer } from '../cache/quiet-time.js';
 import { ensureSecureDir } from '../os/secure-dir.js';
 import type { Clock } from '../sessions/session-registry.js';
-import { runSubprocess } from '../os/subprocess.js';
+import type { RunSubprocess } from '../os/subprocess.js';
 import { ContainerStore, type DaemonIdentity } from '../containers/container-store.js';
 import { listOwned, removeLabelled, removeOwned } from '../containers/engine-cli.js';
 import { SessionContainers } from '../sessions/session-containers.js';
@@ -18,6 +18,8 @@ export interface ContainerWiring {
   hostHome: string;
   probe: ProcessProbe;
   clock: Clock;
+  /** Runs the session's engine CLI. */
+  run: RunSubprocess;
   leaseTtlMs: number;
   logger: Logger;
   /** This daemon: its records name it, and no other daemon acts on them while it runs. */
@@ -45,7 +47,7 @@ export function createSessionContainers(wiring: ContainerWiring): SessionContain
   const logger = wiring.logger.child({ module: 'containers' });
   const store = new ContainerStore(path.join(wiring.paths.stateDir, 'containers'), path.join(wiring.paths.stateDir, 'containers.json'), logger);
   const owner = ownerLabel(wiring.uid, wiring.paths.stateDir);
-  const engineCli = { home: wiring.hostHome, run: runSubprocess, findExecutable };
+  const engineCli = { home: wiring.hostHome, run: wiring.run, findExecutable };
   return new SessionContainers({
     dir: path.join(wiring.paths.runtimeDir, 'containers'),
     owner,

@@ -1,5 +1,3 @@
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
 import type { Platform } from '../../shared/paths.js';
 import type { Defer } from '../cache/quiet-time.js';
@@ -12,27 +10,29 @@ import { containerSite, type ContainerSite } from '../podman/engine-site.js';
 import { createMachineVolumes, machineConfigDirs } from '../podman/machine-config.js';
 import { probeVm } from '../podman/vm-probe.js';
 import { VmView, VIEW_TTL_MS } from '../podman/vm-view.js';
+import type { DaemonEdges } from './edges.js';
 
 export interface ContainerSitesOptions {
   platform: Platform;
   hostHome: string;
-  stateDir: string;
+  /** VM probes spawn ssh, trusting the daemon's known_hosts; every age is on the monotonic clock. */
+  edges: Pick<DaemonEdges, 'spawnSsh' | 'knownHostsPath' | 'clock'>;
   tunnels: Pick<TunnelIndex, 'readyFor'>;
   /** The acquire's connection, the one its tunnel uses too. */
   discover(input: AcquireInput): Promise<PodmanConnection>;
   logger: Logger;
-  now(): number;
   /** When a machine's volumes, past their TTL, are read again. */
   defer?: Defer;
 }
 
 /** Wires `containerSite` to the real podman, ssh and file system (STYLE 4: edges in one place). */
 export function createContainerSites(options: ContainerSitesOptions): (input: AcquireInput) => Promise<ContainerSite> {
-  const knownHostsPath = path.join(options.stateDir, 'known_hosts');
+  const { spawnSsh, knownHostsPath, clock } = options.edges;
+  const now = (): number => clock.monotonic();
   const logger = options.logger.child({ module: 'site' });
   // A machine's configs are where the session's podman keeps them (its XDG_CONFIG_HOME).
   const views = new WeakMap<PodmanConnection, DiscoverInput>();
-  const volumesOf = createMachineVolumes({ now: () => options.now(), ttlMs: VIEW_TTL_MS, ...(options.defer === undefined ? {} : { defer: options.defer }) });
+  const volumesOf = createMachineVolumes({ now, ttlMs: VIEW_TTL_MS, defer: options.defer });
   const view = new VmView({
     machineVolumes: async (connection) => {
       const session = views.get(connection);
@@ -42,8 +42,8 @@ export function createContainerSites(options: ContainerSitesOptions): (input: Ac
       return volumes;
     },
     tunnels: options.tunnels,
-    probe: (connection, paths) => probeVm(connection, paths, { spawnSsh: (args) => spawn('ssh', args, { stdio: ['pipe', 'pipe', 'pipe'] }), knownHostsPath }),
-    now: () => options.now(),
+    probe: (connection, paths) => probeVm(connection, paths, { spawnSsh, knownHostsPath }),
+    now,
   });
   return (input) =>
     containerSite(input, {

@@ -21,3 +21,31 @@ export const systemClock: Clock = {
   now: () => Date.now(),
   monotonic: () => performance.now(),
 };
+
+/**
+ * The daemon's timers, injected with its clock so a test that moves the clock fires them too.
+ * Each returns its cancel; none keeps the process alive (the listening socket does that).
+ */
+export interface Timers {
+  /** Runs `work` once, `ms` from now. */
+  after(ms: number, work: () => void): () => void;
+  /** Runs `work` every `ms`, the first time `ms` from now. */
+  every(ms: number, work: () => void): () => void;
+}
+
+export const systemTimers: Timers = {
+  after: (ms, work) => {
+    const timer = setTimeout(work, ms);
+    timer.unref();
+    return () => {
+      clearTimeout(timer);
+    };
+  },
+  every: (ms, work) => {
+    const timer = setInterval(work, ms);
+    timer.unref();
+    return () => {
+      clearInterval(timer);
+    };
+  },
+};

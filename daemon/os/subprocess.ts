@@ -61,11 +61,7 @@ async function spawnFailure(error: ExecFileException, file: string, options: Sub
   return null;
 }
 
-/**
- * Runs a command without a shell and without inheriting the daemon's environment, at most
- * `limiter.limit` at a time. Never rejects for a non-zero exit; rejects with a SandboxdError when
- * the command cannot start for a reason the caller should hear about (no fds left, bad input).
- */
+/** One finished subprocess, as the daemon's debug log lists it with its duration. */
 export interface SubprocessEvent {
   file: string;
   args: readonly string[];
@@ -73,14 +69,21 @@ export interface SubprocessEvent {
   ms: number;
 }
 
-let observer: ((event: SubprocessEvent) => void) | null = null;
-
-/** The daemon's debug log hears of every subprocess it runs, with its duration. */
-export function observeSubprocesses(fn: (event: SubprocessEvent) => void): void {
-  observer = fn;
+export interface RunnerOptions {
+  /** Shared by everything one runner runs: the fd and process budget is per process. */
+  limiter?: Limiter;
+  /** Hears of every subprocess once it ended. */
+  observe?: (event: SubprocessEvent) => void;
+  exec?: ExecFile;
 }
 
-export function createSubprocessRunner(limiter: Limiter, exec: ExecFile = execFile): RunSubprocess {
+/**
+ * Runs a command without a shell and without inheriting the daemon's environment, at most
+ * `limiter.limit` at a time. Never rejects for a non-zero exit; rejects with a SandboxdError when
+ * the command cannot start for a reason the caller should hear about (no fds left, bad input).
+ */
+export function createSubprocessRunner(runner: RunnerOptions = {}): RunSubprocess {
+  const { limiter = new Limiter(SUBPROCESS_LIMIT), observe, exec = execFile } = runner;
   return (file, args, options) =>
     limiter.run(
       () =>
@@ -97,7 +100,7 @@ export function createSubprocessRunner(limiter: Limiter, exec: ExecFile = execFi
             if (done) return;
             done = true;
             clearTimeout(backstop);
-            observer?.({ file, args, exitCode: error === null ? 0 : typeof error.code === 'number' ? error.code : null, ms: Math.round(performance.now() - started) });
+            observe?.({ file, args, exitCode: error === null ? 0 : typeof error.code === 'number' ? error.code : null, ms: Math.round(performance.now() - started) });
             const [stdout, stderr] = [stripFinalNewline(rawStdout), stripFinalNewline(rawStderr)];
             if (error === null) {
               resolve({ exitCode: 0, stdout, stderr });
@@ -135,5 +138,5 @@ export function createSubprocessRunner(limiter: Limiter, exec: ExecFile = execFi
     );
 }
 
-/** One limiter for the whole daemon: the fd and process budget is per process. */
-export const runSubprocess: RunSubprocess = createSubprocessRunner(new Limiter(SUBPROCESS_LIMIT));
+/** For a command run once outside the daemon (the CLI's checks); the daemon builds its own runner. */
+export const runSubprocess: RunSubprocess = createSubprocessRunner();

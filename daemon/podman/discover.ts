@@ -1,7 +1,7 @@
 import { SandboxdError } from '../../shared/errors.js';
 import type { ClientEnv } from '../../shared/contracts/sessions.js';
 import { clip } from '../os/text.js';
-import { runSubprocess, type RunSubprocess } from '../os/subprocess.js';
+import type { RunSubprocess } from '../os/subprocess.js';
 import { connectionFromHost, parseConnectionList, selectConnection, type PodmanConnection } from './connections.js';
 import { findExecutable } from '../os/executables.js';
 
@@ -20,7 +20,7 @@ const PODMAN_ENV_NAMES = ['CONTAINERS_CONF', 'PODMAN_CONNECTIONS_CONF', 'XDG_CON
 export interface DiscoverDeps {
   /** The daemon user's home, where podman finds `~/.config/containers` without XDG_CONFIG_HOME. */
   home: string;
-  run?: RunSubprocess;
+  run: RunSubprocess;
 }
 
 /** The session's podman binary and the environment it reads its connections and machines from. */
@@ -43,8 +43,7 @@ export async function discoverConnection(input: DiscoverInput, deps: DiscoverDep
     return connectionFromHost(input.env.CONTAINER_HOST, input.env.CONTAINER_SSHKEY);
   }
   const { podman, env } = await podmanCommand(input, deps.home);
-  const run = deps.run ?? runSubprocess;
-  const result = await run(podman, ['system', 'connection', 'list', '--format', 'json'], { env, timeoutMs: LIST_TIMEOUT_MS });
+  const result = await deps.run(podman, ['system', 'connection', 'list', '--format', 'json'], { env, timeoutMs: LIST_TIMEOUT_MS });
   if (result.exitCode !== 0) {
     const reason = result.stderr.trim().split('\n').pop() ?? '';
     throw new SandboxdError('PODMAN_CONNECTIONS_UNPARSABLE', `\`${podman} system connection list\` failed: ${clip(reason === '' ? `exit ${String(result.exitCode ?? '?')}` : reason)}`);

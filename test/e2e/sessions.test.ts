@@ -148,16 +148,20 @@ describe('sessions (real daemon on a real Unix socket)', () => {
 
   it('keeps a session alive with heartbeats past the TTL, and release is idempotent', async () => {
     const sandbox = makeSandbox(cleanup);
-    // TTL 3 s, heartbeats every 1 s: without them the session would be gone by the 4 s sweep.
-    const { env } = await daemonIn(sandbox, ['--lease-ttl', '3']);
+    // TTL 2 s, heartbeats every 1 s.
+    const { env } = await daemonIn(sandbox, ['--lease-ttl', '2']);
     const session = await acquireSession({ engine: 'podman', sshAgent: 'off', env });
-    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    // The control, acquired after it: once a sweep has ended this one's lease, the same TTL has
+    // passed for the session that heartbeats.
+    const silent = await acquireSession({ engine: 'podman', sshAgent: 'off', heartbeat: false, env });
+    await waitFor(async () => !(await listSessions(env)).some((listed) => listed.id === silent.id), 'the silent lease to end', 10_000, 100);
     const [listed] = await listSessions(env);
     expect(listed?.id).toBe(session.id);
     expect(Date.parse(listed?.lastHeartbeatAt ?? '')).toBeGreaterThan(Date.parse(listed?.createdAt ?? ''));
     await session.release();
     await session.release();
     expect(await listSessions(env)).toEqual([]);
+    await silent.release();
   });
 
   it('releases with `await using`', async () => {
@@ -283,13 +287,17 @@ describe('sessions (real daemon on a real Unix socket)', () => {
     const session = await acquireSession({ engine: 'docker', sshAgent: 'off', env });
     cleanup.add(() => session.release());
     const id = session.id;
-    // Seven seconds stopped: past the TTL and well past three 2 s sweep intervals.
+    // Stopped past the TTL and past three 2 s sweep intervals, what the daemon counts as a stall
+    // (a shorter stop is an ordinary late sweep, and would not be this test).
     process.kill(daemon.pid, 'SIGSTOP');
     cleanup.add(() => process.kill(daemon.pid, 'SIGCONT'));
-    await new Promise((resolve) => setTimeout(resolve, 7_000));
+    await new Promise((resolve) => setTimeout(resolve, 6_500));
     process.kill(daemon.pid, 'SIGCONT');
-    // Past the first sweep after the resume, and then some heartbeats.
-    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const resumedAt = Date.now();
+    // The first sweep after the resume saw the stall, and a heartbeat came after it.
+    const log = path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log');
+    await waitFor(() => readFileSync(log, 'utf8').includes('the daemon was stalled'), 'the sweep after the resume', 10_000, 100);
+    await waitFor(async () => (await listSessions(env)).some((listed) => Date.parse(listed.lastHeartbeatAt) > resumedAt), 'a heartbeat after the resume', 10_000, 100);
     expect((await listSessions(env)).map((s) => s.id)).toEqual([id]);
     expect(session.id).toBe(id);
   });
@@ -305,11 +313,27 @@ describe('sessions (real daemon on a real Unix socket)', () => {
     const renewed = await waitFor(async () => (await listSessions(env)).find((s) => s.id !== first), 'the client to renew its lease', 10_000, 200);
     expect(renewed).toMatchObject({ label: 'renewed', clientPid: process.pid, engine: 'docker' });
     expect(session.id).toBe(renewed.id);
-    // Past the TTL the renewed lease is still held by heartbeats.
-    await new Promise((resolve) => setTimeout(resolve, 4_000));
-    expect((await listSessions(env)).map((s) => s.id)).toEqual([renewed.id]);
+    // The heartbeats go on for the new id (the first comes a heartbeat interval after the renewal).
+    await waitFor(async () => {
+      const [held] = await listSessions(env);
+      return held?.id === renewed.id && Date.parse(held.lastHeartbeatAt) >= Date.parse(held.createdAt) + 500;
+    }, 'a heartbeat for the renewed session', 10_000, 100);
     await session.release();
     expect(await listSessions(env)).toEqual([]);
+  });
+
+  it('lists in its debug log each subprocess it ran, with its exit code and duration', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const repo = path.join(sandbox.dir, 'repo');
+    await execa('git', ['init', '-q', repo]);
+    const env = cliEnv(sandbox, { SANDBOXD_LOG_LEVEL: 'debug' });
+    await startDaemon(env, cleanup);
+    const session = await acquireSession({ engine: 'docker', sshAgent: 'off', heartbeat: false, env, cwd: repo });
+    await session.release();
+    const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { msg: string; file?: string });
+    expect(log.filter((line) => line.msg === 'subprocess' && line.file?.endsWith('/git') === true)).toContainEqual(
+      expect.objectContaining({ module: 'subprocess', args: expect.arrayContaining(['config']) as unknown, exitCode: 0, ms: expect.any(Number) as unknown }),
+    );
   });
 
   it('refuses a cwd that is not a directory and env values with NUL, naming them (4xx, not INTERNAL)', async () => {

@@ -2,9 +2,11 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Daemon } from '../../daemon/composition/daemon.js';
-import { observeSubprocesses } from '../../daemon/os/subprocess.js';
+import type { DaemonDeps } from '../../daemon/composition/daemon-deps.js';
+import { createSubprocessRunner, type SubprocessEvent } from '../../daemon/os/subprocess.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { Cleanup, waitFor } from '../helpers.js';
+import { ManualTime } from './manual-time.js';
 import { memoryDaemon } from './memory-daemon.js';
 
 const cleanup = new Cleanup();
@@ -12,23 +14,27 @@ afterEach(() => cleanup.run());
 
 const HEADERS = { 'sandboxd-protocol': String(PROTOCOL_VERSION) };
 const HOUR = 3_600_000;
+const TTL_MS = 30_000;
+const SWEEP_MS = 2_000;
 
 /**
- * The whole daemon with both clocks injected through its composition root: a fake monotonic clock
- * and a fake wall clock that tests step apart, as an NTP step or a user setting the date does.
- * Sweeps are run by hand, one per 2 s of fake time; every client pid counts as alive.
+ * The whole daemon built from edges its composition root is given: both clocks and the timers are
+ * the test's (ManualTime), so its sweeps and deferred refreshes run as the test moves time; the
+ * runner is real but reports each subprocess to the test. Every client pid counts as alive.
  */
-function clockedDaemon() {
+function clockedDaemon(deps: Partial<DaemonDeps> = {}) {
   const dir = mkdtempSync('/tmp/sbx-clock-');
   cleanup.add(() => {
     rmSync(dir, { recursive: true, force: true });
   });
   const cwd = path.join(dir, 'work');
   mkdirSync(cwd);
-  let wall = Date.UTC(2031, 0, 1);
-  let monotonic = 1_000;
-  const daemon: Daemon = memoryDaemon(dir, {}, undefined, { now: () => wall, monotonic: () => monotonic });
+  const time = new ManualTime();
+  const spawned: SubprocessEvent[] = [];
+  const run = createSubprocessRunner({ observe: (event) => spawned.push(event) });
+  const daemon: Daemon = memoryDaemon(dir, { leaseTtlMs: TTL_MS, sweepIntervalMs: SWEEP_MS }, undefined, { clock: time.clock, timers: time.timers, run }, deps);
   cleanup.add(() => daemon.close());
+  daemon.start();
   const acquire = async (): Promise<string> => {
     const reply = await daemon.app.inject({ method: 'POST', url: '/v1/sessions', headers: HEADERS, payload: { engine: 'docker', client: { pid: process.pid, cwd, path: process.env.PATH }, sshAgent: 'off' } });
     expect(reply.statusCode).toBe(201);
@@ -40,22 +46,8 @@ function clockedDaemon() {
   };
   const sessions = async (): Promise<{ id: string; lastHeartbeatAt: string }[]> =>
     (await daemon.app.inject({ method: 'GET', url: '/v1/sessions', headers: HEADERS })).json<{ sessions: { id: string; lastHeartbeatAt: string }[] }>().sessions;
-  return {
-    daemon,
-    acquire,
-    heartbeat,
-    sessions,
-    /** Both clocks move on, as time passes. */
-    advance: (ms: number) => {
-      monotonic += ms;
-      wall += ms;
-    },
-    stepWall: (ms: number) => {
-      wall += ms;
-    },
-    wallNow: () => wall,
-    monotonicNow: () => monotonic,
-  };
+  const gitRuns = (): number => spawned.filter((event) => path.basename(event.file) === 'git').length;
+  return { daemon, time, acquire, heartbeat, sessions, gitRuns };
 }
 
 describe.each([
@@ -64,20 +56,20 @@ describe.each([
 ])('a daemon whose wall clock is stepped %s by 3 h', (_direction, step) => {
   it('reaps stopped clients on schedule and keeps the session of one that heartbeats', async () => {
     const t = clockedDaemon();
-    const start = t.monotonicNow();
+    const start = t.time.clock.monotonic();
     /** When each session went, in monotonic ms from the start. */
     const reapedAt = new Map<string, number>();
+    // One sweep interval of the daemon's own timers: its sweep runs at the end of it.
     const tick = async (): Promise<void> => {
-      t.advance(2_000);
-      await t.daemon.registry.sweep();
-      for (const id of [before, after]) if (id !== '' && !reapedAt.has(id) && !t.daemon.registry.has(id)) reapedAt.set(id, t.monotonicNow() - start);
+      await t.time.advance(SWEEP_MS);
+      for (const id of [before, after]) if (id !== '' && !reapedAt.has(id) && !t.daemon.registry.has(id)) reapedAt.set(id, t.time.clock.monotonic() - start);
     };
     const live = await t.acquire();
     // Clients stopped with Ctrl-Z, never heard from again: one acquired before the step, one after.
     const before = await t.acquire();
     let after = '';
     await tick();
-    t.stepWall(step);
+    t.time.stepWall(step);
     after = await t.acquire();
     for (let beat = 1; beat <= 40; beat += 1) {
       await tick();
@@ -86,25 +78,49 @@ describe.each([
     // Each lease ends at the first 2 s sweep more than a TTL (30 s) after its acquire.
     expect(Object.fromEntries(reapedAt)).toEqual({ [before]: 32_000, [after]: 34_000 });
     // What people see is wall time, the stepped one (the last heartbeat came after the last sweep).
-    expect(await t.sessions()).toEqual([expect.objectContaining({ id: live, lastHeartbeatAt: new Date(t.wallNow()).toISOString() })]);
+    expect(await t.sessions()).toEqual([expect.objectContaining({ id: live, lastHeartbeatAt: new Date(t.time.clock.now()).toISOString() })]);
   });
 });
 
 it("a wall clock stepped back does not keep cached answers fresh: git runs again once the git cache's TTL has passed", async () => {
   const t = clockedDaemon();
-  const gitRuns: (readonly string[])[] = [];
-  observeSubprocesses((event) => {
-    if (path.basename(event.file) === 'git') gitRuns.push(event.args);
-  });
   // The first answer is computed before its files are known; the second is kept (FingerprintCache).
   await t.acquire();
   await t.acquire();
-  const first = gitRuns.length;
+  const first = t.gitRuns();
   expect(first).toBeGreaterThan(0);
-  t.stepWall(-3 * HOUR);
-  t.advance(11_000);
+  t.time.stepWall(-3 * HOUR);
+  await t.time.advance(11_000);
   // Past the TTL (10 s) on the monotonic clock: the answer serves, and git runs again in the
-  // background after a quiet moment.
+  // background at the next quiet moment, on the daemon's timers (warm-path.test.ts checks the order).
   await t.acquire();
-  await waitFor(() => gitRuns.length > first, 'git to run again in the background', 10_000);
+  await t.time.advance(1_000);
+  await waitFor(() => t.gitRuns() > first, 'git to run again in the background', 10_000);
+});
+
+describe("the daemon's sweeps run on its injected timers", () => {
+  it('a draining daemon asks to stop once its own sweep ends the last lease', async () => {
+    const stops: string[] = [];
+    const t = clockedDaemon({ requestShutdown: (reason) => stops.push(reason) });
+    await t.acquire();
+    const drain = await t.daemon.app.inject({ method: 'POST', url: '/v1/drain', headers: HEADERS });
+    expect(drain.json()).toEqual({ sessions: 1 });
+    await t.time.advance(TTL_MS);
+    expect(stops).toEqual([]);
+    await t.time.advance(2 * SWEEP_MS);
+    expect(await t.sessions()).toEqual([]);
+    expect(stops).toEqual(['the last session ended; a newer sandboxd takes over']);
+  });
+
+  it('timers late by more than a TTL (a stopped daemon) keep the lease of a live client; close cancels the sweeps', async () => {
+    const t = clockedDaemon();
+    const id = await t.acquire();
+    await t.time.advance(3 * SWEEP_MS);
+    // Stopped for three TTLs: no sweep and no heartbeat ran, then the overdue sweep runs at once.
+    t.time.jump(3 * TTL_MS);
+    await t.time.advance(0);
+    expect((await t.sessions()).map((session) => session.id)).toEqual([id]);
+    await t.daemon.close();
+    expect(t.time.scheduled).toBe(0);
+  });
 });

@@ -75,7 +75,10 @@ describe("the Mac's git shim (no modal dialogs)", () => {
 
   it('without tools the plan says why, and is looked at again when the selection or an install changes', async () => {
     const input = { hostHome: '/nonexistent-home', cwd: '/', path: '/usr/bin', xdgConfigHome: undefined };
-    const facts = await gitHostFacts(input, () => Promise.resolve({ git: null, why: NO_DEVELOPER_TOOLS, watched: [SELECTION_LINK, CLT_GIT] }));
+    const facts = await gitHostFacts(input, {
+      chooseGit: () => Promise.resolve({ git: null, why: NO_DEVELOPER_TOOLS, watched: [SELECTION_LINK, CLT_GIT] }),
+      run: () => Promise.reject(new Error('no git runs without one')),
+    });
     expect(facts.overrides).toBeNull();
     expect(facts.warnings[0]).toContain(NO_DEVELOPER_TOOLS);
     expect(gitFactsWatched(input, facts)).toEqual(expect.arrayContaining([SELECTION_LINK, CLT_GIT]));

@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Daemon, DaemonSettings } from '../../daemon/composition/daemon.js';
+import type { Daemon } from '../../daemon/composition/daemon.js';
+import type { DaemonSettings } from '../../daemon/composition/daemon-deps.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { memoryDaemon } from './memory-daemon.js';
 

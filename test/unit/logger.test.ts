@@ -1,8 +1,9 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { systemClock } from '../../daemon/os/clock.js';
-import { createDaemon, DEFAULT_SETTINGS } from '../../daemon/composition/daemon.js';
+import { createDaemon } from '../../daemon/composition/daemon.js';
+import { DEFAULT_SETTINGS } from '../../daemon/composition/daemon-deps.js';
+import { realEdges } from '../../daemon/composition/edges.js';
 import { createLogger, rotateLog } from '../../daemon/os/logger.js';
 import { resolvePaths } from '../../shared/paths.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
@@ -38,11 +39,12 @@ describe('the running daemon log', () => {
     const dir = tempDir();
     const logPath = path.join(dir, 'log', 'sandboxd.log');
     const limit = 64 * 1024;
+    const paths = resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_STATE_DIR: dir, SANDBOXD_LOG_DIR: dir }, uid: 0, home: dir });
     const daemon = createDaemon({
+      edges: realEdges(paths),
       platform: 'linux',
-      paths: resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_STATE_DIR: dir, SANDBOXD_LOG_DIR: dir }, uid: 0, home: dir }),
+      paths,
       hostHome: dir,
-      clock: systemClock,
       probe: { cheapStartTime: true, startTime: () => Promise.resolve('1'), isSame: () => Promise.resolve(true), startTimes: () => Promise.resolve(new Map()) },
       logger: createLogger({ kind: 'file', path: logPath, rotateBytes: limit }, 'info'),
       logPath,

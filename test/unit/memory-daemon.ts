@@ -1,5 +1,6 @@
-import { systemClock, type Clock } from '../../daemon/os/clock.js';
-import { createDaemon, DEFAULT_SETTINGS, type Daemon, type DaemonSettings, type DaemonDeps } from '../../daemon/composition/daemon.js';
+import { createDaemon, type Daemon } from '../../daemon/composition/daemon.js';
+import { DEFAULT_SETTINGS, type DaemonDeps, type DaemonSettings } from '../../daemon/composition/daemon-deps.js';
+import { realEdges, type DaemonEdges } from '../../daemon/composition/edges.js';
 import type { ProcessProbe } from '../../daemon/os/process-identity.js';
 import { createLogger } from '../../daemon/os/logger.js';
 import { resolvePaths } from '../../shared/paths.js';
@@ -13,14 +14,15 @@ const EVERY_PID_ALIVE: ProcessProbe = {
 
 /**
  * The whole daemon in memory (STYLE 4), its dirs in `dir`; by default every client pid counts as
- * alive and the clocks are the real ones.
+ * alive and the edges are the real ones, `edges` swapping some of them.
  */
-export function memoryDaemon(dir: string, settings: Partial<DaemonSettings> = {}, probe: ProcessProbe = EVERY_PID_ALIVE, clock: Clock = systemClock, deps: Partial<DaemonDeps> = {}): Daemon {
+export function memoryDaemon(dir: string, settings: Partial<DaemonSettings> = {}, probe: ProcessProbe = EVERY_PID_ALIVE, edges: Partial<DaemonEdges> = {}, deps: Partial<DaemonDeps> = {}): Daemon {
+  const paths = resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_STATE_DIR: dir, SANDBOXD_LOG_DIR: dir }, uid: 0, home: dir });
   return createDaemon({
+    edges: { ...realEdges(paths), ...edges },
     platform: 'linux',
-    paths: resolvePaths({ platform: 'linux', env: { SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_STATE_DIR: dir, SANDBOXD_LOG_DIR: dir }, uid: 0, home: dir }),
+    paths,
     hostHome: dir,
-    clock,
     probe,
     logger: createLogger({ kind: 'silent' }),
     logPath: null,

@@ -2,9 +2,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkPrivacy } from '../../client/doctor/checks.js';
-import { gitHostFacts, sessionGitChooser } from '../../daemon/plan/git/git-host.js';
+import { gitHostFacts, sessionGit } from '../../daemon/plan/git/git-host.js';
 import { createPrivacyGate, deniedByPrivacy, privacyDenied, probeReadable, protectedFolderOf } from '../../daemon/os/privacy.js';
-import { observeSubprocesses, type SubprocessEvent } from '../../daemon/os/subprocess.js';
+import { createSubprocessRunner, runSubprocess, type SubprocessEvent } from '../../daemon/os/subprocess.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { Cleanup, ROOT } from '../helpers.js';
 import { memoryDaemon } from './memory-daemon.js';
@@ -89,16 +89,13 @@ describe('an acquire in a folder macOS privacy keeps from the daemon', () => {
     const dir = tempDir();
     // Stands in for TCC (there is none on Linux): the workdir cannot be listed.
     const denied = path.join(dir, 'Documents', 'project');
-    const daemon = memoryDaemon(dir, {}, undefined, undefined, {
+    const spawned: SubprocessEvent[] = [];
+    const run = createSubprocessRunner({ observe: (event) => spawned.push(event) });
+    const daemon = memoryDaemon(dir, {}, undefined, { run }, {
       platform: 'darwin',
       privacy: { principal: { binary: NODE, launchd: true }, readable: (one) => Promise.resolve(one !== denied && !one.startsWith(`${denied}/`)) },
     });
     cleanup.add(() => daemon.close());
-    const spawned: SubprocessEvent[] = [];
-    observeSubprocesses((event) => spawned.push(event));
-    cleanup.add(() => {
-      observeSubprocesses(() => undefined);
-    });
     mkdirSync(denied, { recursive: true });
     const reply = await daemon.app.inject({
       method: 'POST',
@@ -125,7 +122,7 @@ describe('git refused by macOS privacy', () => {
     mkdirSync(cwd, { recursive: true });
     // Stands in for git under TCC: what it printed on a Mac (tcc.git.unable-to-read-cwd.*).
     writeFileSync(path.join(bin, 'git'), '#!/bin/sh\necho "fatal: Unable to read current working directory: Operation not permitted" >&2\nexit 128\n', { mode: 0o755 });
-    const failure: unknown = await gitHostFacts({ hostHome: dir, cwd, path: bin, xdgConfigHome: undefined }, sessionGitChooser('darwin')).catch((error: unknown) => error);
+    const failure: unknown = await gitHostFacts({ hostHome: dir, cwd, path: bin, xdgConfigHome: undefined }, sessionGit('darwin', runSubprocess)).catch((error: unknown) => error);
     expect(failure).toMatchObject({ code: 'PRIVACY_DENIED', message: `the session's git cannot read ${cwd}: fatal: Unable to read current working directory: Operation not permitted` });
     const gate = (platform: 'darwin' | 'linux') => createPrivacyGate({ platform, home: dir, principal: { binary: NODE, launchd: false }, readable: () => Promise.resolve(true) });
     expect(gate('darwin').explain(cwd, failure)).toMatchObject({

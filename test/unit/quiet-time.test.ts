@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { QuietTime } from '../../daemon/cache/quiet-time.js';
+import { systemTimers } from '../../daemon/os/clock.js';
 
 describe('QuietTime: background work waits for a moment without requests', () => {
   beforeEach(() => {
@@ -10,7 +11,7 @@ describe('QuietTime: background work waits for a moment without requests', () =>
   });
 
   it('runs half a second after it was set off when no request comes', () => {
-    const quiet = new QuietTime(() => Date.now());
+    const quiet = new QuietTime(() => Date.now(), systemTimers);
     const work = vi.fn();
     quiet.touch();
     quiet.later(work);
@@ -21,7 +22,7 @@ describe('QuietTime: background work waits for a moment without requests', () =>
   });
 
   it('waits out a burst of requests, then runs half a second after the last', () => {
-    const quiet = new QuietTime(() => Date.now());
+    const quiet = new QuietTime(() => Date.now(), systemTimers);
     const work = vi.fn();
     quiet.later(work);
     for (let step = 0; step < 20; step += 1) {
@@ -36,7 +37,7 @@ describe('QuietTime: background work waits for a moment without requests', () =>
   });
 
   it('runs after ten seconds however busy the daemon is', () => {
-    const quiet = new QuietTime(() => Date.now());
+    const quiet = new QuietTime(() => Date.now(), systemTimers);
     const start = Date.now();
     let ranAt = 0;
     const work = vi.fn(() => {
@@ -59,7 +60,7 @@ describe('QuietTime: background work waits for a moment without requests', () =>
   });
 
   it('drops the work still waiting when the daemon closes', () => {
-    const quiet = new QuietTime(() => Date.now());
+    const quiet = new QuietTime(() => Date.now(), systemTimers);
     const work = vi.fn();
     quiet.later(work);
     quiet.touch();

@@ -2,7 +2,7 @@ import type { execFile } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { SandboxdError } from '../../shared/errors.js';
 import { Limiter } from '../../daemon/os/subprocess-limiter.js';
-import { createSubprocessRunner } from '../../daemon/os/subprocess.js';
+import { createSubprocessRunner, type SubprocessEvent } from '../../daemon/os/subprocess.js';
 
 const ENV = { PATH: '/usr/bin:/bin' };
 
@@ -38,11 +38,19 @@ describe('Limiter', () => {
 });
 
 describe('runSubprocess', () => {
-  const run = createSubprocessRunner(new Limiter(2));
+  const run = createSubprocessRunner({ limiter: new Limiter(2) });
 
   it('reports exit codes and output, without the daemon environment', async () => {
     const result = await run('/bin/sh', ['-c', 'echo "$PATH ${HOME:-nohome}"; echo err >&2; exit 3'], { env: ENV, timeoutMs: 5_000 });
     expect(result).toEqual({ exitCode: 3, stdout: '/usr/bin:/bin nohome', stderr: 'err' });
+  });
+
+  it('tells its own observer of each command once it ended, and no other runner\'s', async () => {
+    const heard: SubprocessEvent[] = [];
+    const observed = createSubprocessRunner({ observe: (event) => heard.push(event) });
+    await observed('/bin/sh', ['-c', 'exit 4'], { env: ENV, timeoutMs: 5_000 });
+    await run('/bin/true', [], { env: ENV, timeoutMs: 5_000 });
+    expect(heard).toEqual([{ file: '/bin/sh', args: ['-c', 'exit 4'], exitCode: 4, ms: expect.any(Number) as unknown }]);
   });
 
   it('kills a command that ignores its timeout\'s SIGTERM, and answers without waiting for it', async () => {
@@ -76,7 +84,7 @@ describe('runSubprocess', () => {
           callback(Object.assign(new Error(`spawn /usr/bin/git ${code}`), { code, syscall: 'spawn /usr/bin/git' }), '', '');
         });
       }) as unknown as typeof execFile;
-      const failed = await createSubprocessRunner(new Limiter(1), exhausted)('/usr/bin/git', ['status'], { env: ENV, timeoutMs: 5_000 }).catch((error: unknown) => error);
+      const failed = await createSubprocessRunner({ limiter: new Limiter(1), exec: exhausted })('/usr/bin/git', ['status'], { env: ENV, timeoutMs: 5_000 }).catch((error: unknown) => error);
       expect(failed).toBeInstanceOf(SandboxdError);
       expect(failed).toMatchObject({ code: 'DAEMON_BUSY', message: `cannot start git: the daemon is out of resources (${code})` });
     }

@@ -59,7 +59,7 @@ function connectionNeeded(env: NodeJS.ProcessEnv, platform: Platform): boolean {
 async function probeConnection(env: NodeJS.ProcessEnv, home: string, podman: string | null): Promise<ConnectionProbe> {
   if (podman === null) return { podman: false };
   try {
-    return { connection: await discoverConnection({ path: env.PATH ?? '', env: clientEnv(env) }, { home }) };
+    return { connection: await discoverConnection({ path: env.PATH ?? '', env: clientEnv(env) }, { home, run: runSubprocess }) };
   } catch (error) {
     return { error };
   }

@@ -2,7 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { FingerprintCache } from '../../cache/fingerprint-cache.js';
 import type { Defer } from '../../cache/quiet-time.js';
-import { runSubprocess } from '../../os/subprocess.js';
+import type { RunSubprocess } from '../../os/subprocess.js';
 import { deniedByPrivacy } from '../../os/privacy.js';
 import { SandboxdError } from '../../../shared/errors.js';
 import { entriesByFile, parseConfigList, type ConfigEntry } from './git-config.js';
@@ -89,13 +89,20 @@ function xdgConfigHome(input: GitHostInput): string {
   return input.xdgConfigHome === undefined || input.xdgConfigHome === '' ? path.join(input.hostHome, '.config') : input.xdgConfigHome;
 }
 
+/** How git is found and run: the daemon's runner, and the session's git on its PATH. */
+export interface GitEdges {
+  chooseGit: (input: GitHostInput) => Promise<GitChoice>;
+  run: RunSubprocess;
+}
+
 /**
  * Asks the session's own git (DESIGN §8) what the global config sets (the host's effective
  * values decide the sandbox overrides), reads each global config file with it to translate, and
  * which repository the workdir is in. A git that is missing or fails (macOS's `xcode-select` shim
  * without the Command Line Tools) falls back to the usual files and says so.
  */
-export async function gitHostFacts(input: GitHostInput, chooseGit: (input: GitHostInput) => Promise<GitChoice>): Promise<GitHostFacts> {
+export async function gitHostFacts(input: GitHostInput, edges: GitEdges): Promise<GitHostFacts> {
+  const { chooseGit, run } = edges;
   const xdg = xdgConfigHome(input);
   const [choice, knownHosts] = await Promise.all([chooseGit(input), existingFiles(KNOWN_HOSTS_FILES.map((name) => path.join(input.hostHome, name)))]);
   const { git } = choice;
@@ -105,7 +112,7 @@ export async function gitHostFacts(input: GitHostInput, chooseGit: (input: GitHo
   if (git === null) return plainFiles(input, choice.why ?? 'no git to ask', knownHosts, await repoPending, choice.watched);
   const toSandbox = (file: string): string => sandboxPath(file, input.hostHome);
   const [listed, repo] = await Promise.all([
-    runSubprocess(git, [...TRUST_FOR_PROBE, 'config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], {
+    run(git, [...TRUST_FOR_PROBE, 'config', '--list', '--show-origin', '--show-scope', '--includes', '-z'], {
       clientCwd: input.cwd,
       env: gitEnv(input),
       timeoutMs: GIT_TIMEOUT_MS,
@@ -128,7 +135,7 @@ export async function gitHostFacts(input: GitHostInput, chooseGit: (input: GitHo
     hostHome: input.hostHome,
     xdgConfigHome: xdg,
     sandboxPath: toSandbox,
-    run: runSubprocess,
+    run,
   });
   userPending.catch(() => undefined);
   const defaults: XdgDefault[] = [
@@ -161,8 +168,8 @@ export async function gitHostFacts(input: GitHostInput, chooseGit: (input: GitHo
 }
 
 /** The session's git, found on its PATH with its environment (on a Mac never the tools' install shim). */
-export function sessionGitChooser(platform: Platform): (input: GitHostInput) => Promise<GitChoice> {
-  return (input) => chooseGit(input.path, gitEnv(input), { platform, run: runSubprocess, ...NODE_GIT_CHOICE });
+export function sessionGit(platform: Platform, run: RunSubprocess): GitEdges {
+  return { chooseGit: (input) => chooseGit(input.path, gitEnv(input), { platform, run, ...NODE_GIT_CHOICE }), run };
 }
 
 /** Spawning git twice per acquire would dominate a warm acquire; see FingerprintCache. */
@@ -185,9 +192,9 @@ export function gitFactsWatched(input: GitHostInput, facts: GitHostFacts): strin
   return [...new Set(files)];
 }
 
-export function createGitFactsCache(now: () => number, chooseGit: (input: GitHostInput) => Promise<GitChoice>, defer?: Defer): FingerprintCache<GitHostInput, GitHostFacts> {
+export function createGitFactsCache(now: () => number, git: GitEdges, defer?: Defer): FingerprintCache<GitHostInput, GitHostFacts> {
   return new FingerprintCache({
-    compute: (input) => gitHostFacts(input, chooseGit),
+    compute: (input) => gitHostFacts(input, git),
     key: (input) => JSON.stringify([input.hostHome, input.cwd, input.path, input.xdgConfigHome ?? null]),
     watched: gitFactsWatched,
     now,

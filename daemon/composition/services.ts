@@ -1,0 +1,169 @@
+import path from 'node:path';
+import type { AcquireInput } from '../../shared/contracts/sessions.js';
+import { QuietTime } from '../cache/quiet-time.js';
+import { DockerEngines } from '../engines/docker-engines.js';
+import { watchDirectory } from '../guard/fs-edge.js';
+import { fileGuardStore } from '../guard/guard-store.js';
+import { RepoGuards } from '../guard/repo-guards.js';
+import { createPrivacyGate, probeReadable, type PrivacyPrincipal } from '../os/privacy.js';
+import { inspectAgentSocket } from '../plan/agent-socket.js';
+import { GeneratedConfigStore } from '../plan/git/git-config-store.js';
+import { createGitFactsCache, sessionGit } from '../plan/git/git-host.js';
+import { discoverConnection } from '../podman/discover.js';
+import { createDiscoveryCache, perAcquire } from '../podman/discovery-cache.js';
+import type { SessionContainers } from '../sessions/session-containers.js';
+import { SessionRegistry } from '../sessions/session-registry.js';
+import { SessionService } from '../sessions/session-service.js';
+import { AgentBridges } from './agent-bridges.js';
+import { TrackedWork } from './background.js';
+import { createSessionContainers } from './containers.js';
+import type { DaemonDeps } from './daemon-deps.js';
+import { createContainerSites } from './podman-site.js';
+
+/** Every service of the daemon, built once from its deps' edges. */
+export interface Services {
+  /** Refreshes of old answers (git, podman, docker) wait for a moment without requests. */
+  quiet: QuietTime;
+  engines: DockerEngines;
+  agentBridges: AgentBridges;
+  containers: SessionContainers;
+  guards: RepoGuards;
+  registry: SessionRegistry;
+  sessions: SessionService;
+  /** Container work a session's end or start time set off: a graceful close waits for it. */
+  work: TrackedWork;
+  privacy: { principal: PrivacyPrincipal; readable: (dir: string) => Promise<boolean> };
+}
+
+type Caches = ReturnType<typeof buildCaches>;
+
+/** Answers that cost a spawn, kept while their files are unchanged; every age is monotonic (clock.ts). */
+function buildCaches(deps: DaemonDeps, quiet: QuietTime) {
+  const { edges, hostHome: home } = deps;
+  const now = (): number => edges.clock.monotonic();
+  return {
+    discovery: perAcquire(createDiscoveryCache((input) => discoverConnection(input, { home, run: edges.run }), { home, now, defer: quiet.later })),
+    gitFacts: createGitFactsCache(now, sessionGit(deps.platform, edges.run), quiet.later),
+    engines: new DockerEngines({ run: edges.run, platform: deps.platform, home, clock: edges.clock, defer: quiet.later }),
+  };
+}
+
+function buildAgentBridges(deps: DaemonDeps, caches: Caches): AgentBridges {
+  const { discovery } = caches;
+  return new AgentBridges({
+    engines: caches.engines,
+    platform: deps.platform,
+    paths: deps.paths,
+    idleMs: deps.settings.bridgeIdleMs,
+    logger: deps.logger,
+    uid: deps.uid,
+    edges: deps.edges,
+    discover: async (input: AcquireInput) => ({
+      connection: await discovery.connectionFor(input),
+      forget: () => {
+        discovery.forget(input);
+      },
+    }),
+    onTunnelChild: (id, record) => {
+      deps.onTunnelChild(id, record);
+    },
+  });
+}
+
+function buildGuards(deps: DaemonDeps, endSessions: (ids: readonly string[]) => void): RepoGuards {
+  return new RepoGuards({
+    // File ctimes, which the guard compares with when it began, are wall-clock.
+    now: () => deps.edges.clock.now(),
+    logger: deps.logger,
+    store: fileGuardStore(deps.paths.stateDir, deps.logger),
+    endSessions,
+    idleMs: deps.settings.bridgeIdleMs,
+    watch: watchDirectory,
+    monotonic: () => deps.edges.clock.monotonic(),
+    after: (ms, work) => deps.edges.timers.after(ms, work),
+  });
+}
+
+/**
+ * The registry with what a session's end and start set off: its guard hold released, its
+ * container removed or its record completed. `onEmpty` hears when the last session has ended.
+ */
+function buildRegistry(deps: DaemonDeps, parts: { guards: RepoGuards; containers: SessionContainers; work: TrackedWork; onEmpty: () => void }): SessionRegistry {
+  const { logger, settings } = deps;
+  const { guards, containers, work } = parts;
+  const registry: SessionRegistry = new SessionRegistry({
+    clock: deps.edges.clock,
+    probe: deps.probe,
+    leaseTtlMs: settings.leaseTtlMs,
+    sweepIntervalMs: settings.sweepIntervalMs,
+    maxSessions: settings.maxSessions,
+    logger,
+    onEnd: (info, reason) => {
+      guards.release(info.id);
+      work.track(containers.ended(info.id, reason), (error) => {
+        logger.error({ err: error, sessionId: info.id }, 'cannot remove the container of a session that ended');
+      });
+      if (registry.size === 0) parts.onEmpty();
+    },
+    onStartTime: (info, startTime) => {
+      work.track(containers.started(info.id, startTime), (error) => {
+        logger.error({ err: error, sessionId: info.id }, "cannot record the client's start time with its container");
+      });
+    },
+  });
+  return registry;
+}
+
+/** Builds every service, top to bottom; `onEmpty` hears when the last session has ended. */
+export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
+  const { edges, logger, settings } = deps;
+  const quiet = new QuietTime(() => edges.clock.monotonic(), edges.timers);
+  const caches = buildCaches(deps, quiet);
+  const agentBridges = buildAgentBridges(deps, caches);
+  const work = new TrackedWork();
+  const containers = createSessionContainers({
+    paths: deps.paths,
+    uid: deps.uid,
+    hostHome: deps.hostHome,
+    probe: deps.probe,
+    clock: edges.clock,
+    run: edges.run,
+    leaseTtlMs: settings.leaseTtlMs,
+    logger,
+    identity: deps.identity,
+    strayAnswers: () => deps.strayAnswers(),
+    defer: quiet.later,
+    isLive: (id) => registry.has(id),
+  });
+  const guards = buildGuards(deps, (ids) => {
+    for (const id of ids) registry.end(id, 'guard');
+  });
+  const registry = buildRegistry(deps, { guards, containers, work, onEmpty });
+  const privacy = { principal: deps.privacy?.principal ?? { binary: process.execPath, launchd: false }, readable: deps.privacy?.readable ?? probeReadable };
+  const gitConfigs = new GeneratedConfigStore(path.join(deps.paths.runtimeDir, 'git'));
+  const sessions = new SessionService({
+    platform: deps.platform,
+    hostHome: deps.hostHome,
+    clock: edges.clock,
+    probe: deps.probe,
+    registry,
+    ssh: { inspect: inspectAgentSocket, serve: (agentSocket, input, role) => agentBridges.serve(agentSocket, input, role) },
+    gitFacts: (input) => caches.gitFacts.get(input),
+    privacy: createPrivacyGate({ platform: deps.platform, home: deps.hostHome, ...privacy }),
+    guard: guards,
+    writeGitConfig: (content) => gitConfigs.write(content),
+    containers,
+    site: createContainerSites({
+      platform: deps.platform,
+      hostHome: deps.hostHome,
+      edges,
+      tunnels: agentBridges.tunnelIndex,
+      discover: (input) => caches.discovery.connectionFor(input),
+      logger,
+      defer: quiet.later,
+    }),
+    emptyDir: deps.paths.emptyDir,
+    leaseTtlMs: settings.leaseTtlMs,
+  });
+  return { quiet, engines: caches.engines, agentBridges, containers, guards, registry, sessions, work, privacy };
+}
