@@ -122,6 +122,7 @@ export function toAcquireOptions(flags: SessionFlags, engine: Engine): AcquireOp
     gitConfig: flags.gitConfig,
     allowWideWorkdir: flags.allowWideWorkdir,
     harden: flags.harden,
-    sockets: flags.socket.map(parseSocket),
+    // Left out when none is asked for: the request stays the one earlier releases sent.
+    sockets: flags.socket.length === 0 ? undefined : flags.socket.map(parseSocket),
   };
 }
