@@ -111,10 +111,10 @@ export async function gatherFacts(input: AcquireInput, sessionId: string, deps: 
   );
   const site = checked.then(() => deps.site(input));
   // The record must be on disk before the plan is handed out, not before it is computed: it needs
-  // only the site and the start time, so it is written while the git and ssh sections are built
-  // (its thread-pool hops were once the warm acquire's critical path). A renewal takes a container
-  // over, so it waits for its bridges: one that fails takes nothing. A record is forgotten only once
-  // it is written, or the write would bring it back.
+  // only the site and the start time, so it is written while the git and ssh sections are built,
+  // off the warm acquire's critical path. A renewal takes a container over, so it waits for its
+  // bridges: one that fails takes nothing. A record is forgotten only once its write is over (one
+  // that failed left none), or the write would bring it back.
   const container = undo.adopt(
     Promise.all([site, startTime, input.renews === undefined ? null : ssh]).then(([{ globalArgs }, clientStartTime]) =>
       deps.containers.prepare({
