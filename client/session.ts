@@ -1,27 +1,19 @@
-import type {
-  AcquireRequest,
-  AcquireResponse,
-  ClientEnv,
-  ContainerUser,
-  SessionInfo,
-  SshAgentSetting,
-  SshBridgeSetting,
-  HostSocketRequest,
-  HostSocketStatus,
-} from '../shared/contracts/sessions.js';
-import { CLIENT_ENV_NAMES, SESSIONS_ROUTE, SSH_BRIDGE_SETTINGS, sessionRoute } from '../shared/contracts/session-routes.js';
+import type { AcquireRequest, AcquireResponse, ClientEnv, ContainerUser, SshAgentSetting, SshBridgeSetting, HostSocketRequest } from '../shared/contracts/sessions.js';
+import { CLIENT_ENV_NAMES, SESSIONS_ROUTE, SSH_BRIDGE_SETTINGS } from '../shared/contracts/session-routes.js';
 import type { Engine } from '../shared/contracts/common.js';
-import type { Plan } from '../shared/contracts/plan.js';
 import { SandboxdError } from '../shared/errors.js';
 import { envFlag } from './env-flags.js';
 import { clientPaths, type ConnectionOptions } from './connection.js';
+import { holdLease, type Session } from './lease.js';
 import { request } from './transport.js';
+
+export type { Session } from './lease.js';
 
 /*
  * Only what sending the acquire takes is loaded up front: the schemas (and zod) load while the
- * daemon works on the answer, and starting a daemon, replacing an older one and heartbeats load
- * when they are first needed. A program that embeds the client pays for nothing else before its
- * first request.
+ * daemon works on the answer, and starting a daemon, replacing an older one and heartbeats (which
+ * the lease starts) load when they are first needed. A program that embeds the client pays for
+ * nothing else before its first request.
  */
 const contracts = () => import('../shared/contracts/sessions.js');
 
@@ -66,22 +58,6 @@ export interface AcquireOptions extends ConnectionOptions {
   harden?: boolean;
 }
 
-export interface Session {
-  /** The current lease: a lease the daemon lost is renewed under a new id (same request, same bridges). */
-  readonly id: string;
-  readonly info: SessionInfo;
-  readonly plan: Plan;
-  /** One status per requested socket: forwarded, or skipped with the reason. */
-  readonly sockets: HostSocketStatus[];
-  /** Idempotent; resolves once the daemon has dropped the lease (or is gone). */
-  release(): Promise<void>;
-  [Symbol.asyncDispose](): Promise<void>;
-}
-
-/**
- * Acquires a session: connects (auto-starting the daemon), sends this process's own SSH_AUTH_SOCK,
- * PATH and cwd (DESIGN §4), and keeps the lease alive with heartbeats that never hold the process.
- */
 function pickEnv(env: NodeJS.ProcessEnv): ClientEnv {
   const picked: ClientEnv = {};
   for (const name of CLIENT_ENV_NAMES) {
@@ -107,34 +83,33 @@ function bridgeSetting(options: AcquireOptions, env: NodeJS.ProcessEnv): SshBrid
   return fromEnv;
 }
 
+/**
+ * Acquires a session: connects (auto-starting the daemon), sends this process's own SSH_AUTH_SOCK,
+ * PATH and cwd (DESIGN §4), and keeps the lease alive with heartbeats that never hold the process.
+ */
 export async function acquireSession(options: AcquireOptions): Promise<Session> {
   const env = options.env ?? process.env;
   const paths = clientPaths(env);
   const sshBridge = bridgeSetting(options, env);
+  // Options left unset stay undefined, which JSON leaves out: the daemon applies its defaults.
   const body: AcquireRequest = {
     engine: options.engine,
-    client: {
-      pid: process.pid,
-      cwd: options.cwd ?? process.cwd(),
-      ...(env.SSH_AUTH_SOCK === undefined ? {} : { sshAuthSock: env.SSH_AUTH_SOCK }),
-      ...(env.PATH === undefined ? {} : { path: env.PATH }),
-      env: pickEnv(env),
-    },
+    client: { pid: process.pid, cwd: options.cwd ?? process.cwd(), sshAuthSock: env.SSH_AUTH_SOCK, path: env.PATH, env: pickEnv(env) },
     sshAgent: options.sshAgent ?? 'auto',
     sshBridge,
-    ...(options.connection === undefined ? {} : { connection: options.connection }),
-    ...(options.workdir === undefined ? {} : { workdir: options.workdir }),
-    ...(options.mounts === undefined ? {} : { mounts: options.mounts }),
-    ...(options.cloudCredentials === undefined ? {} : { cloudCredentials: options.cloudCredentials }),
-    ...(options.passEnv === undefined ? {} : { passEnv: options.passEnv }),
-    ...(options.gitHooks === undefined ? {} : { gitHooks: options.gitHooks }),
-    ...(options.gitConfig === undefined ? {} : { gitConfig: options.gitConfig }),
-    ...(options.allowWideWorkdir === undefined ? {} : { allowWideWorkdir: options.allowWideWorkdir }),
-    ...(options.containerUser === undefined ? {} : { containerUser: options.containerUser }),
-    ...(options.label === undefined ? {} : { label: options.label }),
-    ...(options.image === undefined ? {} : { image: options.image }),
-    ...(options.sockets === undefined ? {} : { sockets: options.sockets }),
-    ...(options.harden === undefined ? {} : { harden: options.harden }),
+    connection: options.connection,
+    workdir: options.workdir,
+    mounts: options.mounts,
+    cloudCredentials: options.cloudCredentials,
+    passEnv: options.passEnv,
+    gitHooks: options.gitHooks,
+    gitConfig: options.gitConfig,
+    allowWideWorkdir: options.allowWideWorkdir,
+    containerUser: options.containerUser,
+    label: options.label,
+    image: options.image,
+    sockets: options.sockets,
+    harden: options.harden,
   };
   const post = (renews?: string) =>
     request(
@@ -144,7 +119,7 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
   const autoStart = (options.autoStart ?? true) && !envFlag(env, 'SANDBOXD_NO_AUTOSTART');
   const start = async () => {
     const { ensureDaemon } = await import('./autostart.js');
-    return ensureDaemon({ paths, env, autoStart, ...(options.daemonCommand === undefined ? {} : { daemonCommand: options.daemonCommand }) });
+    return ensureDaemon({ paths, env, autoStart, daemonCommand: options.daemonCommand });
   };
   let acquired: AcquireResponse;
   try {
@@ -158,59 +133,5 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     await start();
     acquired = await post();
   }
-  let current = acquired.session;
-  let stopHeartbeats: (() => void) | null = null;
-  let renewing: Promise<void> | null = null;
-  // The daemon lost the lease (it was restarted, or reaped it while stalled) although this process
-  // still holds the container: take a new lease for the same request, so its bridges stay held and
-  // the container stays tied to a lease (a restarted daemon hands it over to the new one).
-  const renew = (): Promise<void> => {
-    renewing ??= post(current.id)
-      .then((again) => {
-        current = again.session;
-      })
-      .catch(() => undefined)
-      .finally(() => {
-        renewing = null;
-      });
-    return renewing;
-  };
-  if (options.heartbeat ?? true) {
-    const { startHeartbeats } = await import('./heartbeats.js');
-    // One timer and one request per interval for all of this process's sessions (client/heartbeats.ts).
-    stopHeartbeats = startHeartbeats(paths.socketPath, acquired.heartbeatIntervalMs, {
-      id: () => (renewing === null ? current.id : null),
-      lost: (id) => {
-        if (id === current.id) void renew();
-      },
-    });
-  }
-
-  let released: Promise<void> | null = null;
-  const release = (): Promise<void> => {
-    released ??= (async () => {
-      stopHeartbeats?.();
-      // A renewal under way ends with the lease this release must drop.
-      await renewing;
-      try {
-        await request({ socketPath: paths.socketPath, method: 'DELETE', route: sessionRoute(current.id) }, async () => (await contracts()).ReleaseResponse);
-      } catch (error) {
-        // A daemon that is gone has already dropped the lease.
-        if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;
-      }
-    })();
-    return released;
-  };
-  return {
-    get id() {
-      return current.id;
-    },
-    get info() {
-      return current;
-    },
-    plan: acquired.plan,
-    sockets: acquired.sockets,
-    release,
-    [Symbol.asyncDispose]: release,
-  };
+  return holdLease(acquired, { socketPath: paths.socketPath, renew: post, heartbeat: options.heartbeat ?? true });
 }

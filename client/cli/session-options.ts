@@ -66,7 +66,7 @@ export function numericUser(value: string, home: string | undefined): ContainerU
   if (match?.[1] === undefined) return undefined;
   const uid = Number(match[1]);
   const resolvedHome = home ?? (uid === 0 ? '/root' : undefined);
-  return { uid, gid: Number(match[2] ?? match[1]), ...(resolvedHome === undefined ? {} : { home: resolvedHome }) };
+  return { uid, gid: Number(match[2] ?? match[1]), home: resolvedHome };
 }
 
 function parseUser(flags: SessionFlags): ContainerUser | undefined {
@@ -90,7 +90,7 @@ function parseSocket(spec: string): HostSocketRequest {
       remedy: 'For example --socket gpg=/run/user/1000/gnupg/S.gpg-agent:GPG_AGENT_SOCK.',
     });
   }
-  return { name: match[1], hostPath: match[2], ...(match[3] === undefined ? {} : { env: match[3] }) };
+  return { name: match[1], hostPath: match[2], env: match[3] };
 }
 
 function passEnv(names: readonly string[]): Record<string, string> {
@@ -110,18 +110,19 @@ export function toAcquireOptions(flags: SessionFlags, engine: Engine): AcquireOp
   return {
     engine,
     sshAgent: flags.sshAgent,
-    ...(flags.sshBridge === undefined ? {} : { sshBridge: flags.sshBridge }),
-    ...(flags.connection === undefined ? {} : { connection: flags.connection }),
-    ...(containerUser === undefined ? {} : { containerUser }),
-    ...(flags.label === undefined ? {} : { label: flags.label }),
-    ...(flags.workdir === undefined ? {} : { workdir: flags.workdir }),
+    sshBridge: flags.sshBridge,
+    connection: flags.connection,
+    containerUser,
+    label: flags.label,
+    workdir: flags.workdir,
     mounts: flags.mount,
     cloudCredentials: flags.cloudCredentials === true,
     passEnv: passEnv(flags.passEnv),
     gitHooks: flags.gitHooks,
     gitConfig: flags.gitConfig,
-    ...(flags.allowWideWorkdir === true ? { allowWideWorkdir: true } : {}),
-    ...(flags.harden === true ? { harden: true } : {}),
-    ...(flags.socket.length === 0 ? {} : { sockets: flags.socket.map(parseSocket) }),
+    allowWideWorkdir: flags.allowWideWorkdir,
+    harden: flags.harden,
+    // Left out when none is asked for: the request stays the one earlier releases sent.
+    sockets: flags.socket.length === 0 ? undefined : flags.socket.map(parseSocket),
   };
 }

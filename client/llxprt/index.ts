@@ -105,9 +105,9 @@ async function startLaunch(config: LlxprtSandboxConfig, args: string[], options:
   const settings = llxprtSettings(env, { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, home: env.HOME ?? os.homedir() }, options.setUidGid);
   if (settings.optedOut) return { code: OPTED_OUT, reason: `LLXPRT_SANDBOXD is ${env.LLXPRT_SANDBOXD ?? ''}`, remedy: null };
   const request: AcquireOptions = {
-    ...(options.autoStart === undefined ? {} : { autoStart: options.autoStart }),
-    ...(options.daemonCommand === undefined ? {} : { daemonCommand: options.daemonCommand }),
-    ...(config.image === undefined || config.image === '' ? {} : { image: config.image }),
+    autoStart: options.autoStart,
+    daemonCommand: options.daemonCommand,
+    image: config.image === '' ? undefined : config.image,
     env,
     engine: config.command,
     cwd: options.cwd ?? process.cwd(),

@@ -1,0 +1,92 @@
+import type { AcquireResponse, HostSocketStatus, SessionInfo } from '../shared/contracts/sessions.js';
+import { sessionRoute } from '../shared/contracts/session-routes.js';
+import type { Plan } from '../shared/contracts/plan.js';
+import { SandboxdError } from '../shared/errors.js';
+import { request } from './transport.js';
+
+export interface Session {
+  /** The current lease: a lease the daemon lost is renewed under a new id (same request, same bridges). */
+  readonly id: string;
+  readonly info: SessionInfo;
+  readonly plan: Plan;
+  /** One status per requested socket: forwarded, or skipped with the reason. */
+  readonly sockets: HostSocketStatus[];
+  /** Idempotent; resolves once the daemon has dropped the lease (or is gone). */
+  release(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export interface LeaseOptions {
+  socketPath: string;
+  /** Sends the session's acquire again, renewing lease `renews`. */
+  renew(renews: string): Promise<AcquireResponse>;
+  /** Keep the lease alive with heartbeats (else it lives until released or its client exits). */
+  heartbeat: boolean;
+}
+
+/** zod loads with the schemas, only once the first answer is being checked. */
+const contracts = () => import('../shared/contracts/sessions.js');
+
+/**
+ * Holds an acquired session's lease: heartbeats on the process's shared timer, a renewal when the
+ * daemon lost it, and one release however often it is asked for.
+ */
+export async function holdLease(acquired: AcquireResponse, options: LeaseOptions): Promise<Session> {
+  const { socketPath } = options;
+  let current = acquired.session;
+  let stopHeartbeats: (() => void) | null = null;
+  let renewing: Promise<void> | null = null;
+  // The daemon lost the lease (it was restarted, or reaped it while stalled) although this process
+  // still holds the container: take a new lease for the same request, so its bridges stay held and
+  // the container stays tied to a lease (a restarted daemon hands it over to the new one).
+  const renew = (): Promise<void> => {
+    renewing ??= options
+      .renew(current.id)
+      .then((again) => {
+        current = again.session;
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        renewing = null;
+      });
+    return renewing;
+  };
+  if (options.heartbeat) {
+    const { startHeartbeats } = await import('./heartbeats.js');
+    // One timer and one request per interval for all of this process's sessions (client/heartbeats.ts).
+    stopHeartbeats = startHeartbeats(socketPath, acquired.heartbeatIntervalMs, {
+      id: () => (renewing === null ? current.id : null),
+      lost: (id) => {
+        if (id === current.id) void renew();
+      },
+    });
+  }
+
+  let released: Promise<void> | null = null;
+  const release = (): Promise<void> => {
+    released ??= (async () => {
+      stopHeartbeats?.();
+      // A renewal under way ends with the lease this release must drop.
+      await renewing;
+      try {
+        await request({ socketPath, method: 'DELETE', route: sessionRoute(current.id) }, async () => (await contracts()).ReleaseResponse);
+      } catch (error) {
+        // A daemon that is gone has already dropped the lease.
+        if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;
+      }
+    })();
+    return released;
+  };
+  return {
+    get id() {
+      return current.id;
+    },
+    get info() {
+      return current;
+    },
+    plan: acquired.plan,
+    sockets: acquired.sockets,
+    release,
+    [Symbol.asyncDispose]: release,
+  };
+}

@@ -1,0 +1,86 @@
+/*
+ * The acquire's answer put together from its facts: no I/O here, so what goes where (the flags'
+ * order, the warnings' order, which variable wins) is tested with plain objects.
+ */
+import type { AcquireInput, AcquireResponse } from '../../shared/contracts/sessions.js';
+import type { Mount, Plan } from '../../shared/contracts/plan.js';
+import { containerEnv } from '../plan/extras.js';
+import { dedupeMounts, flattenArgs } from '../plan/flatten.js';
+import type { GitSection } from '../plan/git/git-section.js';
+import { repoWarnings, type RepoPolicy } from '../plan/git/git.js';
+import { hardenFlags } from '../plan/harden.js';
+import { expressibleMounts } from '../plan/mount-args.js';
+import { workdirMount } from '../plan/workdir.js';
+import type { AcquireFacts, PreparedContainer } from './acquire-facts.js';
+
+type PlanFacts = Omit<AcquireFacts, 'container' | 'site' | 'startTime'>;
+
+export function repoPolicy(input: AcquireInput): RepoPolicy {
+  return { hooks: input.gitHooks, config: input.gitConfig };
+}
+
+/** Every mount the session asks for that `run` can express, before the site keeps what it sees. */
+export function sessionMounts(input: AcquireInput, facts: Omit<PlanFacts, 'guardWarnings'>, git: GitSection, hostHome: string): { mounts: Mount[]; warnings: string[] } {
+  const workdir: Mount[] = input.workdir
+    ? [workdirMount({ cwd: facts.cwd, repoTop: facts.git.repo?.topLevel ?? null, hostHome, allowWide: input.allowWideWorkdir, relabel: facts.relabel })]
+    : [];
+  return expressibleMounts(dedupeMounts([...facts.ssh.mounts, ...workdir, ...git.mounts, ...facts.requested, ...facts.cloud.mounts]));
+}
+
+export interface PlanParts {
+  sessionId: string;
+  input: AcquireInput;
+  facts: PlanFacts;
+  git: GitSection;
+  /** The site's engine arguments and the mounts it sees, with every mount warning in order. */
+  site: { globalArgs: string[]; mounts: Mount[]; warnings: string[] };
+  /** What holding the repository's guard reported. */
+  holdWarnings: string[];
+  container: PreparedContainer;
+  /** Wall-clock ms. */
+  now: number;
+  leaseTtlMs: number;
+}
+
+/** The session, its plan and the lease terms, as the route answers them. */
+export function assemblePlan(parts: PlanParts): AcquireResponse {
+  const { input, facts, git } = parts;
+  const ssh = facts.ssh;
+  const planEnv = { ...git.env, ...ssh.env, ...facts.cloud.env };
+  // What the client passes never overrides a variable the plan sets.
+  const passed = containerEnv(input.client.env ?? {}, input.passEnv, new Set(Object.keys(planEnv)));
+  const body: Omit<Plan, 'args'> = {
+    mounts: parts.site.mounts,
+    env: { ...planEnv, ...passed.env },
+    spawnEnv: passed.spawnEnv,
+    globalArgs: parts.site.globalArgs,
+    flags: [...ssh.flags, ...(input.workdir ? ['--workdir', facts.cwd] : []), ...parts.container.flags, ...(input.harden ? hardenFlags() : [])],
+    warnings: [
+      ...facts.guardWarnings,
+      ...parts.holdWarnings,
+      ...ssh.warnings,
+      ...git.warnings,
+      ...(facts.git.repo === null ? [] : repoWarnings(facts.git.repo, repoPolicy(input))),
+      ...parts.site.warnings,
+      ...passed.warnings,
+    ],
+  };
+  const now = new Date(parts.now).toISOString();
+  return {
+    session: {
+      id: parts.sessionId,
+      engine: input.engine,
+      label: input.label ?? null,
+      clientPid: input.client.pid,
+      createdAt: now,
+      lastHeartbeatAt: now,
+      ssh: ssh.ssh,
+      container: parts.container.container,
+    },
+    plan: { ...body, args: flattenArgs(body) },
+    leaseTtlMs: parts.leaseTtlMs,
+    // A third of the lease: two heartbeats can be lost before it lapses.
+    heartbeatIntervalMs: Math.max(1000, Math.floor(parts.leaseTtlMs / 3)),
+    sockets: ssh.sockets,
+  };
+}

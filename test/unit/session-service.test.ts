@@ -1,0 +1,233 @@
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { AcquireRequest, type AcquireRequest as AcquireRequestBody } from '../../shared/contracts/sessions.js';
+import { systemClock } from '../../daemon/os/clock.js';
+import { createLogger } from '../../daemon/os/logger.js';
+import type { GitHostFacts } from '../../daemon/plan/git/git-host.js';
+import type { ServedAgent } from '../../daemon/bridges/bridge.js';
+import type { ContainerSite } from '../../daemon/podman/engine-site.js';
+import { SessionRegistry } from '../../daemon/sessions/session-registry.js';
+import { SessionService, type SessionServiceDeps } from '../../daemon/sessions/session-service.js';
+import { Cleanup } from '../helpers.js';
+import { fakeProbe } from './fake-probe.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+const CLIENT_PID = 4242;
+const GIT: GitHostFacts = { configs: [], files: [], plainHomeFiles: [], configWatched: [], overrides: null, knownHosts: [], repo: null, warnings: [] };
+const LOCAL: ContainerSite = { globalArgs: [], warnings: [], visible: (mounts) => Promise.resolve({ mounts, warnings: [] }) };
+
+function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve: (value: T) => void = () => undefined;
+  const promise = new Promise<T>((done) => {
+    resolve = done;
+  });
+  return { promise, resolve };
+}
+
+/** Lets every callback already due run: timers of 0 ms come after the I/O and microtasks before them. */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+/**
+ * SessionService over fakes that log each call in `events`: the agent is served by a bridge whose
+ * lease logs its release, the container record and the guard log theirs.
+ */
+function service(overrides: (log: { events: string[]; served: ServedAgent }) => Partial<SessionServiceDeps> = () => ({})) {
+  const dir = realpathSync(mkdtempSync(path.join(tmpdir(), 'sbx-acquire-')));
+  cleanup.add(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const events: string[] = [];
+  const probe = fakeProbe(true);
+  probe.processes.set(CLIENT_PID, 'started-1');
+  const logger = createLogger({ kind: 'silent' });
+  const registry = new SessionRegistry({ clock: systemClock, probe, leaseTtlMs: 30_000, sweepIntervalMs: 10_000, maxSessions: 10, logger });
+  const served: ServedAgent = {
+    lease: { bridgeId: 'b1', release: () => events.push('lease released') },
+    kind: 'mount',
+    mountSource: dir,
+    relabel: undefined,
+    flags: [],
+    warnings: [],
+  };
+  const deps: SessionServiceDeps = {
+    platform: 'linux',
+    hostHome: dir,
+    emptyDir: dir,
+    clock: systemClock,
+    probe,
+    registry,
+    ssh: {
+      inspect: () => Promise.resolve({ usable: true, realpath: path.join(dir, 'agent.sock'), keys: 1 }),
+      serve: () => {
+        events.push('bridge served');
+        return Promise.resolve(served);
+      },
+    },
+    gitFacts: () => {
+      events.push('git facts');
+      return Promise.resolve(GIT);
+    },
+    privacy: {
+      check: () => {
+        events.push('privacy checked');
+        return Promise.resolve();
+      },
+      explain: (_dir, error) => error,
+    },
+    guard: {
+      before: () => {
+        events.push('guard before');
+        return Promise.resolve([]);
+      },
+      hold: () => {
+        events.push('guard held');
+        return Promise.resolve([]);
+      },
+      release: () => {
+        events.push('guard released');
+      },
+    },
+    writeGitConfig: () => Promise.resolve(path.join(dir, 'gitconfig')),
+    containers: {
+      prepare: (request) => {
+        events.push('record written');
+        return Promise.resolve({ flags: [], container: { id: null, cidfile: path.join(dir, `${request.sessionId}.cid`) } });
+      },
+      abandon: () => {
+        events.push('record abandoned');
+        return Promise.resolve();
+      },
+    },
+    site: () => Promise.resolve(LOCAL),
+    leaseTtlMs: 30_000,
+    ...overrides({ events, served }),
+  };
+  const acquire = (body: Partial<AcquireRequestBody> = {}) =>
+    new SessionService(deps).acquire(AcquireRequest.parse({ engine: 'docker', client: { pid: CLIENT_PID, cwd: dir, sshAuthSock: path.join(dir, 'agent.sock') }, ...body }));
+  return { dir, events, registry, served, acquire };
+}
+
+describe('SessionService.acquire', () => {
+  it('registers the session with its bridge leases and answers its plan', async () => {
+    const { events, registry, acquire } = service();
+    const answer = await acquire();
+    expect(answer.session.ssh).toMatchObject({ status: 'forwarded', bridge: 'mount' });
+    expect(registry.size).toBe(1);
+    expect(events).not.toContain('lease released');
+    expect(events.filter((event) => event.startsWith('record') || event.startsWith('guard'))).toEqual(['guard before', 'record written', 'guard held']);
+  });
+
+  it('checks the request before any bridge is held: a missing cwd before the privacy gate, a bad mount before the bridges', async () => {
+    const missing = service();
+    await expect(missing.acquire({ client: { pid: CLIENT_PID, cwd: path.join(missing.dir, 'gone') } })).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    expect(missing.events).toEqual([]);
+    const badMount = service();
+    await expect(badMount.acquire({ mounts: [path.join(badMount.dir, 'gone')] })).rejects.toMatchObject({ code: 'INVALID_MOUNT' });
+    expect(badMount.events).toEqual(['privacy checked']);
+  });
+
+  it('passes the privacy gate before the guard reads the repository, and the guard before git does', async () => {
+    const { events, acquire } = service();
+    await acquire();
+    const order = ['privacy checked', 'guard before', 'git facts'].map((event) => events.indexOf(event));
+    expect(order).toEqual([...order].sort((a, b) => a - b));
+    expect(order).not.toContain(-1);
+  });
+
+  it.each([
+    ['a new session writes its container record while its bridges are being taken', undefined, true],
+    ["a renewal writes it only once its bridges are held (one that fails takes over nothing)", 'ses_previous0001', false],
+  ])('%s', async (_what, renews, before) => {
+    const bridge = deferred<null>();
+    const gitAsked = deferred<null>();
+    const { events, acquire } = service(({ events, served }) => ({
+      ssh: {
+        inspect: () => Promise.resolve({ usable: true, realpath: '/tmp/agent.sock', keys: 1 }),
+        serve: async () => {
+          await bridge.promise;
+          events.push('bridge served');
+          return served;
+        },
+      },
+      gitFacts: () => {
+        gitAsked.resolve(null);
+        return Promise.resolve(GIT);
+      },
+    }));
+    const answer = acquire(renews === undefined ? {} : { renews });
+    await gitAsked.promise;
+    await settle();
+    expect(events.includes('record written')).toBe(before);
+    bridge.resolve(null);
+    await answer;
+    const order = events.filter((event) => event === 'record written' || event === 'bridge served');
+    expect(order).toEqual(before ? ['record written', 'bridge served'] : ['bridge served', 'record written']);
+  });
+
+  it('gives back what it took, last taken first, when a later step fails', async () => {
+    const refused = new Error('the guard cannot hold this repository');
+    const { events, registry, acquire } = service(({ events }) => ({
+      guard: {
+        before: () => Promise.resolve([]),
+        hold: () => Promise.reject(refused),
+        release: () => {
+          events.push('guard released');
+        },
+      },
+    }));
+    await expect(acquire()).rejects.toBe(refused);
+    expect(events.filter((event) => event !== 'git facts' && event !== 'privacy checked')).toEqual([
+      'bridge served',
+      'record written',
+      'guard released',
+      'record abandoned',
+      'lease released',
+    ]);
+    expect(registry.size).toBe(0);
+  });
+
+  it('waits for every branch when two fail, gives back the bridge that arrived late, and leaves no rejection unhandled', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    cleanup.add(() => process.off('unhandledRejection', onUnhandled));
+    const bridge = deferred<null>();
+    const siteFailed = Object.assign(new Error('no such connection'), { code: 'PODMAN_CONNECTION_NOT_FOUND' });
+    const gitFailed = new Error('git cannot read the repository');
+    const { events, registry, acquire } = service(({ events, served }) => ({
+      site: () => Promise.reject(siteFailed),
+      gitFacts: () => Promise.reject(gitFailed),
+      ssh: {
+        inspect: () => Promise.resolve({ usable: true, realpath: '/tmp/agent.sock', keys: 1 }),
+        serve: async () => {
+          await bridge.promise;
+          events.push('bridge served');
+          return served;
+        },
+      },
+    }));
+    let outcome: unknown = 'pending';
+    const answer = acquire().then(
+      () => 'acquired',
+      (error: unknown) => error,
+    );
+    void answer.then((value) => {
+      outcome = value;
+    });
+    await settle();
+    await settle();
+    // Both failures are in; the bridge is still being taken, so the acquire has not failed yet.
+    expect(outcome).toBe('pending');
+    bridge.resolve(null);
+    expect(await answer).toBe(siteFailed);
+    // The site failed, so no record was written; the bridge that arrived after both failures went back.
+    expect(events).toEqual(['privacy checked', 'guard before', 'bridge served', 'lease released']);
+    expect(registry.size).toBe(0);
+    await settle();
+    expect(unhandled).toEqual([]);
+  });
+});
