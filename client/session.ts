@@ -5,7 +5,7 @@ import { SandboxdError } from '../shared/errors.js';
 import { envFlag } from './env-flags.js';
 import { clientPaths, type ConnectionOptions } from './connection.js';
 import { holdLease, type Session } from './lease.js';
-import { request } from './transport.js';
+import { request, sentUnanswered } from './transport.js';
 
 export type { Session } from './lease.js';
 
@@ -84,6 +84,20 @@ function bridgeSetting(options: AcquireOptions, env: NodeJS.ProcessEnv): SshBrid
 }
 
 /**
+ * An acquire the daemon read and never answered is sent again only once no daemon answers: one
+ * that lives may have made the session, and a second acquire would make another. The one it made
+ * ends with its lease, as nothing heartbeats it.
+ */
+async function refuseResend(socketPath: string, error: unknown): Promise<void> {
+  const { statusIfRunning } = await import('./daemon-status.js');
+  if ((await statusIfRunning(socketPath)) === null) return;
+  throw new SandboxdError('DAEMON_TIMEOUT', `the daemon on ${socketPath} read the acquire and closed the connection without answering; it is not sent twice`, {
+    cause: error,
+    remedy: 'Try again; if it happens again, see `sandboxd logs` and run `sandboxd restart`.',
+  });
+}
+
+/**
  * Acquires a session: connects (auto-starting the daemon), sends this process's own SSH_AUTH_SOCK,
  * PATH and cwd (DESIGN §4), and keeps the lease alive with heartbeats that never hold the process.
  */
@@ -130,6 +144,7 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     // SANDBOXD_NO_AUTOSTART=1 is the user's word for every auto-starting caller. A daemon of an
     // older release makes way for this one (shared/protocol-policy.ts): ensureDaemon sees to it.
     if (!(code === 'DAEMON_NOT_RUNNING' || (code === 'PROTOCOL_MISMATCH' && autoStart))) throw error;
+    if (sentUnanswered(error)) await refuseResend(paths.socketPath, error);
     await start();
     acquired = await post();
   }

@@ -50,6 +50,17 @@ function parseJson(text: string): unknown {
  */
 export type SchemaSource<T extends z.ZodMiniType> = T | (() => Promise<T>);
 
+/** Failures of a request that acts (not a GET) which the daemon read and never answered. */
+const unanswered = new WeakSet<SandboxdError>();
+
+/**
+ * Whether `error` is a request that acts, written to the daemon, whose connection died before any
+ * answer: the daemon may have done it. Sending it again is safe only once that daemon is gone.
+ */
+export function sentUnanswered(error: unknown): boolean {
+  return error instanceof SandboxdError && unanswered.has(error);
+}
+
 /**
  * One JSON request over the daemon's Unix socket, with the response checked against its shared
  * schema (STYLE 1) and the daemon's protocol version checked on every reply. Nothing is sent to a
@@ -61,6 +72,9 @@ export async function request<T extends z.ZodMiniType>(options: RequestOptions, 
   const { socketPath, method, route } = options;
   await assertTrustedSocket(socketPath);
   const timeoutMs = options.timeoutMs ?? REQUEST_TIMEOUT_MS;
+  const idempotent = method === 'GET' || options.idempotent === true;
+  // Set from the write's callback: whether the daemon may have read the request.
+  const progress = { sent: false };
   let reply: Reply;
   try {
     reply = await exchange({
@@ -74,8 +88,9 @@ export async function request<T extends z.ZodMiniType>(options: RequestOptions, 
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
       timeoutMs,
       keepAlive: options.closeConnection !== true,
-      idempotent: method === 'GET' || options.idempotent === true,
+      idempotent,
       onSent: () => {
+        progress.sent = true;
         // Awaited once the answer is in; a request that fails first must not leave it unhandled.
         expected().catch(() => undefined);
         oneShot().catch(() => undefined);
@@ -84,6 +99,11 @@ export async function request<T extends z.ZodMiniType>(options: RequestOptions, 
   } catch (error) {
     if (error instanceof ExchangeTimeout) throw new SandboxdError('DAEMON_TIMEOUT', `the daemon did not answer ${method} ${route} within ${timeoutMs} ms`);
     if (error instanceof MalformedReply) throw new SandboxdError('INVALID_RESPONSE', `the daemon's answer to ${method} ${route} is not HTTP: ${error.message}`);
+    if (progress.sent && !idempotent) {
+      const lost = new SandboxdError('DAEMON_NOT_RUNNING', `the daemon on ${socketPath} closed the connection before answering ${method} ${route}`, { cause: error });
+      unanswered.add(lost);
+      throw lost;
+    }
     if (unreachable(error)) throw new SandboxdError('DAEMON_NOT_RUNNING', `no daemon is listening on ${socketPath}`, { cause: error });
     throw new SandboxdError('DAEMON_NOT_RUNNING', `cannot reach the daemon on ${socketPath}: ${(error as Error).message}`, { cause: error });
   }

@@ -8,22 +8,11 @@ import { SESSIONS_ROUTE } from '../../shared/contracts/session-routes.js';
 import { STATUS_ROUTE, StatusResponse } from '../../shared/contracts/status.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { Cleanup } from '../helpers.js';
+import { STATUS } from './status-fixture.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
 
-const STATUS = {
-  version: '0.1.0',
-  protocol: PROTOCOL_VERSION,
-  pid: 4242,
-  startedAt: '2026-11-22T10:00:00.000Z',
-  uptimeMs: 1000,
-  socketPath: '/run/user/1000/sandboxd/sandboxd.sock',
-  logPath: null,
-  platform: 'linux',
-  counts: { sessions: 0, tunnels: 0 },
-  engines: [],
-};
 
 /** A daemon that answers every request with `status` and `body`, on a real Unix socket the client trusts. */
 async function answering(status: number, body: unknown): Promise<string> {
