@@ -136,7 +136,7 @@ export class AgentBridges {
         vmRoot,
         replaceRoot: (taken) => this.tunnelNames.replaceRoot(login, taken),
         index: this.tunnelIndex,
-        ...(rediscover === undefined ? {} : { rediscover }),
+        rediscover,
         knownHostsPath: this.options.edges.knownHostsPath,
         logger: this.options.logger,
         spawnSsh: this.options.edges.spawnSsh,

@@ -43,9 +43,8 @@ export class DockerEngines {
   private readonly seen = new Map<string, Seen>();
 
   constructor(private readonly deps: DockerEnginesDeps) {
-    const defer = deps.defer === undefined ? {} : { defer: deps.defer };
-    this.identifier = createEngineIdentifier({ run: deps.run, platform: deps.platform, now: () => deps.clock.monotonic(), ...defer });
-    this.probes = new ProbeCache({ now: () => deps.clock.monotonic(), wall: () => deps.clock.now(), ...defer });
+    this.identifier = createEngineIdentifier({ run: deps.run, platform: deps.platform, now: () => deps.clock.monotonic(), defer: deps.defer });
+    this.probes = new ProbeCache({ now: () => deps.clock.monotonic(), wall: () => deps.clock.now(), defer: deps.defer });
   }
 
   async identify(input: AcquireInput): Promise<IdentifiedEngine> {
@@ -68,7 +67,7 @@ export class DockerEngines {
    */
   probe(engine: IdentifiedEngine, socket: string, image: ProbeImage): Promise<ProbeRecord> {
     return this.probes.get(engine.identity.instance, SANDBOXD_IMAGE, () =>
-      probeBuiltinSocket(socket, { run: this.deps.run, docker: engine.docker, env: engine.env, image, ...(this.deps.probeTimeoutMs === undefined ? {} : { timeoutMs: this.deps.probeTimeoutMs }) }),
+      probeBuiltinSocket(socket, { run: this.deps.run, docker: engine.docker, env: engine.env, image, timeoutMs: this.deps.probeTimeoutMs }),
     );
   }
 

@@ -68,7 +68,7 @@ export function createEngineIdentifier(deps: EngineIdentifierDeps): FingerprintC
     watched: (_view, result) => result.watched,
     now: () => deps.now(),
     ttlMs: deps.ttlMs ?? IDENTITY_TTL_MS,
-    ...(deps.defer === undefined ? {} : { defer: deps.defer }),
+    defer: deps.defer,
     compute: async (view) => {
       const docker = await findExecutable('docker', view.path);
       if (docker === null) {

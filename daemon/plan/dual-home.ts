@@ -13,11 +13,10 @@ export interface HomeFile {
  * at the same place under the container user's HOME (once when the two homes are equal).
  */
 export function dualHomeMounts(file: HomeFile, hostHome: string, containerHome: string, base: Pick<Mount, 'readOnly' | 'purpose' | 'relabel'>): Mount[] {
-  const label = base.relabel === undefined ? {} : { relabel: base.relabel };
-  const mounts: Mount[] = [{ source: file.source, target: file.path, readOnly: base.readOnly, purpose: base.purpose, ...label }];
+  const mounts: Mount[] = [{ source: file.source, target: file.path, readOnly: base.readOnly, purpose: base.purpose, relabel: base.relabel }];
   const relative = path.relative(hostHome, file.path);
   if (!relative.startsWith('..') && !path.isAbsolute(relative) && containerHome !== hostHome) {
-    mounts.push({ source: file.source, target: path.join(containerHome, relative), readOnly: base.readOnly, purpose: base.purpose, ...label });
+    mounts.push({ source: file.source, target: path.join(containerHome, relative), readOnly: base.readOnly, purpose: base.purpose, relabel: base.relabel });
   }
   return mounts;
 }

@@ -16,7 +16,7 @@ export interface CloudInput {
 
 /** Opt-in, read-only cloud credentials (DESIGN §8): what gcloud and the AWS CLI read. */
 export async function cloudCredentialMounts(input: CloudInput): Promise<{ mounts: Mount[]; env: Record<string, string> }> {
-  const base = { readOnly: true, purpose: 'cloud credentials', ...(input.relabel === undefined ? {} : { relabel: input.relabel }) };
+  const base = { readOnly: true, purpose: 'cloud credentials', relabel: input.relabel };
   const mounts: Mount[] = [];
   for (const dir of CLOUD_DIRS) {
     const file = path.join(input.hostHome, dir);

@@ -71,7 +71,7 @@ async function planOne(request: HostSocketRequest, input: AcquireInput, deps: Ss
         env: request.env ?? null,
       },
       // Read-only, as the agent's directory (plan/ssh.ts): the bridge is shared with other sessions.
-      mount: { source: served.mountSource, target: dir, readOnly: true, purpose: `socket ${name}`, ...(served.relabel === undefined ? {} : { relabel: served.relabel }) },
+      mount: { source: served.mountSource, target: dir, readOnly: true, purpose: `socket ${name}`, relabel: served.relabel },
       lease: served.lease,
       flags: served.flags,
       warnings: served.warnings,

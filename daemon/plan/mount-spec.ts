@@ -41,7 +41,7 @@ export async function resolveMountSpecs(entries: readonly string[], relabel: Mou
       throw invalid(entry, `names ${spec.source}, which does not exist`);
     }
     if (source.includes(':') || source.includes(',')) throw invalid(entry, `resolves to ${source}, which contains ":" or ","`);
-    mounts.push({ source, target: spec.target, readOnly: spec.readOnly, purpose: 'requested mount', ...(relabel === undefined ? {} : { relabel }) });
+    mounts.push({ source, target: spec.target, readOnly: spec.readOnly, purpose: 'requested mount', relabel });
   }
   return mounts;
 }

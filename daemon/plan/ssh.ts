@@ -90,7 +90,7 @@ async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSecti
               target: served.socketFile === true ? CONTAINER_AGENT_SOCKET : CONTAINER_AGENT_DIR,
               readOnly: true,
               purpose: 'ssh agent',
-              ...(served.relabel === undefined ? {} : { relabel: served.relabel }),
+              relabel: served.relabel,
             },
           ],
     env: { SSH_AUTH_SOCK: CONTAINER_AGENT_SOCKET },

@@ -27,5 +27,5 @@ export function workdirMount(input: WorkdirInput): Mount {
     const what = source === '/' ? 'the root directory' : toHome === '' ? 'your home directory' : `an ancestor of your home directory ${input.hostHome}`;
     throw new SandboxdError('WORKDIR_TOO_WIDE', `refusing to mount ${source} read-write into the sandbox: it is ${what}`);
   }
-  return { source, target: source, readOnly: false, purpose: 'workdir', ...(input.relabel === undefined ? {} : { relabel: input.relabel }) };
+  return { source, target: source, readOnly: false, purpose: 'workdir', relabel: input.relabel };
 }

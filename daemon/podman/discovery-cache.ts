@@ -34,7 +34,7 @@ export function createDiscoveryCache(
     watched: (input) => connectionFiles(input, options.home),
     now: options.now,
     ttlMs: options.ttlMs ?? DISCOVERY_TTL_MS,
-    ...(options.defer === undefined ? {} : { defer: options.defer }),
+    defer: options.defer,
   });
 }
 

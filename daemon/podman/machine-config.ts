@@ -132,7 +132,7 @@ export function createMachineVolumes(options: MachineVolumesOptions): (lookup: M
     watched: ({ dirs }, machine) => (machine === null ? dirs : [...dirs, machine.file]),
     now: () => options.now(),
     ttlMs: options.ttlMs,
-    ...(options.defer === undefined ? {} : { defer: options.defer }),
+    defer: options.defer,
   });
   return async (lookup) => (lookup.connection.isMachine ? ((await cache.get(lookup))?.volumes ?? null) : null);
 }

@@ -34,6 +34,7 @@ export function registerDaemonCommand(program: Command): void {
         return runDaemon({
           env: process.env,
           log: options.log,
+          // Laid over the defaults: a setting not given must be absent, not undefined.
           settings: {
             ...(leaseTtlMs === undefined ? {} : { leaseTtlMs }),
             ...(bridgeIdleMs === undefined ? {} : { bridgeIdleMs }),

@@ -22,7 +22,7 @@ export function registerPlanCommand(program: Command): void {
       const engine = await sessionEngine(flags);
       const session = await withProgress(
         'preparing the session (starting the daemon, a tunnel or an engine probe)',
-        acquireSession({ ...toAcquireOptions(flags, engine), heartbeat: false, ...(flags.image === undefined ? {} : { image: flags.image }) }),
+        acquireSession({ ...toAcquireOptions(flags, engine), heartbeat: false, image: flags.image }),
       );
       try {
         if (json) {

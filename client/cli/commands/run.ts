@@ -115,7 +115,7 @@ export function registerRunCommand(program: Command): void {
       const image = imageFromRunArgs(runArgs);
       const session = await withProgress(
         'preparing the session (starting the daemon, a tunnel or an engine probe)',
-        acquireSession({ ...options, ...(user === undefined ? {} : { containerUser: user }), ...(image === undefined ? {} : { image }) }),
+        acquireSession({ ...options, containerUser: user ?? options.containerUser, image }),
       );
       if (flags.quiet !== true) process.stderr.write(planNotices(session.info.ssh, session.plan.warnings));
       try {

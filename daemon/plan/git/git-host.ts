@@ -199,6 +199,6 @@ export function createGitFactsCache(now: () => number, git: GitEdges, defer?: De
     watched: gitFactsWatched,
     now,
     ttlMs: GIT_FACTS_TTL_MS,
-    ...(defer === undefined ? {} : { defer }),
+    defer,
   });
 }

@@ -115,8 +115,7 @@ export function repoMounts(repo: GitRepo, policy: RepoPolicy, emptyDir: string, 
       });
     }
   }
-  const label = relabel === undefined ? {} : { relabel };
-  const at = (source: string, readOnly: boolean, purpose: string): Mount => ({ source, target: source, readOnly, purpose, ...label });
+  const at = (source: string, readOnly: boolean, purpose: string): Mount => ({ source, target: source, readOnly, purpose, relabel });
   const gitDirs = allGitDirs(repo.facts);
   const admins = gitDirs.flatMap((gitDir) => gitDir.worktrees);
   const pinned = [repo.commonDir, repo.gitDir, ...gitDirs.flatMap((gitDir) => [gitDir.dir, ...containers(gitDir)]), ...admins.map((admin) => admin.admin)];
@@ -130,7 +129,7 @@ export function repoMounts(repo: GitRepo, policy: RepoPolicy, emptyDir: string, 
     // A missing hooks/ is covered too: the sandbox could create it otherwise.
     for (const gitDir of gitDirs) {
       const target = path.join(gitDir.dir, 'hooks');
-      mounts.push(gitDir.hooks === null ? { source: emptyDir, target, readOnly: true, purpose: 'git hooks (read-only)', ...label } : at(target, true, 'git hooks (read-only)'));
+      mounts.push(gitDir.hooks === null ? { source: emptyDir, target, readOnly: true, purpose: 'git hooks (read-only)', relabel } : at(target, true, 'git hooks (read-only)'));
     }
     for (const hooksPath of repo.hooksPaths) if (hooksPath.exists) mounts.push(at(hooksPath.path, true, 'git core.hooksPath (read-only)'));
   }
@@ -231,8 +230,7 @@ export function containerKnownHostsPath(file: string): string {
  * programs).
  */
 export function planGit(input: GitPlanInput): GitPlan {
-  const label = input.relabel === undefined ? {} : { relabel: input.relabel };
-  const readOnly = (purpose: string) => ({ readOnly: true, purpose, ...label });
+  const readOnly = (purpose: string) => ({ readOnly: true, purpose, relabel: input.relabel });
   const home = input.containerHome ?? input.hostHome;
   const mounts: Mount[] = input.files.map((file) => ({ source: file.source, target: file.target, ...readOnly(file.purpose) }));
   mounts.push(...input.homeFiles.flatMap((file) => dualHomeMounts(file, input.hostHome, home, readOnly('git config (dual HOME)'))));
