@@ -1,12 +1,11 @@
 import os from 'node:os';
 import type { Command } from 'commander';
-import type { StatusResponse } from '../../../shared/contracts/status.js';
+import type { EngineStatus, StatusResponse } from '../../../shared/contracts/status.js';
 import { currentPlatform } from '../../../shared/paths.js';
 import { statusOrColdStart } from '../../daemon-status.js';
 import { clientPaths } from '../../connection.js';
 import { findOtherDaemons, otherDaemonWarnings } from '../../other-daemons.js';
 import { engineWithoutAsking, systemProbes } from '../engine-choice.js';
-import { engineLines } from '../engines.js';
 import { EXIT_NOT_RUNNING, formatAge, printJson, runAction } from '../output.js';
 
 /*
@@ -14,6 +13,20 @@ import { EXIT_NOT_RUNNING, formatAge, printJson, runAction } from '../output.js'
  * starting or stopping a daemon, so it starts in not much more than Node's own start (the
  * bench's row 7).
  */
+
+/** `sandboxd status`: each Docker engine sessions used, its bridge and its agent probe with age. */
+function engineLines(engines: readonly EngineStatus[]): string[] {
+  if (engines.length === 0) return [];
+  return [
+    '  engines:',
+    ...engines.flatMap((engine) => [
+      `    ${engine.name} (${engine.kind}) at ${engine.endpoint}: bridge ${engine.bridge}`,
+      engine.probe === null
+        ? '      probe: none yet'
+        : `      probe: ${engine.probe.state}, ${engine.probe.detail} (${formatAge(engine.probe.at)} ago)`,
+    ]),
+  ];
+}
 
 /** Never starts a daemon itself; an installed service's socket may, and that start is waited out. */
 export function statusOrNull(): Promise<StatusResponse | null> {
