@@ -35,7 +35,10 @@ export interface SessionContainersDeps {
    * lease before it counts as expired, as the previous daemon's lease would have.
    */
   claimWindowMs: number;
-  /** How often, after the start-up sweep, containers that no record names are looked for again. */
+  /**
+   * How often, after the start-up sweep, containers that no record names are looked for again;
+   * also how long a released session's container may be missing before its record is forgotten.
+   */
   unrecordedSweepMs: number;
   /**
    * When that look runs: it spawns the engine, so it waits for a moment without requests (a
@@ -94,6 +97,8 @@ export class SessionContainers {
   private readonly records = new Map<string, ContainerRecord>();
   /** Records of released sessions: their containers are the clients' and match a record. */
   private readonly released = new Map<string, ContainerRecord>();
+  /** Monotonic ms of the first look that did not find a released session's container, by key. */
+  private readonly releasedMissingSince = new Map<string, number>();
   /** Keys of records now answering to a renewed session (`sessionId !== key`). */
   private readonly renewed = new Set<string>();
   /** The lease a renewal took a record from, until the renewal is through or abandoned. */
@@ -310,7 +315,7 @@ export class SessionContainers {
   /**
    * A container labelled with this owner whose session no record names (its record was lost, or
    * a daemon before this one handed out a plan it could not record) is removed; one of a released
-   * session is the client's; a released record whose container is gone is forgotten. Only the
+   * session is the client's; a released record whose container stays gone is forgotten. Only the
    * engines the records name are asked: nothing else says where such a container could run.
    * False when it did not get through (see UNRECORDED_RETRY_MS).
    */
@@ -344,15 +349,33 @@ export class SessionContainers {
           through = false;
         }
       }
-      const present = new Set(owned.map((container) => container.session));
-      const gone = released.filter((key) => !present.has(key));
+      const gone = this.releasedGone(released, new Set(owned.map((container) => container.session)));
       for (const key of gone) {
         this.released.delete(key);
+        this.releasedMissingSince.delete(key);
         this.dirty.set(key, 'forget-released');
       }
       if (gone.length > 0) await this.persist();
     }
     return through;
+  }
+
+  /**
+   * Released sessions whose container has been missing for a regular look's interval. A client
+   * starts its container some time after the plan (an image pull first, a loaded machine): a
+   * record forgotten at once would leave that container to the next look as one no record names.
+   */
+  private releasedGone(released: readonly string[], present: ReadonlySet<string>): string[] {
+    const now = this.deps.clock.monotonic();
+    return released.filter((key) => {
+      if (present.has(key)) {
+        this.releasedMissingSince.delete(key);
+        return false;
+      }
+      const since = this.releasedMissingSince.get(key);
+      if (since === undefined) this.releasedMissingSince.set(key, now);
+      return since !== undefined && now - since >= this.deps.unrecordedSweepMs;
+    });
   }
 
   /** Only the same client process may take over a container by renewing its lease. */
@@ -380,6 +403,7 @@ export class SessionContainers {
   private put(record: ContainerRecord): void {
     this.records.set(record.key, record);
     this.released.delete(record.key);
+    this.releasedMissingSince.delete(record.key);
     if (record.sessionId === record.key) this.renewed.delete(record.key);
     else this.renewed.add(record.key);
   }

@@ -195,18 +195,31 @@ describe.skipIf(labMissing)('sessions own their containers (real podman)', () =>
       return id;
     };
     const released = await start(plan.plan.args);
+    // The containers below are started once the daemon that handed out the plan is dead: its own
+    // look for containers no record names comes at a quiet moment after its start, and would find
+    // them first (and a kill -9 during its `rm -f` would leave the removal unlogged).
+    await killAutoStartedDaemon(env);
     // What a daemon that lost a record (a write a full disk refused, before the fix) left running.
     const unrecorded = await start(['--label', 'sandboxd.session=ses_neverrecorded1', '--label', `sandboxd.owner=${owner}`]);
     const foreign = await start(['--label', 'sandboxd.session=ses_neverrecorded1', '--label', 'sandboxd.owner=0000000000000000']);
     // A helper (a relay) of this daemon: no session label, not a session container.
     const helper = await start(['--label', `sandboxd.owner=${owner}`]);
 
-    await killAutoStartedDaemon(env);
     expect((await cli(['start'], env)).exitCode).toBe(0);
-    await waitFor(() => gone(unrecorded), 'the unrecorded container to be removed', UNRECORDED_BOUND_MS, 200);
+    const pid = daemonPid(env as { SANDBOXD_STATE_DIR: string });
+    const log = path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log');
+    const removal = 'removed containers of this daemon that no record names';
+    // The line comes once `rm -f` returned, a moment after the engine stopped listing the container.
+    const line = await waitFor(
+      () => readFileSync(log, 'utf8').split('\n').find((entry) => entry.includes(`"msg":"${removal}"`)),
+      'the removal of the unrecorded container to be logged',
+      UNRECORDED_BOUND_MS,
+      200,
+    );
+    const { pid: by, containers, sessions } = JSON.parse(line) as { pid: number; containers: string[]; sessions: string[] };
+    expect({ by, containers, sessions }).toEqual({ by: pid, containers: [unrecorded], sessions: ['ses_neverrecorded1'] });
+    expect(await gone(unrecorded)).toBe(true);
     for (const id of [released, foreign, helper]) expect(await running(id)).toBe(true);
-    const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
-    expect(log).toContain('removed containers of this daemon that no record names');
   }, 180_000);
 
   it('a client that outlives a killed daemon keeps its container under its renewed lease until it dies', async () => {

@@ -213,7 +213,7 @@ describe('SessionContainers', () => {
     expect(removed.map((entry) => entry.key).sort()).toEqual(['ses_othersdead', 'ses_otherslive', 'ses_pidreused1', 'ses_unnamed001']);
   });
 
-  it('at start-up removes this owner\'s containers that no record names, keeps the released ones, and forgets released records whose container is gone', async () => {
+  it('at start-up removes this owner\'s containers that no record names, keeps the released ones, and forgets released records whose container stays gone', async () => {
     const { containers, engine, removedIds, releasedOnDisk, state, advance, live, quiet } = setup([record('ses_heldone01', 100)], {
       released: [record('ses_released1', 101), record('ses_releasedgone', 102)],
     });
@@ -230,7 +230,8 @@ describe('SessionContainers', () => {
     expect(state.listings).toBe(1);
     expect(removedIds).toEqual(['c-lost']);
     expect([...engine.keys()].sort()).toEqual(['c-held', 'c-released']);
-    expect([...releasedOnDisk]).toEqual(['ses_released1']);
+    // A released session's container not found yet may still be starting: its record stays.
+    expect([...releasedOnDisk].sort()).toEqual(['ses_released1', 'ses_releasedgone']);
     // Not again at every sweep: an hour later.
     const listings = state.listings;
     engine.set('c-lost2', 'ses_neverrecorded2');
@@ -242,6 +243,25 @@ describe('SessionContainers', () => {
     await containers.sweep();
     await quiet();
     expect(removedIds).toEqual(['c-lost', 'c-lost2']);
+    expect([...releasedOnDisk]).toEqual(['ses_released1']);
+  });
+
+  it('leaves a released session\'s container that started after a look alone', async () => {
+    const { containers, engine, removedIds, releasedOnDisk, advance, quiet } = setup();
+    const look = async (after: number): Promise<void> => {
+      advance(after);
+      await containers.sweep();
+      await quiet();
+    };
+    await containers.prepare(request('ses_planned01', 102));
+    await containers.ended('ses_planned01', 'released');
+    // The start-up look comes before the client has started the container of its plan.
+    await look(0);
+    engine.set('c-planned', 'ses_planned01');
+    await look(3_600_000);
+    expect(removedIds).toEqual([]);
+    expect([...engine.keys()]).toEqual(['c-planned']);
+    expect([...releasedOnDisk]).toEqual(['ses_planned01']);
   });
 
   it('tries a look that did not get through again 5 s later, five times in a row, then at the hourly look', async () => {
