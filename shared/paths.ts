@@ -24,6 +24,8 @@ export interface SandboxdPaths {
   readonly emptyDir: string;
   readonly stateDir: string;
   readonly statePath: string;
+  /** The Podman machines' host keys, as ssh learns them on first use (tunnels, probes, doctor). */
+  readonly knownHostsPath: string;
   readonly logDir: string;
   readonly logPath: string;
 }
@@ -81,6 +83,7 @@ export function resolvePaths({ platform, env, uid, home }: PathInputs): Sandboxd
     emptyDir: path.join(runtimeDir, 'empty'),
     stateDir,
     statePath: path.join(stateDir, 'state.json'),
+    knownHostsPath: path.join(stateDir, 'known_hosts'),
     logDir: path.resolve(logDir),
     logPath: path.resolve(logDir, 'sandboxd.log'),
   };

@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import path from 'node:path';
 import type { SandboxdPaths } from '../../shared/paths.js';
 import type { SpawnSsh } from '../bridges/tunnels/tunnel.js';
 import { systemClock, systemTimers, type Clock, type Timers } from '../os/clock.js';
@@ -29,6 +28,6 @@ export function realEdges(paths: SandboxdPaths, observe?: (event: SubprocessEven
     spawnSsh: (args) => spawn('ssh', args, { stdio: ['pipe', 'pipe', 'pipe'] }),
     clock: systemClock,
     timers: systemTimers,
-    knownHostsPath: path.join(paths.stateDir, 'known_hosts'),
+    knownHostsPath: paths.knownHostsPath,
   };
 }

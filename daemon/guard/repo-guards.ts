@@ -80,8 +80,6 @@ interface Repo {
   running: Promise<void> | null;
   again: boolean;
   deep: boolean;
-  /** The last check found nothing and nothing changed since. */
-  clean: boolean;
   /** Bounds reached by the last check, already logged. */
   incomplete: string;
   /** Monotonic ms when the last finished check began. */
@@ -189,7 +187,6 @@ export class RepoGuards {
     // A repository watched with nothing new to look at needs no check per acquire (a burst of
     // sessions on one repository would otherwise keep one running).
     if (changed || repo.watchers.size === 0) {
-      repo.clean = false;
       void this.schedule(repo, false);
     }
     return this.takeWarnings(repo);
@@ -275,7 +272,6 @@ export class RepoGuards {
         try {
           await this.checkOnce(repo, wantDeep);
         } catch (error) {
-          repo.clean = false;
           this.deps.logger.error({ module: 'guard', repository: repo.key, err: error }, 'the repository check failed');
         }
       } while (this.runAgain(repo));
@@ -296,7 +292,6 @@ export class RepoGuards {
       hooksWritable: repo.hooksWritable,
       configWritable: repo.configWritable,
     };
-    repo.clean = true;
     const started = this.deps.monotonic();
     repo.checkedAt = started;
     const outcome = await new Check(scope, this.trust(repo), deep).run();
@@ -309,7 +304,6 @@ export class RepoGuards {
     if ((repo.sessions.size > 0 || repo.idleTimer !== null || repo.watchers.size > 0) && (await this.rewatch(repo, outcome.watch))) repo.again = true;
     const due = this.settled(repo, outcome.findings, deep);
     if (due.length > 0) {
-      repo.clean = false;
       repo.again = true;
       await this.act(repo, due);
     }
@@ -393,7 +387,6 @@ export class RepoGuards {
       if (current?.identity === id) continue;
       current?.watcher.close();
       const watcher = this.deps.watch(dir, () => {
-        repo.clean = false;
         void this.schedule(repo, false);
       });
       if (watcher === null) {
@@ -436,7 +429,6 @@ export class RepoGuards {
       running: null,
       again: false,
       deep: false,
-      clean: false,
       incomplete: '',
       checkedAt: -Infinity,
       halfWritten: new Map(),

@@ -1,5 +1,4 @@
 import os from 'node:os';
-import path from 'node:path';
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
 import { currentPlatform, otherLayoutSockets, resolvePaths, type Platform, type SandboxdPaths } from '../../../shared/paths.js';
@@ -68,7 +67,7 @@ async function probeConnection(env: NodeJS.ProcessEnv, home: string, podman: str
 async function sshTrue(connection: PodmanConnection, paths: SandboxdPaths): Promise<{ exitCode: number | null; error: SandboxdError | null }> {
   const { target } = connection;
   const args = [
-    ...sshLoginArgs({ connection, knownHostsPath: path.join(paths.stateDir, 'known_hosts'), aliveIntervalSeconds: 5, aliveCountMax: 1, connectTimeoutSeconds: SSH_CONNECT_TIMEOUT_S }),
+    ...sshLoginArgs({ connection, knownHostsPath: paths.knownHostsPath, aliveIntervalSeconds: 5, aliveCountMax: 1, connectTimeoutSeconds: SSH_CONNECT_TIMEOUT_S }),
     '--',
     target.user === null ? target.host : `${target.user}@${target.host}`,
     'true',
