@@ -314,11 +314,12 @@ export class DesktopRelay implements Bridge {
   /** The relay prints its ready line once it listens; `docker run -d` returns before that. */
   private async awaitReadyLine(): Promise<void> {
     const sleep = this.options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
-    const deadline = Date.now() + READY_TIMEOUT_MS;
+    // Monotonic: a wall clock stepped meanwhile would end the wait at once or make it endless.
+    const deadline = performance.now() + READY_TIMEOUT_MS;
     for (;;) {
       const logs = await this.docker(['logs', this.options.name]);
       if (logs.stdout.includes(READY_LINE)) return;
-      if (logs.stderr.includes('sandboxd-relay:') || Date.now() > deadline) {
+      if (logs.stderr.includes('sandboxd-relay:') || performance.now() > deadline) {
         const reason = upstreamReason(lastLine(logs.stderr), this.options.uid, this.options.upstream);
         throw this.failure(`relay container ${this.options.name} did not become ready`, logs.stderr, reason);
       }

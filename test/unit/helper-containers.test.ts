@@ -216,6 +216,37 @@ describe('DesktopRelay: a launch that a restart or halt overtook removes the con
   });
 });
 
+describe('DesktopRelay: the wait for the ready line', () => {
+  it('is measured on the monotonic clock: a wall clock stepped an hour forward does not end it', async () => {
+    let looks = 0;
+    const answers = (args: readonly string[]): SubprocessResult => {
+      if (args[0] !== 'logs') return ok();
+      looks += 1;
+      return ok(looks < 3 ? '' : 'sandboxd-relay ready');
+    };
+    const realNow = Date.now.bind(Date);
+    // Each poll's pause is where the wall clock is stepped (NTP, a laptop waking up).
+    const stepped = (): Promise<void> => {
+      const now = realNow() + looks * 3_600_000;
+      vi.spyOn(Date, 'now').mockReturnValue(now);
+      return Promise.resolve();
+    };
+    const { file, store } = records();
+    const docker = fakeDocker(answers);
+    const bridge = new DesktopRelay({
+      id: 'crelay_t', name: NAME, upstream: '/run/host-services/ssh-auth.sock', uid: 1000, gid: 1000, owner: 'own', records: store,
+      image: () => Promise.resolve('sandboxd-relay:abc'), run: docker.run, docker: '/usr/bin/docker', env: {}, logger, sleep: stepped,
+      watch: () => ({ exited: new Promise(() => undefined), stop: () => undefined }),
+    });
+    cleanup.add(() => bridge.halt());
+    bridge.start();
+    await bridge.whenReady();
+    expect(looks).toBe(3);
+    expect(bridge.describe(1).state).toBe('ready');
+    expect(helpersIn(file)).toHaveLength(1);
+  });
+});
+
 describe('why a relay cannot reach the engine\'s agent socket', () => {
   const UPSTREAM = '/run/host-services/ssh-auth.sock';
   it('names the owner problem, or the missing agent, from the relay\'s connect line', () => {
