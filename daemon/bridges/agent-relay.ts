@@ -1,4 +1,5 @@
-import { promises as fs } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { promises as fs, renameSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import type { BridgeInfo } from '../../shared/contracts/bridges.js';
@@ -120,36 +121,43 @@ export class AgentRelay implements Bridge {
     };
   }
 
+  /**
+   * Each listen binds a name of its own and renames it to `agent.sock`: closing a server unlinks
+   * the name it bound, so a listen that a restart or halt overtook closes its server without
+   * removing the socket a newer listen put in place.
+   */
   private async listen(): Promise<void> {
     this.launches += 1;
     const launch = this.launches;
     const overtaken = (): boolean => launch !== this.launches || this.status.state === 'stopped';
+    // Shorter than agent.sock, so a relay directory that fits one fits the other.
+    const own = path.join(this.options.dir, `.${randomBytes(4).toString('hex')}`);
+    let server: net.Server | null = null;
     try {
       await ensureOwnDir(this.options.dir, 0o711);
-      // The directory is ours and generated; whatever socket is there is a previous generation.
-      await fs.rm(this.socketPath, { force: true });
-      const server = net.createServer((client) => {
+      server = net.createServer((client) => {
         this.pipe(client);
       });
       server.maxConnections = MAX_RELAY_CONNECTIONS;
-      this.server = server;
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        withUmask(0o111, () => server.listen(this.socketPath, () => {
-          server.off('error', reject);
-          resolve();
-        }));
-      });
+      await listenAt(server, own);
       server.on('error', (error) => {
         this.status.lastError = error;
         this.logger.warn({ err: error }, 'relay listener error');
       });
-      const bound = await identityOf(this.socketPath);
-      if (overtaken()) return;
+      // The rename keeps the inode.
+      const bound = await identityOf(own);
+      if (overtaken()) {
+        await closeQuietly(server);
+        return;
+      }
+      // Nothing awaited from the look above to here: a newer listen can only rename over this one.
+      renameSync(own, this.socketPath);
+      this.server = server;
       this.bound = bound;
       this.status.transition('ready', 'listening');
       this.logger.info({ socket: this.socketPath }, 'relay ready');
     } catch (error) {
+      if (server !== null) await closeQuietly(server);
       this.status.lastError = error as Error;
       this.logger.error({ err: error }, 'relay failed to listen');
       if (!overtaken()) this.status.transition('failed', (error as Error).message);
@@ -189,11 +197,25 @@ export class AgentRelay implements Bridge {
     this.bound = null;
     for (const socket of this.connections) socket.destroy();
     this.connections.clear();
-    if (server === null) return;
-    await new Promise<void>((resolve) => server.close(() => {
+    if (server !== null) await closeQuietly(server);
+  }
+}
+
+function listenAt(server: net.Server, socket: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    withUmask(0o111, () => server.listen(socket, () => {
+      server.off('error', reject);
       resolve();
     }));
-  }
+  });
+}
+
+/** Closing a server that never listened reports an error there is nothing to do about. */
+function closeQuietly(server: net.Server): Promise<void> {
+  return new Promise<void>((resolve) => server.close(() => {
+    resolve();
+  }));
 }
 
 async function identityOf(file: string): Promise<Identity | null> {

@@ -186,16 +186,8 @@ export class DesktopRelay implements Bridge {
     if (this.status.state === 'stopped') return;
     this.status.transition('stopped', 'halted');
     this.unwatch();
-    const { name } = this.options;
-    await this.docker(['rm', '--force', name]);
-    // Fails while a session container still mounts it: the record stays, so the next relay of that
-    // name reuses it or the next start-up removes it.
-    const volume = await this.docker(['volume', 'rm', name]);
-    if (volume.exitCode === 0) {
-      await this.options.records.forget([name]).catch((error: unknown) => {
-        this.logger.warn({ err: error }, 'cannot forget the relay container\'s record');
-      });
-    }
+    await this.docker(['rm', '--force', this.options.name]);
+    await this.removeVolume();
     this.logger.info('relay container halted');
   }
 
@@ -222,6 +214,8 @@ export class DesktopRelay implements Bridge {
     const launch = this.launches;
     const overtaken = (): boolean => launch !== this.launches || this.status.state === 'stopped';
     this.unwatch();
+    /** The container this launch started, by id: a newer launch's has the same name. */
+    let container: string | null = null;
     try {
       // On disk before anything is created: a daemon killed from here on leaves a record.
       await this.options.records.add(helperRecord(name, docker, env)).catch((error: unknown) => {
@@ -234,19 +228,56 @@ export class DesktopRelay implements Bridge {
       const volume = await this.docker(volumeCreateArgs(name, uid, gid, owner));
       if (volume.exitCode !== 0) throw this.failure(`cannot create volume ${name}`, volume.stderr);
       const image = await this.options.image();
+      if (overtaken()) {
+        await this.abandon(null);
+        return;
+      }
       const started = await this.docker(relayRunArgs({ name, upstream: this.options.upstream, uid, gid, image, owner }));
       if (started.exitCode !== 0) throw this.failure(`cannot start relay container ${name}`, started.stderr);
-      await this.awaitReadyLine();
-      if (overtaken()) return;
+      const id = started.stdout.trim();
+      container = id === '' ? null : id;
+      if (!overtaken()) await this.awaitReadyLine();
+      if (overtaken()) {
+        await this.abandon(container);
+        return;
+      }
       this.watch();
       this.status.transition('ready', 'its ready line');
       this.logger.info({ name }, 'relay container ready');
     } catch (error) {
       this.status.lastError = error as Error;
       this.logger.error({ err: error }, 'relay container failed');
-      if (!overtaken()) this.status.transition('failed', (error as Error).message);
+      if (overtaken()) await this.abandon(container);
+      else this.status.transition('failed', (error as Error).message);
       throw error;
     }
+  }
+
+  /**
+   * Undoes what a launch that a restart or halt overtook made. Its container goes by its own id:
+   * the name may be a newer launch's already. After a halt, which may have run before this launch
+   * made the volume, the volume and its record go too; after a restart they are the newer launch's.
+   */
+  private async abandon(container: string | null): Promise<void> {
+    try {
+      if (container !== null) await this.docker(['rm', '--force', container]);
+      if (this.status.state === 'stopped') await this.removeVolume();
+    } catch (error) {
+      this.logger.warn({ err: error, container }, 'cannot remove what an overtaken launch made');
+    }
+  }
+
+  /**
+   * Fails while a session container still mounts the volume: the record stays, so the next relay
+   * of that name reuses it or the next start-up removes it.
+   */
+  private async removeVolume(): Promise<void> {
+    const { name } = this.options;
+    const volume = await this.docker(['volume', 'rm', name]);
+    if (volume.exitCode !== 0) return;
+    await this.options.records.forget([name]).catch((error: unknown) => {
+      this.logger.warn({ err: error }, 'cannot forget the relay container\'s record');
+    });
   }
 
   private watch(): void {
@@ -283,11 +314,12 @@ export class DesktopRelay implements Bridge {
   /** The relay prints its ready line once it listens; `docker run -d` returns before that. */
   private async awaitReadyLine(): Promise<void> {
     const sleep = this.options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
-    const deadline = Date.now() + READY_TIMEOUT_MS;
+    // Monotonic: a wall clock stepped meanwhile would end the wait at once or make it endless.
+    const deadline = performance.now() + READY_TIMEOUT_MS;
     for (;;) {
       const logs = await this.docker(['logs', this.options.name]);
       if (logs.stdout.includes(READY_LINE)) return;
-      if (logs.stderr.includes('sandboxd-relay:') || Date.now() > deadline) {
+      if (logs.stderr.includes('sandboxd-relay:') || performance.now() > deadline) {
         const reason = upstreamReason(lastLine(logs.stderr), this.options.uid, this.options.upstream);
         throw this.failure(`relay container ${this.options.name} did not become ready`, logs.stderr, reason);
       }

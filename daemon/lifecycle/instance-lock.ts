@@ -36,11 +36,12 @@ export type ReleaseLock = () => Promise<void>;
  * window is only for a holder that died before writing its record.
  */
 export async function acquireInstanceLock(options: InstanceLockOptions): Promise<ReleaseLock> {
-  const deadline = Date.now() + LOCK_WAIT_MS;
+  // Monotonic: a wall clock stepped meanwhile would end the wait at once or make it endless.
+  const deadline = performance.now() + LOCK_WAIT_MS;
   for (;;) {
     const release = await underGuard(options, () => lockOrTakeOver(options));
     if (release !== null) return release;
-    if (Date.now() > deadline) {
+    if (performance.now() > deadline) {
       throw new SandboxdError('DAEMON_ALREADY_RUNNING', `the daemon lock ${options.lockPath} is held and did not go stale`, {
         remedy: `If no sandboxd runs (\`pgrep -f "sandboxd daemon"\`), remove ${options.lockPath}.`,
       });

@@ -1,13 +1,16 @@
 import { mkdtempSync, renameSync, rmSync, unlinkSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AgentRelay } from '../../daemon/bridges/agent-relay.js';
 import { createLogger } from '../../daemon/os/logger.js';
 import { Cleanup } from '../helpers.js';
 
 const cleanup = new Cleanup();
-afterEach(() => cleanup.run());
+afterEach(async () => {
+  vi.restoreAllMocks();
+  await cleanup.run();
+});
 
 async function listen(socket: string, onClient: (client: net.Socket) => void): Promise<net.Server> {
   const server = net.createServer(onClient);
@@ -36,8 +39,8 @@ function ask(socket: string): Promise<string> {
   });
 }
 
-/** A real relay in a temp dir, in front of an upstream that stands in for the agent (it answers "agent"). */
-async function relay() {
+/** A relay in a temp dir, not started, in front of an upstream that stands in for the agent (it answers "agent"). */
+async function unstarted() {
   const dir = mkdtempSync('/tmp/sbx-relay-');
   cleanup.add(() => {
     rmSync(dir, { recursive: true, force: true });
@@ -45,8 +48,14 @@ async function relay() {
   const upstream = path.join(dir, 'upstream.sock');
   await listen(upstream, (client) => client.once('data', () => client.end('agent')));
   const bridge = new AgentRelay({ id: 'relay_t', agentSocket: upstream, dir: path.join(dir, 'served'), logger: createLogger({ kind: 'silent' }) });
-  bridge.start();
   cleanup.add(() => bridge.halt());
+  return bridge;
+}
+
+/** A real relay, started and ready. */
+async function relay() {
+  const bridge = await unstarted();
+  bridge.start();
   await bridge.whenReady();
   return { bridge, socket: bridge.socketPath };
 }
@@ -74,5 +83,42 @@ describe('AgentRelay: a socket that is not the one it bound is noticed and re-cr
     await bridge.whenReady();
     expect(bridge.describe(1)).toMatchObject({ restarts: 1, lastError: expect.stringContaining('(nothing is there)') as string });
     expect(await ask(socket)).toBe('agent');
+  });
+});
+
+describe('AgentRelay: a listen that a restart or halt overtook closes the server it made (real Unix sockets)', () => {
+  /** Every server the relay creates; `during` runs as the first is created, before it listens. */
+  function servers(during: () => Promise<void>): { made: net.Server[]; overtaking: () => Promise<void> } {
+    const create = net.createServer.bind(net);
+    const made: net.Server[] = [];
+    let overtaking: Promise<void> = Promise.resolve();
+    vi.spyOn(net, 'createServer').mockImplementation(((listener?: (socket: net.Socket) => void) => {
+      const server = create(listener);
+      made.push(server);
+      if (made.length === 1) overtaking = during();
+      return server;
+    }) as typeof net.createServer);
+    return { made, overtaking: () => overtaking };
+  }
+
+  it('a restart: only the newer server listens, at agent.sock', async () => {
+    const bridge = await unstarted();
+    const { made, overtaking } = servers(() => bridge.restart());
+    bridge.start();
+    await bridge.whenReady().catch(() => undefined);
+    await overtaking();
+    expect(bridge.describe(1)).toMatchObject({ state: 'ready', restarts: 1 });
+    expect(made.map((server) => server.listening)).toEqual([false, true]);
+    expect(await ask(bridge.socketPath)).toBe('agent');
+  });
+
+  it('a halt: no server listens once the halt is done', async () => {
+    const bridge = await unstarted();
+    const { made, overtaking } = servers(() => bridge.halt());
+    bridge.start();
+    await bridge.whenReady().catch(() => undefined);
+    await overtaking();
+    expect(bridge.describe(0).state).toBe('stopped');
+    expect(made.map((server) => server.listening)).toEqual([false]);
   });
 });

@@ -9,7 +9,10 @@ import type { RunSubprocess, SubprocessResult } from '../../daemon/os/subprocess
 import { Cleanup } from '../helpers.js';
 
 const cleanup = new Cleanup();
-afterEach(() => cleanup.run());
+afterEach(async () => {
+  vi.restoreAllMocks();
+  await cleanup.run();
+});
 const logger = createLogger({ kind: 'silent' });
 const NAME = 'sandboxd-relay-0123456789abcdef';
 const ok = (stdout = ''): SubprocessResult => ({ exitCode: 0, stdout, stderr: '' });
@@ -80,7 +83,7 @@ describe('the start-up sweep of helpers a killed daemon left', () => {
 });
 
 describe('DesktopRelay: a relay container that stops by itself, or is halted while it starts', () => {
-  function relay(answers?: (args: readonly string[]) => SubprocessResult, image = () => Promise.resolve('sandboxd-relay:abc')) {
+  function relay(answers?: (args: readonly string[]) => SubprocessResult, image = () => Promise.resolve('sandboxd-relay:abc'), sleep?: (ms: number) => Promise<void>) {
     const { file, store } = records();
     const docker = fakeDocker(answers ?? ((args) => (args[0] === 'logs' ? { exitCode: 0, stdout: 'sandboxd-relay ready', stderr: 'sandboxd-relay: /srv/agent.sock is not the socket it bound' } : ok())));
     const watches: { stop: ReturnType<typeof vi.fn>; exit: (code: number | null) => void }[] = [];
@@ -94,7 +97,7 @@ describe('DesktopRelay: a relay container that stops by itself, or is halted whi
     };
     const bridge = new DesktopRelay({
       id: 'crelay_t', name: NAME, upstream: '/run/host-services/ssh-auth.sock', uid: 1000, gid: 1000, owner: 'own', records: store,
-      image, run: docker.run, docker: '/usr/bin/docker', env: { DOCKER_HOST: 'unix:///d.sock' }, logger, watch,
+      image, run: docker.run, docker: '/usr/bin/docker', env: { DOCKER_HOST: 'unix:///d.sock' }, logger, watch, sleep,
     });
     return { bridge, docker, watches, file };
   }
@@ -139,6 +142,108 @@ describe('DesktopRelay: a relay container that stops by itself, or is halted whi
     await ready;
     expect(bridge.describe(0).state).toBe('stopped');
     expect(watches).toEqual([]);
+  });
+});
+
+describe('DesktopRelay: a launch that a restart or halt overtook removes the container it started', () => {
+  /**
+   * The docker CLI, where the first `docker run` returns only when `release` is called; `docker run`
+   * prints the new container's id, here the first's `id-of-overtaken` and any later one's `id-of-newer`.
+   */
+  function gatedRun() {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let runs = 0;
+    const docker = fakeDocker((args) => (args[0] === 'logs' ? ok('sandboxd-relay ready') : ok()));
+    const run: RunSubprocess = async (file, args, options) => {
+      const answer = await docker.run(file, args, options);
+      if (args[0] !== 'run') return answer;
+      runs += 1;
+      if (runs > 1) return ok('id-of-newer\n');
+      await gate;
+      return ok('id-of-overtaken\n');
+    };
+    return { docker, run, release: () => { release(); } };
+  }
+  function relay() {
+    const { file, store } = records();
+    const { docker, run, release } = gatedRun();
+    const watches: string[] = [];
+    const bridge = new DesktopRelay({
+      id: 'crelay_t', name: NAME, upstream: '/run/host-services/ssh-auth.sock', uid: 1000, gid: 1000, owner: 'own', records: store,
+      image: () => Promise.resolve('sandboxd-relay:abc'), run, docker: '/usr/bin/docker', env: {}, logger,
+      watch: (name) => {
+        watches.push(name);
+        return { exited: new Promise(() => undefined), stop: () => undefined };
+      },
+    });
+    /** Resolves once the first launch is inside its `docker run`. */
+    const running = vi.waitFor(() => {
+      expect(docker.commands().at(-1)).toMatch(/^run /);
+    });
+    return { bridge, docker, watches, file, release, running };
+  }
+
+  it('a halt: the container goes by its id, and the volume and record the halt could not remove yet go too', async () => {
+    const { bridge, docker, watches, file, release, running } = relay();
+    bridge.start();
+    const ready = bridge.whenReady();
+    await running;
+    await bridge.halt();
+    const halted = docker.commands().length;
+    release();
+    await ready;
+    expect(docker.commands().slice(halted)).toEqual(['rm --force id-of-overtaken', `volume rm ${NAME}`]);
+    expect(bridge.describe(0).state).toBe('stopped');
+    expect(watches).toEqual([]);
+    expect(helpersIn(file)).toEqual([]);
+  });
+
+  it('a restart: the overtaken container goes by its id, the newer one keeps its name, volume and record', async () => {
+    const { bridge, docker, watches, file, release, running } = relay();
+    bridge.start();
+    const first = bridge.whenReady();
+    await running;
+    await bridge.restart();
+    release();
+    await first;
+    const removed = docker.commands().filter((command) => command.startsWith('rm ') || command.startsWith('volume rm'));
+    expect(removed.at(-1)).toBe('rm --force id-of-overtaken');
+    expect(docker.commands()).not.toContain('rm --force id-of-newer');
+    expect(bridge.describe(1)).toMatchObject({ state: 'ready', restarts: 1 });
+    expect(watches).toEqual([NAME]);
+    expect(helpersIn(file)).toEqual([{ name: NAME, docker: '/usr/bin/docker', env: {} }]);
+  });
+});
+
+describe('DesktopRelay: the wait for the ready line', () => {
+  it('is measured on the monotonic clock: a wall clock stepped an hour forward does not end it', async () => {
+    let looks = 0;
+    const answers = (args: readonly string[]): SubprocessResult => {
+      if (args[0] !== 'logs') return ok();
+      looks += 1;
+      return ok(looks < 3 ? '' : 'sandboxd-relay ready');
+    };
+    const realNow = Date.now.bind(Date);
+    // Each poll's pause is where the wall clock is stepped (NTP, a laptop waking up).
+    const stepped = (): Promise<void> => {
+      const now = realNow() + looks * 3_600_000;
+      vi.spyOn(Date, 'now').mockReturnValue(now);
+      return Promise.resolve();
+    };
+    const { file, store } = records();
+    const docker = fakeDocker(answers);
+    const bridge = new DesktopRelay({
+      id: 'crelay_t', name: NAME, upstream: '/run/host-services/ssh-auth.sock', uid: 1000, gid: 1000, owner: 'own', records: store,
+      image: () => Promise.resolve('sandboxd-relay:abc'), run: docker.run, docker: '/usr/bin/docker', env: {}, logger, sleep: stepped,
+      watch: () => ({ exited: new Promise(() => undefined), stop: () => undefined }),
+    });
+    cleanup.add(() => bridge.halt());
+    bridge.start();
+    await bridge.whenReady();
+    expect(looks).toBe(3);
+    expect(bridge.describe(1).state).toBe('ready');
+    expect(helpersIn(file)).toHaveLength(1);
   });
 });
 

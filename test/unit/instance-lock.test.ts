@@ -1,16 +1,20 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { acquireInstanceLock, type InstanceLockOptions } from '../../daemon/lifecycle/instance-lock.js';
 import type { ProcessProbe } from '../../daemon/os/process-identity.js';
 import { SandboxdError } from '../../shared/errors.js';
 import { Cleanup } from '../helpers.js';
 
 const cleanup = new Cleanup();
-afterEach(() => cleanup.run());
+afterEach(async () => {
+  vi.restoreAllMocks();
+  await cleanup.run();
+});
 
 const LIVE_PID = 4242;
 const DEAD_PID = 4343;
+const HOUR_MS = 3_600_000;
 
 /** Only LIVE_PID runs, started at 't0'; this process started at 'me'. */
 const probe: ProcessProbe = {
@@ -116,6 +120,27 @@ describe('acquireInstanceLock', () => {
     utimesSync(options.lockPath, past, past);
     await acquire(options);
     expect(options.takeovers).toEqual([]);
+    expect(JSON.parse(readFileSync(options.pidPath, 'utf8'))).toMatchObject({ pid: process.pid });
+  });
+
+  it('waits for a held lock on the monotonic clock: a wall clock stepped an hour forward does not end the wait', async () => {
+    const options = lockOptions();
+    // A holder that left no pid record, whose lock stays fresh across the step.
+    mkdirSync(options.lockPath);
+    const later = new Date(Date.now() + 2 * HOUR_MS);
+    utimesSync(options.lockPath, later, later);
+    const realNow = Date.now.bind(Date);
+    const acquired = acquireInstanceLock(options);
+    // Stepped once the wait has begun (NTP, a laptop waking up).
+    vi.spyOn(Date, 'now').mockImplementation(() => realNow() + HOUR_MS);
+    // The holder lets go a few retries later.
+    const holder = setTimeout(() => {
+      rmSync(options.lockPath, { recursive: true, force: true });
+    }, 500);
+    cleanup.add(() => {
+      clearTimeout(holder);
+    });
+    cleanup.add(await acquired);
     expect(JSON.parse(readFileSync(options.pidPath, 'utf8'))).toMatchObject({ pid: process.pid });
   });
 
