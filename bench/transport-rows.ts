@@ -45,8 +45,8 @@ async function bundleTransports(outdir: string): Promise<string> {
 
 /**
  * The runtimes a client runs on: the bench's own node, every other node named in
- * SANDBOXD_BENCH_NODES (paths, `:`-separated) or installed in node_modules (CI installs Node 24
- * there), and Bun (llxprt's runtime).
+ * SANDBOXD_BENCH_NODES (paths, `:`-separated; CI names a Node 24 installed beside the project) or
+ * installed in node_modules, and Bun (llxprt's runtime).
  */
 async function runtimes(bun: string): Promise<{ name: string; command: string }[]> {
   const installed = path.join(ROOT, 'node_modules', 'node', 'bin', 'node');
