@@ -24,16 +24,18 @@ export interface RequestOptions {
   idempotent?: boolean;
 }
 
-let parseOptions: Promise<z.core.ParseContext<z.core.$ZodIssue>> | undefined;
-
 /**
  * A client parses each answer once: zod's compiled fast path (a `new Function` per object
- * schema, built on first use) costs a short command more than it saves. Loaded with
- * the first answer, as zod is: nothing before the first request needs it.
+ * schema, built on first use) costs a short command more than it saves. No locale is loaded:
+ * zod's wording never reaches a person (contractBreak says where an answer went wrong).
  */
-function oneShot(): Promise<z.core.ParseContext<z.core.$ZodIssue>> {
-  parseOptions ??= import('../shared/contracts/messages.js').then(({ ENGLISH }) => ({ jitless: true, ...ENGLISH }));
-  return parseOptions;
+const ONE_SHOT = { jitless: true } as const;
+
+/** Where an answer breaks the contract, in this client's words. */
+function contractBreak(issue: z.core.$ZodIssue | undefined): string {
+  const where = issue === undefined || issue.path.length === 0 ? 'the answer' : issue.path.map(String).join('.');
+  if (issue?.code === 'unrecognized_keys') return `${where} carries ${issue.keys.join(', ')}, which this client does not know`;
+  return `${where} is not what this client reads`;
 }
 
 function parseJson(text: string): unknown {
@@ -93,7 +95,6 @@ export async function request<T extends z.ZodMiniType>(options: RequestOptions, 
         progress.sent = true;
         // Awaited once the answer is in; a request that fails first must not leave it unhandled.
         expected().catch(() => undefined);
-        oneShot().catch(() => undefined);
       },
     });
   } catch (error) {
@@ -117,16 +118,15 @@ export async function request<T extends z.ZodMiniType>(options: RequestOptions, 
     );
   }
   const json = parseJson(response.text);
-  const checks = await oneShot();
   if (response.status >= 400) {
     const { ErrorBody } = await import('../shared/contracts/errors.js');
-    const error = ErrorBody.safeParse(json, checks);
+    const error = ErrorBody.safeParse(json, ONE_SHOT);
     if (error.success) throw SandboxdError.fromObject(error.data.error);
     throw new SandboxdError('INVALID_RESPONSE', `the daemon answered ${response.status} without an error body`);
   }
-  const parsed = (await expected()).safeParse(json, checks);
+  const parsed = (await expected()).safeParse(json, ONE_SHOT);
   if (!parsed.success) {
-    throw new SandboxdError('INVALID_RESPONSE', `the daemon's answer to ${method} ${route} does not match the contract: ${parsed.error.issues[0]?.message ?? 'unknown'}`);
+    throw new SandboxdError('INVALID_RESPONSE', `the daemon's answer to ${method} ${route} does not match this client's protocol: ${contractBreak(parsed.error.issues[0])}`);
   }
   return parsed.data;
 }

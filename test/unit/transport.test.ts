@@ -40,10 +40,18 @@ describe('client transport', () => {
     expect(await getStatus(await answering(200, STATUS))).toEqual(STATUS);
   });
 
-  it("refuses an answer that breaks the contract with INVALID_RESPONSE, naming zod's English message (zod/mini has none of its own)", async () => {
+  it('refuses an answer that breaks the contract with INVALID_RESPONSE, naming where in words of its own', async () => {
     await expect(getStatus(await answering(200, { ...STATUS, pid: 'one' }))).rejects.toMatchObject({
       code: 'INVALID_RESPONSE',
-      message: "the daemon's answer to GET /v1/status does not match the contract: Invalid input: expected number, received string",
+      message: "the daemon's answer to GET /v1/status does not match this client's protocol: pid is not what this client reads",
+    });
+    await expect(getStatus(await answering(200, { ...STATUS, counts: { sessions: 0, tunnels: 0, widgets: 1 } }))).rejects.toMatchObject({
+      code: 'INVALID_RESPONSE',
+      message: "the daemon's answer to GET /v1/status does not match this client's protocol: counts carries widgets, which this client does not know",
+    });
+    await expect(getStatus(await answering(200, []))).rejects.toMatchObject({
+      code: 'INVALID_RESPONSE',
+      message: "the daemon's answer to GET /v1/status does not match this client's protocol: the answer is not what this client reads",
     });
   });
 
