@@ -44,7 +44,10 @@ export function probeArgs(name: string, socket: string, image: string, helper: O
 }
 
 function lastLine(text: string): string {
-  return clip(text.trim().split('\n').filter((line) => line.trim() !== '').at(-1) ?? '');
+  // The docker CLI ends a failed run with "Run 'docker run --help' for more information", which
+  // says nothing of the cause: the line before it does.
+  const lines = text.trim().split('\n').filter((line) => line.trim() !== '' && !/^Run '.*--help' for more information/.test(line.trim()));
+  return clip(lines.at(-1) ?? '');
 }
 
 /** The key blobs `sandboxd-relay identities` printed (`key <hex>`), as `ssh-add -l` fingerprints. */

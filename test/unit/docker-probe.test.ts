@@ -28,6 +28,8 @@ describe('the built-in socket probe (`docker run … sandboxd-relay identities` 
     ['not an agent', result(3, '', 'sandboxd-relay: /run/sandboxd/probe.sock did not answer as an ssh agent'), { state: 'unusable' }],
     ['the agent does not answer', result(4, '', 'sandboxd-relay: the agent did not answer in time'), { state: 'unverified', detail: `the agent at ${SOCKET} did not answer within 5 s` }],
     ['the image is gone', result(125, '', 'docker: Error response from daemon: No such image: sandboxd-relay:abc.'), { state: 'unverified', detail: `the probe of ${SOCKET} failed: docker: Error response from daemon: No such image: sandboxd-relay:abc.` }],
+    // The docker CLI's own trailer follows the cause; the cause is what the warning names.
+    ['the engine refuses the run', result(125, '', "docker: Error response from daemon: failed to create task for container: unexpected EOF\n\nRun 'docker run --help' for more information\n"), { state: 'unverified', detail: `the probe of ${SOCKET} failed: docker: Error response from daemon: failed to create task for container: unexpected EOF` }],
     ['cut off', result(null, '', 'Command failed'), { state: 'unverified', detail: `the probe of ${SOCKET} did not finish within 8000 ms and was cut off` }],
   ])('%s', (_name, outcome, expected) => {
     expect(interpretProbe(outcome, SOCKET, 8000)).toMatchObject(expected);
