@@ -6,7 +6,7 @@ import { heartbeatOnce, startHeartbeats, type HeartbeatSubject } from '../../cli
 import type { Daemon } from '../../daemon/composition/daemon.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { Cleanup, waitFor } from '../helpers.js';
-import { memoryDaemon } from './memory-daemon.js';
+import { listeningMemoryDaemon } from './memory-daemon.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -15,19 +15,7 @@ const VERSION = { 'sandboxd-protocol': String(PROTOCOL_VERSION) };
 
 /** A real daemon on a Unix socket (the client's own transport), recording every request it gets. */
 async function listeningDaemon(): Promise<{ daemon: Daemon; socketPath: string; requests: string[]; acquire: () => Promise<string> }> {
-  const dir = mkdtempSync('/tmp/sbx-hb-');
-  const daemon = memoryDaemon(dir);
-  const requests: string[] = [];
-  daemon.app.addHook('onRequest', (request, _reply, done) => {
-    requests.push(`${request.method} ${request.url}`);
-    done();
-  });
-  const socketPath = path.join(dir, 's.sock');
-  await daemon.app.listen({ path: socketPath });
-  cleanup.add(() => {
-    rmSync(dir, { recursive: true, force: true });
-  });
-  cleanup.add(() => daemon.close());
+  const { daemon, socketPath, requests } = await listeningMemoryDaemon('/tmp/sbx-hb-', cleanup);
   const acquire = async () => {
     const reply = await daemon.app.inject({ method: 'POST', url: '/v1/sessions', headers: VERSION, payload: { engine: 'docker', client: { pid: process.pid, cwd: '/' }, sshAgent: 'off' } });
     return reply.json<{ session: { id: string } }>().session.id;

@@ -1,30 +1,17 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { holdLease } from '../../client/lease.js';
 import type { AcquireResponse } from '../../shared/contracts/sessions.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { Cleanup, waitFor } from '../helpers.js';
-import { memoryDaemon } from './memory-daemon.js';
+import { listeningMemoryDaemon } from './memory-daemon.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
 
 /** A real daemon on a Unix socket, recording every request it gets; `acquire` renews `renews` when given. */
 async function listeningDaemon() {
-  const dir = mkdtempSync('/tmp/sbx-lease-');
-  const daemon = memoryDaemon(dir);
-  const requests: string[] = [];
-  daemon.app.addHook('onRequest', (request, _reply, done) => {
-    requests.push(`${request.method} ${request.url}`);
-    done();
-  });
-  const socketPath = path.join(dir, 's.sock');
-  await daemon.app.listen({ path: socketPath });
-  cleanup.add(() => {
-    rmSync(dir, { recursive: true, force: true });
-  });
-  cleanup.add(() => daemon.close());
+  const { daemon, socketPath, requests } = await listeningMemoryDaemon('/tmp/sbx-lease-', cleanup);
   const renewals: string[] = [];
   const acquire = async (renews?: string): Promise<AcquireResponse> => {
     if (renews !== undefined) renewals.push(renews);

@@ -1,9 +1,12 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { createDaemon, type Daemon } from '../../daemon/composition/daemon.js';
 import { DEFAULT_SETTINGS, type DaemonDeps, type DaemonSettings } from '../../daemon/composition/daemon-deps.js';
 import { realEdges, type DaemonEdges } from '../../daemon/composition/edges.js';
 import type { ProcessProbe } from '../../daemon/os/process-identity.js';
 import { createLogger } from '../../daemon/os/logger.js';
 import { resolvePaths } from '../../shared/paths.js';
+import type { Cleanup } from '../helpers.js';
 
 const EVERY_PID_ALIVE: ProcessProbe = {
   cheapStartTime: true,
@@ -34,4 +37,22 @@ export function memoryDaemon(dir: string, settings: Partial<DaemonSettings> = {}
     onTunnelChild: () => undefined,
     ...deps,
   });
+}
+
+/** The daemon in memory listening on a real Unix socket (the client's own transport), recording every request it gets. */
+export async function listeningMemoryDaemon(prefix: string, cleanup: Cleanup): Promise<{ daemon: Daemon; socketPath: string; requests: string[] }> {
+  const dir = mkdtempSync(prefix);
+  const daemon = memoryDaemon(dir);
+  const requests: string[] = [];
+  daemon.app.addHook('onRequest', (request, _reply, done) => {
+    requests.push(`${request.method} ${request.url}`);
+    done();
+  });
+  const socketPath = path.join(dir, 's.sock');
+  await daemon.app.listen({ path: socketPath });
+  cleanup.add(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  cleanup.add(() => daemon.close());
+  return { daemon, socketPath, requests };
 }

@@ -31,6 +31,18 @@ function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void } {
 /** Lets every callback already due run: timers of 0 ms come after the I/O and microtasks before them. */
 const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
 
+/** An agent whose bridge is served only once `released` settles: what an acquire does meanwhile shows. */
+function servedOnceReleased(released: Promise<unknown>, events: string[], served: ServedAgent): SessionServiceDeps['ssh'] {
+  return {
+    inspect: () => Promise.resolve({ usable: true, realpath: '/tmp/agent.sock', keys: 1 }),
+    serve: async () => {
+      await released;
+      events.push('bridge served');
+      return served;
+    },
+  };
+}
+
 /**
  * SessionService over fakes that log each call in `events`: the agent is served by a bridge whose
  * lease logs its release, the container record and the guard log theirs.
@@ -145,14 +157,7 @@ describe('SessionService.acquire', () => {
     const bridge = deferred<null>();
     const gitAsked = deferred<null>();
     const { events, acquire } = service(({ events, served }) => ({
-      ssh: {
-        inspect: () => Promise.resolve({ usable: true, realpath: '/tmp/agent.sock', keys: 1 }),
-        serve: async () => {
-          await bridge.promise;
-          events.push('bridge served');
-          return served;
-        },
-      },
+      ssh: servedOnceReleased(bridge.promise, events, served),
       gitFacts: () => {
         gitAsked.resolve(null);
         return Promise.resolve(GIT);
@@ -201,14 +206,7 @@ describe('SessionService.acquire', () => {
     const { events, registry, acquire } = service(({ events, served }) => ({
       site: () => Promise.reject(siteFailed),
       gitFacts: () => Promise.reject(gitFailed),
-      ssh: {
-        inspect: () => Promise.resolve({ usable: true, realpath: '/tmp/agent.sock', keys: 1 }),
-        serve: async () => {
-          await bridge.promise;
-          events.push('bridge served');
-          return served;
-        },
-      },
+      ssh: servedOnceReleased(bridge.promise, events, served),
     }));
     let outcome: unknown = 'pending';
     const answer = acquire().then(
