@@ -12,7 +12,8 @@ afterEach(() => cleanup.run());
 
 
 /**
- * A daemon (on a real Unix socket, where the client looks for it) that reads every acquire and
+ * Stands in for a real daemon that loses a connection while it works on an acquire, which the real
+ * one cannot be made to do on cue: on a real Unix socket where the client looks, it reads every acquire and
  * drops its connection without an answer; `afterAcquire` says whether it then lives on (it answers
  * GET /v1/status) or dies (it stops listening).
  */
