@@ -1,10 +1,10 @@
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import type { SessionContainer } from '../../shared/contracts/sessions.js';
 import type { Logger } from '../os/logger.js';
 import { sameProcess, type ProcessProbe } from '../os/process-identity.js';
 import { removeFile } from '../os/files.js';
+import { readStateFile } from '../os/state-file.js';
 import type { Defer } from '../cache/quiet-time.js';
 import type { Clock, EndReason } from './session-registry.js';
 import type { ContainerChange, ContainerRecord, DaemonIdentity, LoadedRecords } from '../containers/container-store.js';
@@ -251,7 +251,8 @@ export class SessionContainers {
     // The engine writes the id once: after that every heartbeat answers from memory.
     const known = this.ids.get(record.key);
     if (known !== undefined) return { id: known, cidfile };
-    const text = (await fs.readFile(cidfile, 'utf8').catch(() => '')).trim();
+    // The engine writes it in the daemon's own dir; what is not a regular file there is no id.
+    const text = ((await readStateFile(cidfile, { maxBytes: 4096 }).catch(() => null)) ?? '').trim();
     if (!CONTAINER_ID.test(text)) return { id: null, cidfile };
     if (this.records.has(record.key)) this.ids.set(record.key, text);
     return { id: text, cidfile };
