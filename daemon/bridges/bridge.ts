@@ -1,5 +1,6 @@
 import type { BridgeInfo } from '../../shared/contracts/bridges.js';
 import type { Mount } from '../../shared/contracts/plan.js';
+import type { Logger } from '../os/logger.js';
 
 /** Where the agent directory appears in every container; the socket inside it is `agent.sock`. */
 export const CONTAINER_AGENT_DIR = '/run/sandboxd/ssh';
@@ -27,6 +28,8 @@ export interface Lease {
   readonly bridgeId: string;
   /** Idempotent. */
   release(): void;
+  /** Connections a bound refused on the session's own socket so far (none for a shared bridge). */
+  refused?(): number;
 }
 
 /** A bridge that serves `agentSocket` from a directory the container can mount. */
@@ -52,3 +55,25 @@ export interface Unavailable {
 
 /** The session's agent, or one of its extra host sockets (which only some bridges can carry). */
 export type ServeRole = 'agent' | 'socket';
+
+/**
+ * A session's lease on its own socket: releasing it closes that socket (its connections end at
+ * once) and gives the bridge's lease back.
+ */
+export function endpointLease(bridge: Lease, refused: () => number, close: () => Promise<void>, logger: Logger): Lease {
+  let released = false;
+  return {
+    bridgeId: bridge.bridgeId,
+    refused,
+    release: () => {
+      if (released) return;
+      released = true;
+      // The socket stops listening and its connections end before this returns; the rest (its
+      // directory) follows.
+      void close().catch((error: unknown) => {
+        logger.error({ err: error, bridgeId: bridge.bridgeId }, 'cannot close a session socket');
+      });
+      bridge.release();
+    },
+  };
+}

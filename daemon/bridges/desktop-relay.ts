@@ -199,6 +199,9 @@ export class DesktopRelay implements Bridge {
       hostAgentSocket: this.options.upstream,
       socketPath: `${this.options.name}:/agent.sock`,
       pid: null,
+      endpoints: refs,
+      open: 0,
+      refused: 0,
       ...this.status.fields(refs),
     };
   }

@@ -12,7 +12,7 @@ import { stableHash } from '../os/text.js';
 import type { Logger } from '../os/logger.js';
 import { chooseBridge } from '../plan/bridge-select.js';
 import { relabelFor } from '../plan/flatten.js';
-import type { ServedAgent, ServeRole, Unavailable } from '../bridges/bridge.js';
+import { endpointLease, type ServedAgent, type ServeRole, type Unavailable } from '../bridges/bridge.js';
 import type { PodmanConnection } from '../podman/connections.js';
 import { Tunnel, type TunnelRecord } from '../bridges/tunnels/tunnel.js';
 import type { DaemonEdges } from './edges.js';
@@ -32,7 +32,7 @@ export interface AgentBridgesOptions {
   /** What the Docker engines behind sessions' contexts are (DESIGN §7). */
   engines: DockerEngines;
   /** Docker's relays run the docker CLI; tunnels spawn ssh and trust the daemon's known_hosts. */
-  edges: Pick<DaemonEdges, 'run' | 'spawnSsh' | 'knownHostsPath'>;
+  edges: Pick<DaemonEdges, 'run' | 'spawnSsh' | 'knownHostsPath' | 'clock'>;
 }
 
 /**
@@ -100,11 +100,24 @@ export class AgentBridges {
     return choice.kind === 'mount' ? this.serveByRelay(agentSocket, input) : this.serveByTunnel(agentSocket, input);
   }
 
+  /** The session's own socket on the relay of its host socket (DESIGN §9). */
   private async serveByRelay(agentSocket: string, input: AcquireInput): Promise<ServedAgent> {
     const hash = stableHash(agentSocket);
-    const dir = path.join(this.options.paths.agentsDir, hash);
-    const { lease } = await this.relays.acquire(`relay:${agentSocket}`, () => new AgentRelay({ id: `relay_${hash}`, agentSocket, dir, logger: this.options.logger }));
-    return { lease, kind: 'mount', mountSource: dir, relabel: relabelFor(input.engine, this.options.platform), flags: [], warnings: [] };
+    const { lease, bridge } = await this.relays.acquire(`relay:${agentSocket}`, () =>
+      new AgentRelay({ id: `relay_${hash}`, agentSocket, agentsDir: this.options.paths.agentsDir, monotonic: () => this.options.edges.clock.monotonic(), logger: this.options.logger }),
+    );
+    const opened = await bridge.open().catch((error: unknown) => {
+      lease.release();
+      throw error;
+    });
+    return {
+      lease: endpointLease(lease, () => opened.endpoint.refused, () => bridge.close(opened, false), this.options.logger),
+      kind: 'mount',
+      mountSource: opened.dir,
+      relabel: relabelFor(input.engine, this.options.platform),
+      flags: [],
+      warnings: [],
+    };
   }
 
   private async serveByTunnel(agentSocket: string, input: AcquireInput): Promise<ServedAgent> {

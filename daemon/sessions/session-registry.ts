@@ -170,9 +170,11 @@ export class SessionRegistry {
   }
 }
 
-/** `lastHeartbeatAt` is formatted when asked, not on every heartbeat. */
+/** `lastHeartbeatAt` and the refusals on the session's sockets are read when asked, not kept up to date. */
 function infoOf(record: SessionRecord): SessionInfo {
-  return { ...record.info, lastHeartbeatAt: new Date(record.lastHeartbeatWall).toISOString() };
+  let refused = 0;
+  for (const lease of record.leases) refused += lease.refused?.() ?? 0;
+  return { ...record.info, lastHeartbeatAt: new Date(record.lastHeartbeatWall).toISOString(), refused };
 }
 
 function notFound(id: string): SandboxdError {

@@ -68,41 +68,30 @@ describe.skipIf(labMissing)('each session\'s agent is its own: a container canno
     cleanup.add(() => other.release());
     expect(await keysSeen(env, image, other)).toEqual(realKeys);
     expect(attempted).toBe('attacked');
-    // Nothing was added to the user's runtime dir either.
+    // Nothing was added to the user's runtime dir either: each session's directory holds its socket alone.
     const relays = (await listTunnels(env)).filter((bridge) => bridge.kind === 'relay');
     expect(relays).toHaveLength(2);
-    for (const relay of relays) {
-      expect(readdirSync(path.dirname(relay.socketPath))).toEqual(['agent.sock']);
-      expect(relay).toMatchObject({ state: 'ready', lastError: null });
+    for (const relay of relays) expect(relay).toMatchObject({ state: 'ready', lastError: null, endpoints: 2 });
+    for (const mount of [...attacker.plan.mounts, ...other.plan.mounts].filter((m) => m.purpose === 'ssh agent' || m.purpose === 'socket extra')) {
+      expect(readdirSync(mount.source)).toEqual(['agent.sock']);
     }
   });
 
-  it('a relay whose socket was replaced anyway (from the host, standing in for a bug) notices at the next acquire and on the sweep, re-creates it and says so', async () => {
+  it('a session socket replaced anyway (from the host, standing in for a bug) is noticed on the sweep, re-created and reported', async () => {
     const { env, image, agent, sockets, realKeys } = await setup();
-    const first = await acquireSession({ engine: 'podman', env, heartbeat: false, sockets });
-    cleanup.add(() => first.release());
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false, sockets });
+    cleanup.add(() => session.release());
     const relayOf = async () => (await listTunnels(env)).find((bridge) => bridge.kind === 'relay' && bridge.hostAgentSocket === agent.socket);
-    const socket = (await relayOf())?.socketPath ?? '';
-    const impostors: net.Server[] = [];
-    cleanup.add(() => Promise.all(impostors.map((server) => new Promise((resolve) => server.close(resolve)))));
-    const replace = async (): Promise<void> => {
-      renameSync(socket, `${socket}.moved`);
-      const impostor = net.createServer((client) => client.destroy());
-      impostors.push(impostor);
-      await new Promise<void>((resolve) => impostor.listen(socket, resolve));
-    };
+    const socket = path.join(session.plan.mounts.find((mount) => mount.purpose === 'ssh agent')?.source ?? '', 'agent.sock');
+    const impostor = net.createServer((client) => client.destroy());
+    cleanup.add(() => new Promise((resolve) => impostor.close(resolve)));
+    renameSync(socket, `${socket}.moved`);
+    await new Promise<void>((resolve) => impostor.listen(socket, resolve));
 
-    await replace();
-    const second = await acquireSession({ engine: 'podman', env, heartbeat: false, sockets });
-    cleanup.add(() => second.release());
-    expect(await relayOf()).toMatchObject({ state: 'ready', restarts: 1, lastError: expect.stringMatching(/agent\.sock is not the socket it bound/) as string });
-    expect(await keysSeen(env, image, second)).toEqual(realKeys);
-
-    // With no acquire at all, the sweep notices too.
-    await replace();
-    await waitFor(async () => (await relayOf())?.restarts === 2, 'the sweep to notice', 15_000, 100);
-    // The first session's container (one container per plan), started only now, gets the agent.
-    expect(await keysSeen(env, image, first)).toEqual(realKeys);
+    await waitFor(async () => (await relayOf())?.restarts === 1, 'the sweep to notice', 15_000, 100);
+    expect(await relayOf()).toMatchObject({ state: 'ready', lastError: expect.stringMatching(/agent\.sock is not the socket it bound/) as string });
+    // The session's container (one container per plan), started only now, gets the agent.
+    expect(await keysSeen(env, image, session)).toEqual(realKeys);
   });
 
   it('Podman machine: the tunnel directories in the VM are read-only too, and their agent.sock symlink still resolves', async () => {

@@ -19,6 +19,7 @@ const SESSION_COLUMNS: Column<SessionInfo>[] = [
   { header: 'PID', value: (s) => String(s.clientPid) },
   { header: 'AGE', value: (s) => formatAge(s.createdAt) },
   { header: 'SSH', value: (s) => (s.ssh.status === 'forwarded' ? `${s.ssh.bridge} ${s.ssh.bridgeId}` : `skipped: ${s.ssh.reason}`) },
+  { header: 'REFUSED', value: (s) => String(s.refused) },
   { header: 'CONTAINER', value: (s) => (s.container === null ? '-' : (s.container.id?.slice(0, 12) ?? 'not started')) },
 ];
 
@@ -28,7 +29,9 @@ const TUNNEL_COLUMNS: Column<BridgeInfo>[] = [
   { header: 'CONNECTION', value: (t) => t.connection ?? '-' },
   { header: 'STATE', value: (t) => t.state, whole: true },
   { header: 'REFS', value: (t) => String(t.refs) },
-  { header: 'PID', value: (t) => (t.pid === null ? '-' : String(t.pid)) },
+  { header: 'REFUSED', value: (t) => String(t.refused) },
+  // The ssh's pid is for debugging (--no-trunc, --json): the table's width goes to what bounds refused.
+  { header: 'PID', value: (t) => (t.pid === null ? '-' : String(t.pid)), wideOnly: true },
   { header: 'RESTARTS', value: (t) => String(t.restarts) },
   { header: 'AGE', value: (t) => formatAge(t.createdAt) },
   { header: 'AGENT', value: (t) => t.hostAgentSocket, keepEnd: true, wideOnly: true },

@@ -236,6 +236,9 @@ export class Tunnel implements Bridge, IndexedTunnel {
       hostAgentSocket: this.options.agentSocket,
       socketPath: `${this.vmDir}/agent.sock`,
       pid: this.generation?.child.pid ?? null,
+      endpoints: refs,
+      open: 0,
+      refused: 0,
       ...this.status.fields(refs),
     };
   }
