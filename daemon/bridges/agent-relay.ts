@@ -108,6 +108,11 @@ export class AgentRelay implements Bridge {
     if (!keep) await fs.rm(opened.dir, { recursive: true, force: true });
   }
 
+  /** The session directories it serves now. */
+  dirs(): string[] {
+    return [...this.endpoints.values()];
+  }
+
   /** Binds every session's socket anew in the same directories: containers keep their mount. */
   async restart(): Promise<void> {
     this.status.transition('restarting', 'asked to restart');

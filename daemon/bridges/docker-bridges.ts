@@ -30,7 +30,7 @@ export interface DockerBridgesDeps {
   idleMs: number;
   logger: Logger;
   /** The local relay (an engine on this host). */
-  serveLocal(agentSocket: string, input: AcquireInput): Promise<ServedAgent>;
+  serveLocal(agentSocket: string, input: AcquireInput, name: string | null): Promise<ServedAgent>;
   /** An `ssh -R` tunnel: into the session's Podman machine, or into the given host. */
   serveTunnel(agentSocket: string, input: AcquireInput, connection?: PodmanConnection): Promise<ServedAgent>;
 }
@@ -78,7 +78,7 @@ export class DockerBridges {
     });
   }
 
-  async serve(agentSocket: string, input: AcquireInput, role: ServeRole, builtinOnly: boolean): Promise<ServedAgent | Unavailable> {
+  async serve(agentSocket: string, input: AcquireInput, role: ServeRole, builtinOnly: boolean, name: string | null): Promise<ServedAgent | Unavailable> {
     let engine: IdentifiedEngine;
     try {
       engine = await this.deps.engines.identify(input);
@@ -91,13 +91,13 @@ export class DockerBridges {
     if (builtinOnly && bridge.kind !== 'builtin') {
       return { unavailable: `the desktop bridge needs an engine with a built-in agent socket; the session's engine is ${label}`, remedy: 'Pass --ssh-bridge auto.' };
     }
-    return this.serveBy(bridge, engine, agentSocket, input, role);
+    return this.serveBy(bridge, engine, agentSocket, input, role, name);
   }
 
-  private serveBy(bridge: EngineBridge, engine: IdentifiedEngine, agentSocket: string, input: AcquireInput, role: ServeRole): Promise<ServedAgent | Unavailable> | Unavailable {
+  private serveBy(bridge: EngineBridge, engine: IdentifiedEngine, agentSocket: string, input: AcquireInput, role: ServeRole, name: string | null): Promise<ServedAgent | Unavailable> | Unavailable {
     switch (bridge.kind) {
       case 'relay':
-        return this.deps.serveLocal(agentSocket, input);
+        return this.deps.serveLocal(agentSocket, input, name);
       case 'podman-tunnel':
         return this.deps.serveTunnel(agentSocket, input);
       case 'ssh-tunnel':

@@ -1,3 +1,4 @@
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
 import type { Platform, SandboxdPaths } from '../../shared/paths.js';
@@ -18,6 +19,9 @@ import { Tunnel, type TunnelRecord } from '../bridges/tunnels/tunnel.js';
 import type { DaemonEdges } from './edges.js';
 import { TunnelIndex } from '../podman/tunnel-index.js';
 import { TunnelNames } from '../bridges/tunnels/tunnel-names.js';
+import { EndpointRecords, type KeptEndpoint, type KeptSession } from '../bridges/endpoint-records.js';
+import { KeptEndpoints } from '../bridges/kept-endpoints.js';
+import type { ProcessProbe } from '../os/process-identity.js';
 
 export interface AgentBridgesOptions {
   platform: Platform;
@@ -32,7 +36,13 @@ export interface AgentBridgesOptions {
   /** What the Docker engines behind sessions' contexts are (DESIGN §7). */
   engines: DockerEngines;
   /** Docker's relays run the docker CLI; tunnels spawn ssh and trust the daemon's known_hosts. */
-  edges: Pick<DaemonEdges, 'run' | 'spawnSsh' | 'knownHostsPath' | 'clock'>;
+  edges: Pick<DaemonEdges, 'run' | 'spawnSsh' | 'knownHostsPath' | 'clock' | 'timers'>;
+  /** Whether a recorded session's client still runs. */
+  probe: ProcessProbe;
+  /** The live sessions' sockets, as the next daemon should find them. */
+  liveSessions(): KeptSession[];
+  /** How long the previous daemon's sockets wait for their clients' renewals: one lease. */
+  keptTtlMs: number;
 }
 
 /**
@@ -60,6 +70,10 @@ export class AgentBridges {
   /** The running tunnels by login, to ask a VM what it sees over a connection already open. */
   readonly tunnelIndex = new TunnelIndex();
   private readonly tunnelNames: TunnelNames;
+  private readonly kept: KeptEndpoints;
+  /** Sessions' sockets closed from now on keep their directories (the daemon stops gracefully). */
+  private keeping = false;
+  private startup: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: AgentBridgesOptions) {
     const logger = options.logger.child({ module: 'pool' });
@@ -74,20 +88,60 @@ export class AgentBridges {
       workDir: path.join(options.paths.runtimeDir, 'relay-image'),
       idleMs: options.idleMs,
       logger: options.logger,
-      serveLocal: (agentSocket, input) => this.serveByRelay(agentSocket, input),
+      serveLocal: (agentSocket, input, name) => this.serveByRelay(agentSocket, input.engine, name),
       serveTunnel: (agentSocket, input, connection) =>
         connection === undefined ? this.serveByTunnel(agentSocket, input) : this.tunnelTo(agentSocket, connection, () => undefined),
     });
     this.all = new Bridges(this.relays, this.tunnels, this.docker.relays);
     this.tunnelNames = new TunnelNames(options.paths.stateDir);
+    this.kept = new KeptEndpoints({
+      records: new EndpointRecords(options.paths.stateDir, options.logger.child({ module: 'endpoints' })),
+      probe: options.probe,
+      reopen: (endpoint) => this.reopen(endpoint),
+      live: () => options.liveSessions(),
+      ttlMs: options.keptTtlMs,
+      timers: options.edges.timers,
+      logger: options.logger,
+    });
   }
 
-  /** At daemon start: removes the helper containers a killed daemon left. */
+  /**
+   * At daemon start: serves again the sockets of the previous daemon's live sessions, removes the
+   * session directories nothing serves any more, and the helper containers a killed daemon left.
+   * Acquires wait for it.
+   */
   start(): void {
+    this.startup = this.kept.start().then(async () => {
+      await this.removeLeftoverDirs();
+    });
     this.docker.removeLeftovers();
   }
 
-  async serve(agentSocket: string, input: AcquireInput, role: ServeRole = 'agent'): Promise<ServedAgent | Unavailable> {
+  /**
+   * Stops as the daemon does gracefully: from now on a session's socket that closes keeps its
+   * directory, for the next daemon to serve again (the sockets were recorded first).
+   */
+  async suspend(): Promise<void> {
+    await this.kept.freeze();
+    this.keeping = true;
+    this.kept.release();
+  }
+
+  /** A session started or ended: the record of the sessions' sockets is written a moment later. */
+  changed(): void {
+    this.kept.changed();
+  }
+
+  /**
+   * `name` is the socket's in the session (null: the agent). A renewal takes over the socket its
+   * lease had, when a previous daemon recorded it (its container mounts that path).
+   */
+  async serve(agentSocket: string, input: AcquireInput, role: ServeRole = 'agent', name: string | null = null): Promise<ServedAgent | Unavailable> {
+    await this.startup;
+    if (input.renews !== undefined) {
+      const kept = await this.kept.take(input.renews, input.client.pid, name, agentSocket);
+      if (kept !== null) return { ...kept, relabel: kept.kind === 'mount' ? relabelFor(input.engine, this.options.platform) : kept.relabel };
+    }
     const choice = chooseBridge({
       setting: input.sshBridge,
       engine: input.engine,
@@ -96,28 +150,55 @@ export class AgentBridges {
       connectionRequested: input.connection !== undefined,
     });
     if (choice.kind === 'unavailable') return { unavailable: choice.reason };
-    if (choice.kind === 'engine') return this.docker.serve(agentSocket, input, role, choice.builtinOnly);
-    return choice.kind === 'mount' ? this.serveByRelay(agentSocket, input) : this.serveByTunnel(agentSocket, input);
+    if (choice.kind === 'engine') return this.docker.serve(agentSocket, input, role, choice.builtinOnly, name);
+    return choice.kind === 'mount' ? this.serveByRelay(agentSocket, input.engine, name) : this.serveByTunnel(agentSocket, input);
   }
 
-  /** The session's own socket on the relay of its host socket (DESIGN §9). */
-  private async serveByRelay(agentSocket: string, input: AcquireInput): Promise<ServedAgent> {
+  /** A recorded socket of the previous daemon, served again at its path. */
+  private reopen(endpoint: KeptEndpoint): Promise<ServedAgent> {
+    return this.serveByRelay(endpoint.upstream, 'podman', endpoint.name, endpoint.dir);
+  }
+
+  /**
+   * The session's own socket on the relay of its host socket (DESIGN §9); in `dirName` when a
+   * recorded one is served again.
+   */
+  private async serveByRelay(agentSocket: string, engine: AcquireInput['engine'], name: string | null, dirName?: string): Promise<ServedAgent> {
     const hash = stableHash(agentSocket);
     const { lease, bridge } = await this.relays.acquire(`relay:${agentSocket}`, () =>
       new AgentRelay({ id: `relay_${hash}`, agentSocket, agentsDir: this.options.paths.agentsDir, monotonic: () => this.options.edges.clock.monotonic(), logger: this.options.logger }),
     );
-    const opened = await bridge.open().catch((error: unknown) => {
+    const opened = await bridge.open(dirName).catch((error: unknown) => {
       lease.release();
       throw error;
     });
+    const record: KeptEndpoint = { kind: 'relay', name, upstream: agentSocket, dir: path.basename(opened.dir) };
     return {
-      lease: endpointLease(lease, () => opened.endpoint.refused, () => bridge.close(opened, false), this.options.logger),
+      lease: endpointLease(lease, {
+        refused: () => opened.endpoint.refused,
+        kept: () => record,
+        close: () => bridge.close(opened, this.keeping),
+        logger: this.options.logger,
+      }),
       kind: 'mount',
       mountSource: opened.dir,
-      relabel: relabelFor(input.engine, this.options.platform),
+      relabel: relabelFor(engine, this.options.platform),
       flags: [],
       warnings: [],
     };
+  }
+
+  /**
+   * Session directories under agents/ that no relay serves and no record names: what a daemon
+   * killed before its record was written left, or an earlier release's shared directories.
+   */
+  private async removeLeftoverDirs(): Promise<void> {
+    const { agentsDir } = this.options.paths;
+    const names = await fs.readdir(agentsDir).catch(() => []);
+    const served = new Set(this.relays.bridges().flatMap((relay) => relay.dirs()));
+    const left = names.filter((name) => !served.has(path.join(agentsDir, name)));
+    await Promise.all(left.map((name) => fs.rm(path.join(agentsDir, name), { recursive: true, force: true })));
+    if (left.length > 0) this.options.logger.info({ module: 'relay', removed: left.length }, 'removed session directories nothing serves');
   }
 
   private async serveByTunnel(agentSocket: string, input: AcquireInput): Promise<ServedAgent> {

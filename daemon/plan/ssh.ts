@@ -64,7 +64,7 @@ async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSecti
     if (input.sshAgent === 'on') throw new SandboxdError('SSH_AGENT_UNAVAILABLE', `ssh-agent is on but ${check.reason}`);
     return skipped(check.reason);
   }
-  const served = await deps.serve(check.realpath, input, 'agent');
+  const served = await deps.serve(check.realpath, input, 'agent', null);
   if ('unavailable' in served) {
     if (input.sshAgent === 'on') throw new SandboxdError('SSH_BRIDGE_UNSUPPORTED', `ssh-agent is on but ${served.unavailable}`, served.remedy === undefined ? undefined : { remedy: served.remedy });
     // A reason with a remedy is news to the user (DESIGN §7: say so in the plan's warnings).

@@ -1,6 +1,7 @@
 import { SandboxdError } from '../../shared/errors.js';
 import type { SessionInfo } from '../../shared/contracts/sessions.js';
 import type { Lease } from '../bridges/bridge.js';
+import type { KeptSession } from '../bridges/endpoint-records.js';
 import type { Logger } from '../os/logger.js';
 import type { Clock } from '../os/clock.js';
 import { sameProcess, type ProcessProbe } from '../os/process-identity.js';
@@ -28,6 +29,8 @@ export interface SessionRegistryOptions {
   sweepIntervalMs: number;
   maxSessions: number;
   logger: Logger;
+  /** Told after a session started. */
+  onAdd?: (info: SessionInfo) => void;
   /** Told after a session ended, with why (its container goes or stays by the reason). */
   onEnd?: (info: SessionInfo, reason: EndReason) => void;
   /** Told when a sweep learned the start time of a client acquired without it (macOS). */
@@ -73,6 +76,7 @@ export class SessionRegistry {
     const { clock } = this.options;
     this.sessions.set(info.id, { info, clientStartTime, lastHeartbeat: clock.monotonic(), lastHeartbeatWall: clock.now(), clientStopped: false, leases });
     this.log(info.id).info({ clientPid: info.clientPid, engine: info.engine, ssh: info.ssh.status }, 'session acquired');
+    this.options.onAdd?.(info);
   }
 
   heartbeat(id: string): SessionInfo {
@@ -116,6 +120,14 @@ export class SessionRegistry {
 
   list(): SessionInfo[] {
     return [...this.sessions.values()].map(infoOf);
+  }
+
+  /** Each session's own sockets, as a next daemon should serve them again (those its bridges can keep). */
+  keptSessions(): KeptSession[] {
+    return [...this.sessions.values()].flatMap((record) => {
+      const endpoints = record.leases.flatMap((lease) => (lease.kept === undefined ? [] : [lease.kept()]));
+      return endpoints.length === 0 ? [] : [{ sessionId: record.info.id, clientPid: record.info.clientPid, clientStartTime: record.clientStartTime, endpoints }];
+    });
   }
 
   /**

@@ -84,7 +84,7 @@ describe('the CLI behaves like the CLIs people know (built CLI)', () => {
     await waitFor(() => out.includes('held'), 'a session to be held', 30_000);
     const stopped = await cli(['stop'], env);
     expect(stopped.exitCode).toBe(0);
-    expect(stopped.stderr).toBe('sandboxd: stopping with 1 open session: their containers lose the SSH agent and extra sockets until a daemon runs again (live clients then renew their lease; containers are not removed)');
+    expect(stopped.stderr).toBe("sandboxd: stopping with 1 open session: their containers' SSH agent and extra sockets stop answering until a daemon runs again, which serves the same sockets; live clients renew their lease (containers are not removed)");
   });
 
   it('bare `sandboxd` prints the help on stdout and exits 0, as docker and podman do', async () => {

@@ -62,7 +62,7 @@ describe('state files that are not regular files (a FIFO, a symlink, a directory
     const plan = await cli(['plan', '--engine', 'podman', '--ssh-agent', 'off', '--json'], env, 30_000);
     expect({ code: plan.exitCode, stderr: plan.stderr }).toEqual({ code: 0, stderr: '' });
     const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
-    for (const name of ['guard.json', 'state.json', 'ses_0123456789abcdef.json']) {
+    for (const name of ['guard.json', 'state.json', 'endpoints.json', 'ses_0123456789abcdef.json']) {
       expect(log).toMatch(new RegExp(`"file":"[^"]*${name.replace('.', '\\.')}","found":"a FIFO".*starting that state afresh`));
     }
     expect(readdirSync(stateDir).filter((name) => name.includes('.refused-')).length).toBeGreaterThanOrEqual(3);
