@@ -5,7 +5,7 @@ import type { BridgeInfo } from '../../shared/contracts/bridges.js';
 import { assertSocketPathFits } from '../../shared/paths.js';
 import type { Logger } from '../os/logger.js';
 import { ensureOwnDir } from '../os/secure-dir.js';
-import { UpstreamGate } from './bounds.js';
+import type { UpstreamGate } from './bounds.js';
 import type { Bridge } from './bridge.js';
 import { BridgeStatus, RELAY_TRANSITIONS } from './bridge-status.js';
 import { SessionEndpoint } from './session-endpoint.js';
@@ -22,6 +22,8 @@ export interface AgentRelayOptions {
   agentSocket: string;
   /** Daemon-owned: each session's directory is made in it. */
   agentsDir: string;
+  /** The bound toward the host socket that every session's socket shares, through any bridge. */
+  gate: UpstreamGate;
   monotonic(): number;
   logger: Logger;
 }
@@ -48,7 +50,6 @@ export function newEndpointDirName(): string {
 export class AgentRelay implements Bridge {
   readonly id: string;
   private readonly status: BridgeStatus;
-  private readonly gate = new UpstreamGate();
   private readonly endpoints = new Map<SessionEndpoint, string>();
   /** Connections refused on sockets already closed, so the bridge's count only grows. */
   private refusedBefore = 0;
@@ -83,7 +84,7 @@ export class AgentRelay implements Bridge {
     const endpoint = new SessionEndpoint({
       socketPath,
       upstream: this.options.agentSocket,
-      gate: this.gate,
+      gate: this.options.gate,
       monotonic: () => this.options.monotonic(),
       umask: 0o111,
       logger: this.logger,
@@ -152,8 +153,8 @@ export class AgentRelay implements Bridge {
       await endpoint.listen().catch((error: unknown) => {
         this.logger.error({ err: error, socket: endpoint.socketPath }, 'cannot re-create a session socket');
       });
-      this.status.transition('ready', 'listening again');
       this.status.lastError = new Error(`${endpoint.socketPath} is not the socket it bound; re-created it`);
+      this.status.transition('ready', 'listening again');
     }
   }
 
@@ -182,7 +183,7 @@ export class AgentRelay implements Bridge {
       socketPath: path.join(this.options.agentsDir, '*', RELAY_SOCKET_NAME),
       pid: null,
       endpoints: this.endpoints.size,
-      open: this.gate.open,
+      open: this.options.gate.open,
       refused,
       ...this.status.fields(refs),
     };

@@ -70,3 +70,17 @@ export class UpstreamGate {
     this.held = Math.max(0, this.held - 1);
   }
 }
+
+/** One gate per host socket, whichever bridge serves it: the bound holds across relays and tunnels. */
+export class UpstreamGates {
+  private readonly gates = new Map<string, UpstreamGate>();
+
+  for(upstream: string): UpstreamGate {
+    let gate = this.gates.get(upstream);
+    if (gate === undefined) {
+      gate = new UpstreamGate();
+      this.gates.set(upstream, gate);
+    }
+    return gate;
+  }
+}

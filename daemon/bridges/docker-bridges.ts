@@ -32,7 +32,7 @@ export interface DockerBridgesDeps {
   /** The local relay (an engine on this host). */
   serveLocal(agentSocket: string, input: AcquireInput, name: string | null): Promise<ServedAgent>;
   /** An `ssh -R` tunnel: into the session's Podman machine, or into the given host. */
-  serveTunnel(agentSocket: string, input: AcquireInput, connection?: PodmanConnection): Promise<ServedAgent>;
+  serveTunnel(agentSocket: string, input: AcquireInput, name: string | null, connection?: PodmanConnection): Promise<ServedAgent>;
 }
 
 /** The built-in socket needs no process for root: the lease only marks the session's use of it. */
@@ -99,9 +99,9 @@ export class DockerBridges {
       case 'relay':
         return this.deps.serveLocal(agentSocket, input, name);
       case 'podman-tunnel':
-        return this.deps.serveTunnel(agentSocket, input);
+        return this.deps.serveTunnel(agentSocket, input, name);
       case 'ssh-tunnel':
-        return this.deps.serveTunnel(agentSocket, input, { ...connectionFromHost(bridge.uri, undefined), name: 'DOCKER_HOST' });
+        return this.deps.serveTunnel(agentSocket, input, name, { ...connectionFromHost(bridge.uri, undefined), name: 'DOCKER_HOST' });
       case 'skip':
         return { unavailable: bridge.reason, remedy: bridge.remedy };
       case 'builtin':

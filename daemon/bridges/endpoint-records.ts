@@ -19,7 +19,25 @@ const RelayEndpoint = z.strictObject({
   dir: Token,
 });
 
-export const KeptEndpoint = z.discriminatedUnion('kind', [RelayEndpoint]);
+/** How a tunnel logs in: the connection as discovered (a connection's name alone may since mean another). */
+const KeptConnection = z.strictObject({
+  name: z.string().check(z.minLength(1), z.maxLength(200)),
+  uri: z.string().check(z.startsWith('ssh://'), z.maxLength(4096)),
+  identity: z.nullable(AbsolutePath),
+  isMachine: z.boolean(),
+});
+export type KeptConnection = z.infer<typeof KeptConnection>;
+
+/** A session's socket through a tunnel: `<tunnel dir in the VM>/<slot>/agent.sock`, forwarded to `upstream`. */
+const TunnelEndpoint = z.strictObject({
+  kind: z.literal('tunnel'),
+  name: SocketName,
+  upstream: AbsolutePath,
+  slot: Token,
+  connection: KeptConnection,
+});
+
+export const KeptEndpoint = z.discriminatedUnion('kind', [RelayEndpoint, TunnelEndpoint]);
 export type KeptEndpoint = z.infer<typeof KeptEndpoint>;
 
 /** A session's sockets, and whose they are: only that client's renewal takes them over. */

@@ -8,6 +8,9 @@ import { Bridges } from '../bridges/bridges.js';
 import { DockerBridges } from '../bridges/docker-bridges.js';
 import { HelperRecords } from '../bridges/helper-records.js';
 import { ownerLabel } from './containers.js';
+import { UpstreamGates } from '../bridges/bounds.js';
+import { ensureSecureDir } from '../os/secure-dir.js';
+import { parseSshUri } from '../podman/connections.js';
 import type { DockerEngines } from '../engines/docker-engines.js';
 import { stableHash } from '../os/text.js';
 import type { Logger } from '../os/logger.js';
@@ -19,7 +22,7 @@ import { Tunnel, type TunnelRecord } from '../bridges/tunnels/tunnel.js';
 import type { DaemonEdges } from './edges.js';
 import { TunnelIndex } from '../podman/tunnel-index.js';
 import { TunnelNames } from '../bridges/tunnels/tunnel-names.js';
-import { EndpointRecords, type KeptEndpoint, type KeptSession } from '../bridges/endpoint-records.js';
+import { EndpointRecords, type KeptConnection, type KeptEndpoint, type KeptSession } from '../bridges/endpoint-records.js';
 import { KeptEndpoints } from '../bridges/kept-endpoints.js';
 import type { ProcessProbe } from '../os/process-identity.js';
 
@@ -43,6 +46,15 @@ export interface AgentBridgesOptions {
   liveSessions(): KeptSession[];
   /** How long the previous daemon's sockets wait for their clients' renewals: one lease. */
   keptTtlMs: number;
+}
+
+/** What a recorded tunnel socket keeps of its connection: enough to log in again. */
+function keptConnection(connection: PodmanConnection): KeptConnection {
+  return { name: connection.name, uri: connection.uri, identity: connection.identity, isMachine: connection.isMachine };
+}
+
+function connectionOf(kept: KeptConnection): PodmanConnection {
+  return { ...kept, isDefault: false, target: parseSshUri(kept.uri, kept.name) };
 }
 
 /**
@@ -74,6 +86,8 @@ export class AgentBridges {
   /** Sessions' sockets closed from now on keep their directories (the daemon stops gracefully). */
   private keeping = false;
   private startup: Promise<void> = Promise.resolve();
+  /** One bound toward each host socket, across every bridge that serves it. */
+  private readonly gates = new UpstreamGates();
 
   constructor(private readonly options: AgentBridgesOptions) {
     const logger = options.logger.child({ module: 'pool' });
@@ -89,8 +103,8 @@ export class AgentBridges {
       idleMs: options.idleMs,
       logger: options.logger,
       serveLocal: (agentSocket, input, name) => this.serveByRelay(agentSocket, input.engine, name),
-      serveTunnel: (agentSocket, input, connection) =>
-        connection === undefined ? this.serveByTunnel(agentSocket, input) : this.tunnelTo(agentSocket, connection, () => undefined),
+      serveTunnel: (agentSocket, input, name, connection) =>
+        connection === undefined ? this.serveByTunnel(agentSocket, input, name) : this.tunnelTo(agentSocket, connection, name),
     });
     this.all = new Bridges(this.relays, this.tunnels, this.docker.relays);
     this.tunnelNames = new TunnelNames(options.paths.stateDir);
@@ -111,9 +125,11 @@ export class AgentBridges {
    * Acquires wait for it.
    */
   start(): void {
-    this.startup = this.kept.start().then(async () => {
-      await this.removeLeftoverDirs();
-    });
+    this.startup = this.clearTunnelHostDir()
+      .then(() => this.kept.start())
+      .then(async () => {
+        await this.removeLeftoverDirs();
+      });
     this.docker.removeLeftovers();
   }
 
@@ -151,12 +167,17 @@ export class AgentBridges {
     });
     if (choice.kind === 'unavailable') return { unavailable: choice.reason };
     if (choice.kind === 'engine') return this.docker.serve(agentSocket, input, role, choice.builtinOnly, name);
-    return choice.kind === 'mount' ? this.serveByRelay(agentSocket, input.engine, name) : this.serveByTunnel(agentSocket, input);
+    return choice.kind === 'mount' ? this.serveByRelay(agentSocket, input.engine, name) : this.serveByTunnel(agentSocket, input, name);
   }
 
   /** A recorded socket of the previous daemon, served again at its path. */
   private reopen(endpoint: KeptEndpoint): Promise<ServedAgent> {
-    return this.serveByRelay(endpoint.upstream, 'podman', endpoint.name, endpoint.dir);
+    switch (endpoint.kind) {
+      case 'relay':
+        return this.serveByRelay(endpoint.upstream, 'podman', endpoint.name, endpoint.dir);
+      case 'tunnel':
+        return this.tunnelTo(endpoint.upstream, connectionOf(endpoint.connection), endpoint.name, { slot: endpoint.slot });
+    }
   }
 
   /**
@@ -166,7 +187,7 @@ export class AgentBridges {
   private async serveByRelay(agentSocket: string, engine: AcquireInput['engine'], name: string | null, dirName?: string): Promise<ServedAgent> {
     const hash = stableHash(agentSocket);
     const { lease, bridge } = await this.relays.acquire(`relay:${agentSocket}`, () =>
-      new AgentRelay({ id: `relay_${hash}`, agentSocket, agentsDir: this.options.paths.agentsDir, monotonic: () => this.options.edges.clock.monotonic(), logger: this.options.logger }),
+      new AgentRelay({ id: `relay_${hash}`, agentSocket, agentsDir: this.options.paths.agentsDir, gate: this.gates.for(agentSocket), monotonic: () => this.options.edges.clock.monotonic(), logger: this.options.logger }),
     );
     const opened = await bridge.open(dirName).catch((error: unknown) => {
       lease.release();
@@ -201,16 +222,21 @@ export class AgentBridges {
     if (left.length > 0) this.options.logger.info({ module: 'relay', removed: left.length }, 'removed session directories nothing serves');
   }
 
-  private async serveByTunnel(agentSocket: string, input: AcquireInput): Promise<ServedAgent> {
+  private async serveByTunnel(agentSocket: string, input: AcquireInput, name: string | null): Promise<ServedAgent> {
     const { connection, forget } = await this.options.discover(input);
     const rediscover = async (): Promise<PodmanConnection> => {
       forget();
       return (await this.options.discover(input)).connection;
     };
-    return this.tunnelTo(agentSocket, connection, forget, rediscover);
+    return this.tunnelTo(agentSocket, connection, name, { forget, rediscover });
   }
 
-  private async tunnelTo(agentSocket: string, connection: PodmanConnection, forget: () => void, rediscover?: () => Promise<PodmanConnection>): Promise<ServedAgent> {
+  /**
+   * The session's own socket through the tunnel of its connection and host socket (DESIGN §6, §9);
+   * in `slot` when a recorded one is served again.
+   */
+  private async tunnelTo(agentSocket: string, connection: PodmanConnection, name: string | null, how: { forget?: () => void; rediscover?: () => Promise<PodmanConnection>; slot?: string } = {}): Promise<ServedAgent> {
+    const forget = how.forget ?? (() => undefined);
     // Not the port: `podman machine start` can move it, and the tunnel follows (re-discovery).
     const { user, host } = connection.target;
     const key = ['tunnel', connection.name, user ?? '', host, connection.identity ?? '', agentSocket].join('\n');
@@ -221,6 +247,8 @@ export class AgentBridges {
     // (root) connections never share one that only one of them can write.
     const login = [connection.name, user ?? '', host].join('\n');
     const vmRoot = await this.tunnelNames.root(login);
+    const hostDir = this.tunnelHostDir();
+    await ensureSecureDir(hostDir);
     const held = this.tunnels.acquire(key, () =>
       new Tunnel({
         id,
@@ -228,9 +256,13 @@ export class AgentBridges {
         connection,
         agentSocket,
         vmRoot,
+        hostDir,
+        gate: this.gates.for(agentSocket),
+        monotonic: () => this.options.edges.clock.monotonic(),
+        keeping: () => this.keeping,
         replaceRoot: (taken) => this.tunnelNames.replaceRoot(login, taken),
         index: this.tunnelIndex,
-        rediscover,
+        rediscover: how.rediscover,
         knownHostsPath: this.options.edges.knownHostsPath,
         logger: this.options.logger,
         spawnSsh: this.options.edges.spawnSsh,
@@ -241,6 +273,37 @@ export class AgentBridges {
     );
     held.catch(forget);
     const { lease, bridge } = await held;
-    return { lease, kind: 'tunnel', mountSource: bridge.vmDir, relabel: undefined, ...selinuxAccess(bridge.selinuxMode, connection.name) };
+    const opened = await bridge.open(how.slot).catch((error: unknown) => {
+      lease.release();
+      throw error;
+    });
+    const record: KeptEndpoint = { kind: 'tunnel', name, upstream: agentSocket, slot: opened.slot.name, connection: keptConnection(connection) };
+    return {
+      lease: endpointLease(lease, {
+        refused: () => opened.slot.endpoint.refused,
+        kept: () => record,
+        close: () => bridge.close(opened.slot, this.keeping),
+        logger: this.options.logger,
+      }),
+      kind: 'tunnel',
+      mountSource: opened.vmDir,
+      relabel: undefined,
+      ...selinuxAccess(bridge.selinuxMode, connection.name),
+    };
+  }
+
+  /** Daemon-private: the tunnels' control sockets and the host ends of the sessions' forwards. */
+  private tunnelHostDir(): string {
+    return path.join(this.options.paths.runtimeDir, 't');
+  }
+
+  /**
+   * What a previous daemon left there: a control socket of its ssh would stop a new master of the
+   * same name from listening; the host ends are bound again by whoever serves them.
+   */
+  private async clearTunnelHostDir(): Promise<void> {
+    const dir = this.tunnelHostDir();
+    const names = await fs.readdir(dir).catch(() => []);
+    await Promise.all(names.map((entry) => fs.rm(path.join(dir, entry), { force: true })));
   }
 }

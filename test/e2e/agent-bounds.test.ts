@@ -4,6 +4,7 @@ import { acquireSession, applyPlan, listSessions, listTunnels, type Session } fr
 import { SESSION_MAX_OPEN } from '../../daemon/bridges/bounds.js';
 import { Cleanup, cli, cliEnv, makeSandbox, startAgent, waitFor, type Agent } from '../helpers.js';
 import { buildHolder, HOLDER_IN_CONTAINER } from '../lab/holder.js';
+import { startPodmanMachine } from '../lab/podman-machine.js';
 import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -50,17 +51,22 @@ async function userKeys(agent: Agent): Promise<string> {
   return result.timedOut ? 'timed out' : result.stdout;
 }
 
+/** The two bridges that run in the daemon: the local relay, and a Podman machine's tunnel (the lab's sshd as the VM). */
+type Shape = 'Linux relay' | 'Podman machine tunnel';
+const SHAPES: Shape[] = ['Linux relay', 'Podman machine tunnel'];
+
 describe.skipIf(labMissing)('each session\'s agent is bounded and its own (real podman, ssh-agent under a low fd limit)', () => {
-  async function setup() {
+  async function setup(shape: Shape) {
     const { env: podmanEnv, image } = podmanLab();
     const sandbox = makeSandbox(cleanup);
     const agent = await startAgent(sandbox.dir, cleanup, 'agent', { maxFiles: AGENT_MAX_FILES });
     const holder = buildHolder(sandbox.dir);
-    return { sandbox, podmanEnv, image, agent, holder, env: cliEnv(sandbox, { ...podmanEnv, SSH_AUTH_SOCK: agent.socket }) };
+    const machine: Record<string, string> = shape === 'Linux relay' ? {} : { CONTAINERS_CONF: await startPodmanMachine(sandbox, podmanEnv, cleanup), SANDBOXD_SSH_BRIDGE: 'tunnel' };
+    return { sandbox, podmanEnv, image, agent, holder, env: cliEnv(sandbox, { ...podmanEnv, ...machine, SSH_AUTH_SOCK: agent.socket }) };
   }
 
-  it(`Linux relay: a container holding ${String(HELD)} connections is served ${String(SESSION_MAX_OPEN)}; another session and the user's own ssh-add still answer; sessions ls and tunnels ls count the refusals`, async () => {
-    const { env, image, agent, holder } = await setup();
+  it.each(SHAPES)(`%s: a container holding ${String(HELD)} connections is served ${String(SESSION_MAX_OPEN)}; another session and the user's own ssh-add still answer; sessions ls and tunnels ls count the refusals`, async (shape) => {
+    const { env, image, agent, holder } = await setup(shape);
     const attacker = await acquireSession({ engine: 'podman', env, heartbeat: false });
     cleanup.add(() => attacker.release());
     const held = await hold(env, image, holder, attacker);
@@ -74,13 +80,13 @@ describe.skipIf(labMissing)('each session\'s agent is bounded and its own (real 
     const sessions = await listSessions(env);
     expect(sessions.find((session) => session.id === attacker.id)?.refused).toBe(HELD - SESSION_MAX_OPEN);
     expect(sessions.find((session) => session.id === other.id)?.refused).toBe(0);
-    expect(await listTunnels(env)).toEqual([expect.objectContaining({ kind: 'relay', endpoints: 2, open: SESSION_MAX_OPEN, refused: HELD - SESSION_MAX_OPEN })]);
+    expect(await listTunnels(env)).toEqual([expect.objectContaining({ kind: shape === 'Linux relay' ? 'relay' : 'tunnel', endpoints: 2, open: SESSION_MAX_OPEN, refused: HELD - SESSION_MAX_OPEN })]);
     const table = (await cli(['sessions', 'ls'], env)).stdout;
     expect(table).toMatch(new RegExp(`${attacker.id} .* ${String(HELD - SESSION_MAX_OPEN)} `));
   });
 
-  it('a container whose session was released loses the agent at once, and for good', async () => {
-    const { env, image } = await setup();
+  it.each(SHAPES)('%s: a container whose session was released loses the agent at once, and for good', async (shape) => {
+    const { env, image } = await setup(shape);
     const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
     const container = await detached(env, session, [image, 'sh', '-c', LOOP]);
     await waitFor(async () => (await container.logs()).includes('ok'), 'the container to use the agent', 30_000, 200);
@@ -93,7 +99,7 @@ describe.skipIf(labMissing)('each session\'s agent is bounded and its own (real 
   });
 
   it('`sandboxd run -- -d …`: the detached container has no agent once run has released its session', async () => {
-    const { env, image } = await setup();
+    const { env, image } = await setup('Linux relay');
     const started = await cli(['run', '--quiet', '--engine', 'podman', '--', '-d', '--network', 'none', image, 'sh', '-c', LOOP], env, 60_000);
     expect(started.exitCode).toBe(0);
     const id = started.stdout.trim();

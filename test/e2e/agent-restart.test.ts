@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { listSessions, listTunnels } from '../../dist/client/index.js';
 import { Cleanup, cli, cliEnv, makeSandbox, startAgent, waitFor, type Sandbox } from '../helpers.js';
+import { startPodmanMachine } from '../lab/podman-machine.js';
 import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -59,14 +60,19 @@ function loopingContainer(env: NodeJS.ProcessEnv, image: string, bridge: string[
   };
 }
 
-describe.skipIf(labMissing)('a running container keeps its agent across a graceful restart, stop and start, and a drain (real podman, ssh-agent)', () => {
-  async function setup(bridge: 'mount') {
+/** The two bridges served by the daemon itself: the local relay, and a Podman machine's tunnel (the lab's sshd as the VM). */
+type Shape = 'Linux relay' | 'Podman machine tunnel';
+const SHAPES: Shape[] = ['Linux relay', 'Podman machine tunnel'];
+
+describe.skipIf(labMissing)('a running container keeps its agent across a graceful restart, stop and start, and a drain (real podman, ssh-agent, sshd)', () => {
+  async function setup(shape: Shape) {
     const { env: podmanEnv, image } = podmanLab();
     const sandbox = makeSandbox(cleanup);
     const agent = await startAgent(sandbox.dir, cleanup);
-    const env = cliEnv(sandbox, { ...podmanEnv, SSH_AUTH_SOCK: agent.socket });
+    const machine: Record<string, string> = shape === 'Linux relay' ? {} : { CONTAINERS_CONF: await startPodmanMachine(sandbox, podmanEnv, cleanup) };
+    const env = cliEnv(sandbox, { ...podmanEnv, ...machine, SSH_AUTH_SOCK: agent.socket });
     expect((await cli(['start'], env)).exitCode).toBe(0);
-    const container = loopingContainer(env, image, ['--ssh-bridge', bridge]);
+    const container = loopingContainer(env, image, ['--ssh-bridge', shape === 'Linux relay' ? 'mount' : 'tunnel']);
     await container.next('ok', 60_000);
     const [before] = await listSessions(env);
     expect(before).toBeDefined();
@@ -77,20 +83,20 @@ describe.skipIf(labMissing)('a running container keeps its agent across a gracef
   async function adopted(sandbox: Sandbox, env: NodeJS.ProcessEnv, before: string): Promise<void> {
     await waitFor(async () => (await listSessions(env)).some((session) => session.id !== before), 'the client to renew its lease', 30_000, 200);
     await waitFor(() => logOf(sandbox).includes('a renewed session took its socket over'), 'the renewal to take the socket over', 10_000, 100);
-    // Taken over, not made anew: the relay serves one socket, the one the container mounts.
+    // Taken over, not made anew: the bridge serves one session socket, the one the container mounts.
     expect((await listTunnels(env)).map((bridge) => bridge.endpoints)).toEqual([1]);
   }
 
-  it('Linux relay: `sandboxd restart`', async () => {
-    const { sandbox, env, container, before } = await setup('mount');
+  it.each(SHAPES)('%s: `sandboxd restart`', async (shape) => {
+    const { sandbox, env, container, before } = await setup(shape);
     expect((await cli(['restart'], env)).exitCode).toBe(0);
     await container.next('ok');
     await adopted(sandbox, env, before);
     await container.next('ok');
   });
 
-  it('Linux relay: `sandboxd stop`, then `sandboxd start`', async () => {
-    const { sandbox, env, container, before } = await setup('mount');
+  it.each(SHAPES)('%s: `sandboxd stop`, then `sandboxd start`', async (shape) => {
+    const { sandbox, env, container, before } = await setup(shape);
     const stopped = await cli(['stop'], env);
     expect(stopped.stderr).toContain('stop answering until a daemon runs again, which serves the same sockets');
     await container.next('lost');
@@ -100,8 +106,8 @@ describe.skipIf(labMissing)('a running container keeps its agent across a gracef
     await container.next('ok');
   });
 
-  it('Linux relay: a drain (a newer client asked the daemon to make way), then the restart that ends it', async () => {
-    const { sandbox, env, container, before } = await setup('mount');
+  it.each(SHAPES)('%s: a drain (a newer client asked the daemon to make way), then the restart that ends it', async (shape) => {
+    const { sandbox, env, container, before } = await setup(shape);
     const asked = await drain(path.join(sandbox.env.SANDBOXD_RUNTIME_DIR, 'sandboxd.sock'));
     expect(asked).toEqual({ status: 202, body: JSON.stringify({ sessions: 1 }) });
     await container.next('ok');

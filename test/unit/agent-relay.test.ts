@@ -3,7 +3,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentRelay } from '../../daemon/bridges/agent-relay.js';
-import { SESSION_MAX_OPEN, SESSION_RATE_PER_SECOND, UPSTREAM_MAX_OPEN } from '../../daemon/bridges/bounds.js';
+import { SESSION_MAX_OPEN, SESSION_RATE_PER_SECOND, UPSTREAM_MAX_OPEN, UpstreamGate } from '../../daemon/bridges/bounds.js';
 import { createLogger } from '../../daemon/os/logger.js';
 import { Cleanup } from '../helpers.js';
 
@@ -54,7 +54,7 @@ async function relay() {
     for (const client of held) client.destroy();
   });
   let now = 0;
-  const bridge = new AgentRelay({ id: 'relay_t', agentSocket: upstream, agentsDir: path.join(dir, 'agents'), monotonic: () => now, logger: createLogger({ kind: 'silent' }) });
+  const bridge = new AgentRelay({ id: 'relay_t', agentSocket: upstream, agentsDir: path.join(dir, 'agents'), gate: new UpstreamGate(), monotonic: () => now, logger: createLogger({ kind: 'silent' }) });
   cleanup.add(() => bridge.halt());
   bridge.start();
   await bridge.whenReady();
