@@ -40,11 +40,10 @@ export interface ServedAgent {
   lease: Lease;
   kind: 'mount' | 'tunnel' | 'desktop';
   /**
-   * Host path (relay) or VM path (tunnel) of the directory to mount; with `socketFile`, the VM's
-   * socket itself; null when `flags` carry the mount (a relay container's volume).
+   * Host path (relay) or VM path (tunnel) of the session's own directory to mount; null when
+   * `flags` carry the mount (its relay container's volume).
    */
   mountSource: string | null;
-  socketFile?: boolean;
   relabel: Mount['relabel'];
   flags: string[];
   warnings: string[];

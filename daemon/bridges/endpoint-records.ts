@@ -5,6 +5,7 @@ import { ENGLISH } from '../../shared/contracts/messages.js';
 import { writeFileAtomic } from '../os/files.js';
 import type { Logger } from '../os/logger.js';
 import { readStateFile } from '../os/state-file.js';
+import { HelperRecord } from './helper-records.js';
 
 /** Names a daemon made: 64 random bits in hex. */
 const Token = z.string().check(z.regex(/^[0-9a-f]{16}$/));
@@ -37,7 +38,27 @@ const TunnelEndpoint = z.strictObject({
   connection: KeptConnection,
 });
 
-export const KeptEndpoint = z.discriminatedUnion('kind', [RelayEndpoint, TunnelEndpoint]);
+/**
+ * A session's relay container in a Docker engine's VM, and what reaches that engine and its hub:
+ * the relay keeps running while no daemon does, and the next one takes it over.
+ */
+const DockerEndpoint = z.strictObject({
+  kind: z.literal('docker'),
+  name: SocketName,
+  /** The session's own agent on the host (a renewal takes the relay over only for the same one). */
+  upstream: AbsolutePath,
+  /** The VM's built-in agent socket the engine's hub serves. */
+  vmSocket: AbsolutePath,
+  relay: z.string().check(z.regex(/^sandboxd-relay-[0-9a-f]{16}$/)),
+  uid: z.int().check(z.minimum(0), z.maximum(2 ** 32 - 2)),
+  gid: z.int().check(z.minimum(0), z.maximum(2 ** 32 - 2)),
+  instance: z.string().check(z.minLength(1), z.maxLength(1024)),
+  architecture: z.string().check(z.maxLength(64)),
+  docker: AbsolutePath,
+  env: HelperRecord.shape.env,
+});
+
+export const KeptEndpoint = z.discriminatedUnion('kind', [RelayEndpoint, TunnelEndpoint, DockerEndpoint]);
 export type KeptEndpoint = z.infer<typeof KeptEndpoint>;
 
 /** A session's sockets, and whose they are: only that client's renewal takes them over. */

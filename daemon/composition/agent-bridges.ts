@@ -102,6 +102,7 @@ export class AgentBridges {
       workDir: path.join(options.paths.runtimeDir, 'relay-image'),
       idleMs: options.idleMs,
       logger: options.logger,
+      keeping: () => this.keeping,
       serveLocal: (agentSocket, input, name) => this.serveByRelay(agentSocket, input.engine, name),
       serveTunnel: (agentSocket, input, name, connection) =>
         connection === undefined ? this.serveByTunnel(agentSocket, input, name) : this.tunnelTo(agentSocket, connection, name),
@@ -127,10 +128,11 @@ export class AgentBridges {
   start(): void {
     this.startup = this.clearTunnelHostDir()
       .then(() => this.kept.start())
-      .then(async () => {
+      .then(async (kept) => {
+        // A kept session's relay container, and its hub, keep running for it.
+        this.docker.removeLeftovers([...kept.flatMap((session) => session.endpoints.flatMap((endpoint) => (endpoint.kind === 'docker' ? [endpoint.relay] : []))), ...this.docker.relays.bridges().map((hub) => hub.name)]);
         await this.removeLeftoverDirs();
       });
-    this.docker.removeLeftovers();
   }
 
   /**
@@ -141,6 +143,12 @@ export class AgentBridges {
     await this.kept.freeze();
     this.keeping = true;
     this.kept.release();
+    await this.docker.removeSpares();
+  }
+
+  /** Reads what the relays in engines' VMs counted (`sessions ls`, `tunnels ls`). */
+  refresh(): Promise<void> {
+    return this.docker.refresh();
   }
 
   /** A session started or ended: the record of the sessions' sockets is written a moment later. */
@@ -177,6 +185,8 @@ export class AgentBridges {
         return this.serveByRelay(endpoint.upstream, 'podman', endpoint.name, endpoint.dir);
       case 'tunnel':
         return this.tunnelTo(endpoint.upstream, connectionOf(endpoint.connection), endpoint.name, { slot: endpoint.slot });
+      case 'docker':
+        return this.docker.reopen({ ...endpoint, upstream: endpoint.vmSocket, hostSocket: endpoint.upstream, env: Object.fromEntries(Object.entries(endpoint.env)) }, endpoint.name);
     }
   }
 

@@ -27,6 +27,8 @@ export function registerRoutes(app: FastifyInstance, deps: DaemonDeps, services:
     ...services.privacy,
     drain,
   });
-  registerSessionRoutes(app, services.sessions, registry, services.containers);
-  registerTunnelRoutes(app, agentBridges.all);
+  // What relays in engines' VMs counted is read when someone lists, never on a timer.
+  const counted = () => agentBridges.refresh();
+  registerSessionRoutes(app, services.sessions, registry, services.containers, counted);
+  registerTunnelRoutes(app, agentBridges.all, counted);
 }
