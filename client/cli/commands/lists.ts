@@ -32,7 +32,7 @@ const TUNNEL_COLUMNS: Column<BridgeInfo>[] = [
   { header: 'RESTARTS', value: (t) => String(t.restarts) },
   { header: 'AGE', value: (t) => formatAge(t.createdAt) },
   { header: 'AGENT', value: (t) => t.hostAgentSocket, keepEnd: true, wideOnly: true },
-  { header: 'SOCKET', value: (t) => t.socketPath, keepEnd: true },
+  { header: 'SOCKET', value: (t) => t.socketPath, keepEnd: true, keepComponents: 2 },
   { header: 'LAST ERROR', value: (t) => t.lastError ?? '-' },
 ];
 
