@@ -62,11 +62,8 @@ export interface Column<T> {
   whole?: boolean;
   /** Cut at the start, keeping the end: a path's file name says more than its first directories. */
   keepEnd?: boolean;
-  /**
-   * With keepEnd: this many of the path's last components are never cut (`…/c2e54ffd86e4/agent.sock`
-   * tells tunnels apart where `…/agent.sock` cannot).
-   */
-  keepComponents?: number;
+  /** With keepEnd: the path's last component is never cut (the directory that tells tunnels apart). */
+  keepLast?: boolean;
   /** Shown only with `--no-trunc` (and always in `--json`): what no default width has room for. */
   wideOnly?: boolean;
 }
@@ -96,12 +93,6 @@ export function fitWidths(natural: readonly number[], floors: readonly number[],
   return widths;
 }
 
-/** The width of `…/` and a path's last `count` components, or the whole path when it has no more. */
-function tailLength(cell: string, count: number): number {
-  const parts = cell.split('/');
-  return parts.length <= count ? cell.length : parts.slice(-count).join('/').length + 2;
-}
-
 function cut(cell: string, width: number, keepEnd: boolean): string {
   if (cell.length <= width) return cell;
   return keepEnd ? `…${cell.slice(cell.length - width + 1)}` : `${cell.slice(0, Math.max(0, width - 1))}…`;
@@ -117,7 +108,7 @@ export function printTable<T>(allColumns: readonly Column<T>[], rows: readonly T
   const natural = columns.map((column, index) => Math.max(column.header.length, ...cells.map((line) => (line[index] ?? '').length)));
   const floors = columns.map((column, index) => {
     if (column.whole === true) return natural[index] ?? 0;
-    const tail = column.keepComponents === undefined ? 0 : Math.max(0, ...cells.map((line) => tailLength(line[index] ?? '', column.keepComponents ?? 0)));
+    const tail = column.keepLast === true ? Math.max(0, ...cells.map((line) => (line[index] ?? '').split('/').at(-1)?.length ?? 0).map((length) => length + 1)) : 0;
     return Math.max(column.header.length, MIN_COLUMN, tail);
   });
   const widths = fitWidths(natural, floors, limit);

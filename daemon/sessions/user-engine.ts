@@ -3,6 +3,7 @@ import { SandboxdError } from '../../shared/errors.js';
 import type { Platform } from '../../shared/paths.js';
 import type { IdentifiedEngine } from '../engines/engine-identifier.js';
 import { chooseSite } from '../podman/engine-site.js';
+import { chooseBridge } from '../plan/bridge-select.js';
 import type { UserMappingEngine } from '../plan/user-namespace.js';
 
 export interface UserEngineDeps {
@@ -14,7 +15,7 @@ export interface UserEngineDeps {
   /**
    * The session's Docker engine (cached per docker view). Its failure fails the acquire (but for a
    * docker missing from PATH): an engine that does not answer runs no container, so no plan is
-   * handed out for one.
+   * handed out for one (and no warning that it did not carry the agent, before docker's own error).
    */
   identifyDocker(input: AcquireInput): Promise<IdentifiedEngine>;
 }
@@ -26,6 +27,11 @@ export interface UserEngineDeps {
  */
 export async function userEngine(input: AcquireInput, deps: UserEngineDeps): Promise<UserMappingEngine> {
   if (input.engine === 'docker') {
+    // docker info is asked only where its answer is needed anyway: a container user other than
+    // root (whose files?), or an agent carried by the engine (identified by the bridge too, from
+    // the same cache). Elsewhere docker's own run reports an engine that does not answer.
+    const bridged = input.sshAgent !== 'off' && chooseBridge({ setting: input.sshBridge, engine: 'docker', platform: deps.platform, env: input.client.env ?? {}, connectionRequested: input.connection !== undefined }).kind === 'engine';
+    if (!bridged && (input.containerUser?.uid ?? 0) === 0) return { kind: 'other' };
     const identified = await deps.identifyDocker(input).catch((error: unknown) => {
       // No docker on the session's PATH: its own `run` says so (127), as it would without sandboxd.
       if (error instanceof SandboxdError && error.code === 'ENGINE_NOT_FOUND') return null;

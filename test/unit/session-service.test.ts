@@ -136,7 +136,7 @@ describe('SessionService.acquire', () => {
     expect(answer.plan.warnings.some((warning) => warning.includes('keep-id'))).toBe(false);
   });
 
-  it('an engine that does not answer fails the acquire, whatever the agent setting: no plan for a run that cannot start', async () => {
+  it('an engine that does not answer when asked fails the acquire: no plan for a run that cannot start', async () => {
     const down = new SandboxdError('DOCKER_INFO_FAILED', 'the Docker engine did not answer `docker info`: Cannot connect to the Docker daemon');
     const { events, registry, acquire } = service(() => ({ userEngine: () => Promise.reject(down) }));
     await expect(acquire({ sshAgent: 'off' })).rejects.toBe(down);

@@ -68,6 +68,16 @@ describe('the engine whose users are mapped', () => {
     expect(await userEngine(request({ engine: 'docker' }), { ...deps, identifyDocker: () => docker('docker-desktop') })).toEqual({ kind: 'other' });
   });
 
+  it('asks docker only where its answer is needed anyway: a non-root container user, or an agent the engine carries', async () => {
+    let asked = 0;
+    const counting = { ...deps, identifyDocker: () => ((asked += 1), docker('docker-engine')) };
+    expect(await userEngine(request({ engine: 'docker', sshAgent: 'off' }), counting)).toEqual({ kind: 'other' });
+    expect(await userEngine(request({ engine: 'docker', sshBridge: 'mount' }), counting)).toEqual({ kind: 'other' });
+    expect(asked).toBe(0);
+    expect(await userEngine(request({ engine: 'docker', sshAgent: 'off', containerUser: { uid: 1000, gid: 1000 } }), counting)).toEqual({ kind: 'rootful-docker' });
+    expect(asked).toBe(1);
+  });
+
   it('a Docker engine that does not answer fails the acquire; a docker missing from PATH is left to its own run', async () => {
     const missing = new SandboxdError('ENGINE_NOT_FOUND', 'no docker');
     expect(await userEngine(request({ engine: 'docker' }), { ...deps, identifyDocker: () => Promise.reject(missing) })).toEqual({ kind: 'other' });

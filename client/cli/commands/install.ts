@@ -148,7 +148,7 @@ function uninstallReport(done: {
     lines.push(...(done.dirs?.removed ?? []).map((dir) => `removed ${dir}`));
   }
   lines.push(...(done.dirs?.kept ?? []).map(({ dir, why }) => `kept ${dir}: ${why}`));
-  if (!done.dryRun) lines.push(done.dirs === null ? 'clients start the daemon themselves again; `sandboxd uninstall --purge` removes everything, then `npm uninstall -g sandboxd`' : 'now remove the package: npm uninstall -g sandboxd');
+  if (!done.dryRun) lines.push(done.dirs === null ? 'clients start the daemon themselves again; to remove sandboxd: `sandboxd uninstall --purge`, then `npm uninstall -g sandboxd`' : 'now remove the package: npm uninstall -g sandboxd');
   return `${lines.join('\n')}\n`;
 }
 

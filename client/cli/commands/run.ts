@@ -55,7 +55,7 @@ function engineCommand(plan: Plan, runArgs: readonly string[]): string[] {
  * stays its own. Each reason once: the plan's warning about the skipped agent repeats the reason
  * before its remedy, so it is printed as the remedy under the reason.
  */
-export function planNotices(ssh: SessionInfo['ssh'], warnings: readonly string[]): string {
+export function planNotices(ssh: SessionInfo['ssh'] | { status: 'forwarded' }, warnings: readonly string[]): string {
   const lines: string[] = [];
   let rest = warnings;
   if (ssh.status === 'skipped') {
@@ -137,8 +137,11 @@ export function registerRunCommand(program: Command): void {
         await session.release().catch(() => undefined);
         return dieBy(early, inbox);
       }
-      if (flags.quiet !== true) process.stderr.write(planNotices(session.info.ssh, session.plan.warnings));
-      if (flags.verbose === true) process.stderr.write(session.plan.notices.map((notice) => `sandboxd: notice: ${notice}\n`).join(''));
+      // An agent the caller turned off is no news: only the warnings are said then.
+      const ssh = flags.sshAgent === 'off' ? { status: 'forwarded' as const } : session.info.ssh;
+      if (flags.quiet !== true) process.stderr.write(planNotices(ssh, session.plan.warnings));
+      // What sandboxd set that needs no action: asked for with -v (and silenced with the rest by -q).
+      if (flags.verbose === true && flags.quiet !== true) process.stderr.write(session.plan.notices.map((notice) => `sandboxd: notice: ${notice}\n`).join(''));
       let result: EngineRun;
       try {
         result = await runEngine({
@@ -153,7 +156,8 @@ export function registerRunCommand(program: Command): void {
         inbox.close();
         return reportError(error, json);
       }
-      await endSession(session, result.interrupted || result.exit.signal !== null);
+      // A forced stop removed the container already.
+      await endSession(session, result.forcedBy === null && (result.interrupted || result.exit.signal !== null));
       const signal = result.forcedBy ?? result.exit.signal;
       if (signal !== null) return dieBy(signal, inbox);
       inbox.close();
