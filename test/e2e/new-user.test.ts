@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Cleanup, ROOT, exitOf, pidAlive, waitFor } from '../helpers.js';
-import { createTestUser, labImageTar, type TestUser } from '../lab/test-user.js';
+import { Cleanup, exitOf, pidAlive, waitFor } from '../helpers.js';
+import { createTestUser, labImageTar, packTarball, type TestUser } from '../lab/test-user.js';
 import { lab, labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -14,16 +14,7 @@ afterAll(() => cleanup.run(), 120_000);
 let tarball = '';
 
 beforeAll(async () => {
-  if (labMissing) return;
-  const dir = mkdtempSync('/tmp/sbx-pack-');
-  chmodSync(dir, 0o755);
-  cleanup.add(() => {
-    rmSync(dir, { recursive: true, force: true });
-  });
-  await execa('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: ROOT, timeout: 120_000 });
-  const [name] = readdirSync(dir).filter((file) => file.endsWith('.tgz'));
-  tarball = path.join(dir, name ?? '');
-  chmodSync(tarball, 0o644);
+  if (!labMissing) tarball = await packTarball(cleanup);
 }, 180_000);
 
 /** What a finished command said. */
