@@ -91,7 +91,8 @@ function stateWriteFailed(dir: string, cause: unknown): SandboxdError {
  * Which container belongs to which session: the plan labels the container and names a
  * fresh cidfile; when a session ends because its client died, its lease expired or the user
  * removed it, the container is removed with it. A released session's container is the client's
- * business and is left alone (its record is kept aside while the container exists). Records
+ * while it runs (its record is kept aside while the container exists), and is removed once it
+ * never started or has exited: no container outlives its session by accident. Records
  * outlive the daemon (`save`), so the next one finishes the job; a record another live daemon
  * wrote is never acted on.
  */
@@ -213,6 +214,8 @@ export class SessionContainers {
     await this.ready;
     const records = this.ofSession(sessionId);
     if (records.length === 0) return [];
+    // Only a container the engine created can be left behind: the rest cost no engine call.
+    const created = reason === 'released' ? await this.created(records) : [];
     for (const record of records) this.deleteRecord(record.key, reason === 'released' ? record : null);
     const removed: string[] = [];
     const errors: unknown[] = [];
@@ -233,8 +236,16 @@ export class SessionContainers {
       this.deps.logger.error({ err: error, sessionId }, 'cannot keep the record of a container that could not be removed');
     });
     if (errors.length > 0) throw errors[0];
-    if (reason === 'released') await this.tidyReleased(sessionId, records);
+    if (created.length > 0) await this.tidyReleased(sessionId, created);
     return removed;
+  }
+
+  /** The records whose cidfile the engine wrote: their container was created. */
+  private async created(records: readonly ContainerRecord[]): Promise<ContainerRecord[]> {
+    const written = await Promise.all(
+      records.map(async (record) => this.ids.has(record.key) || CONTAINER_ID.test((await fs.readFile(this.cidfile(record.key), 'utf8').catch(() => '')).trim())),
+    );
+    return records.filter((_record, index) => written[index] === true);
   }
 
   /**

@@ -56,6 +56,8 @@ function setup(inherited: ContainerRecord[] = [], { released = [], failing = new
   const engine = new Map<string, string>();
   /** Ids of those containers that are not running (created, exited). */
   const stopped = new Set<string>();
+  /** Sessions whose stopped containers the engine was asked to remove. */
+  const tidied: string[] = [];
   const removedIds: string[] = [];
   const state = { stray: false, diskFull: false, listings: 0, listFailures: 0 };
   /** Work the containers put off until a quiet moment: run by `quiet()`. */
@@ -107,6 +109,7 @@ function setup(inherited: ContainerRecord[] = [], { released = [], failing = new
       return Promise.resolve([...engine].map(([id, session]) => ({ id, session, stopped: stopped.has(id) })));
     },
     removeStopped: (_entry, labels) => {
+      tidied.push(labels.session);
       const mine = [...engine].filter(([, session]) => session === labels.session).map(([id]) => id);
       const gone = mine.filter((id) => stopped.has(id));
       for (const id of gone) engine.delete(id);
@@ -124,7 +127,7 @@ function setup(inherited: ContainerRecord[] = [], { released = [], failing = new
     },
     logger,
   });
-  return { containers, probe, live, removed, saved, changed, dir, engine, stopped, removedIds, releasedOnDisk, state, quiet, advance: (ms: number) => (now += ms) };
+  return { containers, probe, live, removed, saved, changed, dir, engine, stopped, tidied, removedIds, releasedOnDisk, state, quiet, advance: (ms: number) => (now += ms) };
 }
 
 describe('SessionContainers', () => {
@@ -179,16 +182,21 @@ describe('SessionContainers', () => {
   });
 
   it('removes a released session\'s container that never started or has exited; one still running stays the client\'s', async () => {
-    const { containers, engine, stopped, removedIds, releasedOnDisk } = setup();
-    await containers.prepare(request('ses_created01', 100));
-    await containers.prepare(request('ses_running01', 100));
+    const { containers, engine, stopped, tidied, removedIds, releasedOnDisk } = setup();
+    const created = await containers.prepare(request('ses_created01', 100));
+    const running = await containers.prepare(request('ses_running01', 100));
     await containers.prepare(request('ses_notyet001', 100));
-    // An interrupted run left its container created and never started; another still runs.
+    // An interrupted run left its container created and never started; another still runs. The
+    // engine wrote their cidfiles; the third plan's container was never created.
     engine.set('c-created', 'ses_created01');
     stopped.add('c-created');
+    writeFileSync(created.container.cidfile, 'c'.repeat(64));
     engine.set('c-running', 'ses_running01');
+    writeFileSync(running.container.cidfile, 'd'.repeat(64));
     for (const key of ['ses_created01', 'ses_running01', 'ses_notyet001']) await containers.ended(key, 'released');
     expect(removedIds).toEqual(['c-created']);
+    // No engine call for a container never created: releases that ran nothing cost nothing.
+    expect(tidied).toEqual(['ses_created01', 'ses_running01']);
     expect([...engine.keys()]).toEqual(['c-running']);
     // The removed one's record is forgotten; the running one's and one whose container may still come stay aside.
     expect([...releasedOnDisk].sort()).toEqual(['ses_notyet001', 'ses_running01']);
@@ -196,8 +204,9 @@ describe('SessionContainers', () => {
 
   it('removes a released session\'s container once it has exited, at the next look', async () => {
     const { containers, engine, stopped, removedIds, releasedOnDisk, advance, quiet } = setup();
-    await containers.prepare(request('ses_running01', 100));
+    const running = await containers.prepare(request('ses_running01', 100));
     engine.set('c-running', 'ses_running01');
+    writeFileSync(running.container.cidfile, 'd'.repeat(64));
     await containers.ended('ses_running01', 'released');
     await containers.sweep();
     await quiet();
