@@ -58,7 +58,8 @@ export interface AcquireOptions extends ConnectionOptions {
   harden?: boolean;
 }
 
-function pickEnv(env: NodeJS.ProcessEnv): ClientEnv {
+/** The variables of this environment the daemon may use for the session (DESIGN §4). */
+export function pickEnv(env: NodeJS.ProcessEnv): ClientEnv {
   const picked: ClientEnv = {};
   for (const name of CLIENT_ENV_NAMES) {
     const value = env[name];

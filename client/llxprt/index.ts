@@ -1,5 +1,6 @@
 import os from 'node:os';
 import { SandboxdError } from '../../shared/errors.js';
+import { AGENT_NOT_FORWARDED } from '../../shared/agent-warning.js';
 import { applyPlan, type AppliedPlan } from '../apply-plan.js';
 import type { ConnectionOptions } from '../connection.js';
 import { acquireSession, type AcquireOptions, type Session } from '../session.js';
@@ -83,11 +84,21 @@ function agentForwarded(session: Session, applied: AppliedPlan): boolean {
   return session.info.ssh.status === 'forwarded' && !applied.skipped.some((entry) => entry.kind === 'env' && entry.key === 'SSH_AUTH_SOCK');
 }
 
-function warnOnce(launch: Launch, warnings: readonly string[]): void {
-  for (const warning of warnings) {
+/**
+ * The plan's warnings, each once; its notices (what sandboxd set that needs no action) and why the
+ * agent was not forwarded when llxprt's own step carries it are for debugging only.
+ */
+function warnOnce(launch: Launch, plan: Session['plan']): void {
+  for (const warning of plan.warnings) {
     if (launch.warned.has(warning)) continue;
     launch.warned.add(warning);
-    launch.log.warn(warning);
+    if (!launch.sshForwarded && warning.startsWith(AGENT_NOT_FORWARDED)) launch.log.debug(warning);
+    else launch.log.warn(warning);
+  }
+  for (const notice of plan.notices) {
+    if (launch.warned.has(notice)) continue;
+    launch.warned.add(notice);
+    launch.log.debug(notice);
   }
 }
 
@@ -127,7 +138,7 @@ async function startLaunch(config: LlxprtSandboxConfig, args: string[], options:
     }
     args.splice(applied.inserted.at, 0, ...applied.inserted.added);
     const launch: Launch = { session, request, inserted: applied.inserted, sshForwarded: agentForwarded(session, applied), log, warned: new Set() };
-    warnOnce(launch, session.plan.warnings);
+    warnOnce(launch, session.plan);
     const { ssh } = session.info;
     if (!launch.sshForwarded) log.debug(`the agent is left to llxprt: ${ssh.status === 'skipped' ? ssh.reason : 'llxprt\'s arguments set SSH_AUTH_SOCK'}`);
     return launch;
@@ -204,7 +215,7 @@ export async function forwardCredentialSocket(args: string[], hostSocket: string
     launch.session = next;
     launch.inserted = swap.applied.inserted;
     await releaseQuietly(first);
-    warnOnce(launch, next.plan.warnings);
+    warnOnce(launch, next.plan);
     return swap.socket;
   } catch (error) {
     if (next !== null) await releaseQuietly(next);

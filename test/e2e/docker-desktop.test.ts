@@ -202,8 +202,9 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
     const fake = desktopCli(sandbox.dir);
     const env = cliEnv(sandbox, { SSH_AUTH_SOCK: shellAgent.socket, DOCKER_HOST: dockerd.host, PATH: fake.path });
     const plan = async (args: string[] = []): Promise<PlanJson> => {
-      // Outside any repository, so the plan's warnings are the bridge's alone.
-      const result = await cli(['plan', '--engine', 'docker', '--json', ...args], env, 60_000, sandbox.dir);
+      // Outside any repository and with no work tree (the sandbox dir holds HOME), so the plan's
+      // warnings are the bridge's alone.
+      const result = await cli(['plan', '--engine', 'docker', '--no-workdir', '--json', ...args], env, 60_000, sandbox.dir);
       expect(result.stderr).toBe('');
       return JSON.parse(result.stdout) as PlanJson;
     };
@@ -285,7 +286,7 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
   it('a built-in socket only root may write (0755): the relay fails at start saying why, instead of saying ready and dropping every connection', async () => {
     const { sandbox, env } = await setup('agent-0755');
     // The engine's own probe runs as root, which may write the socket: the relay's uid may not.
-    const result = await cli(['plan', '--engine', 'docker', '--ssh-agent', 'on', '--json', ...planAs1000], env, 90_000, sandbox.dir);
+    const result = await cli(['plan', '--engine', 'docker', '--ssh-agent', 'on', '--no-workdir', '--json', ...planAs1000], env, 90_000, sandbox.dir);
     const { error } = JSON.parse(result.stdout) as { error: { code: string; message: string } };
     expect(error.code).toBe('RELAY_CONTAINER_FAILED');
     expect(error.message).toContain('did not become ready: sandboxd-relay: connect /upstream.sock: Permission denied');

@@ -1,9 +1,9 @@
-import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Cleanup, ROOT } from '../helpers.js';
-import { createTestUser, labImageTar } from '../lab/test-user.js';
+import { Cleanup } from '../helpers.js';
+import { createTestUser, labImageTar, packTarball } from '../lab/test-user.js';
 import { lab, labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -17,14 +17,7 @@ afterAll(() => cleanup.run());
 describe.skipIf(labMissing)('the packed tarball, installed offline by a non-root user with a user prefix', () => {
   it('installs with no dependency to fetch, and `sandboxd run` from it forwards the agent', async () => {
     const { image } = podmanLab();
-    const packDir = mkdtempSync('/tmp/sbx-pack-');
-    chmodSync(packDir, 0o755);
-    cleanup.add(() => {
-      rmSync(packDir, { recursive: true, force: true });
-    });
-    await execa('npm', ['pack', '--silent', '--pack-destination', packDir], { cwd: ROOT, timeout: 60_000 });
-    const [tarball] = readdirSync(packDir).filter((name) => name.endsWith('.tgz'));
-    expect(tarball).toBeDefined();
+    const tarball = await packTarball(cleanup);
     const user = await createTestUser(cleanup, { tar: await labImageTar(lab.dir, cleanup), name: image });
 
     const prefix = path.join(user.home, '.local');
@@ -42,7 +35,7 @@ describe.skipIf(labMissing)('the packed tarball, installed offline by a non-root
         cwd: user.home,
       });
 
-    const installed = await asUser('npm', ['install', '--global', '--prefix', prefix, path.join(packDir, tarball ?? '')], offline);
+    const installed = await asUser('npm', ['install', '--global', '--prefix', prefix, tarball], offline);
     expect({ code: installed.exitCode, stderr: installed.stderr }).toMatchObject({ code: 0 });
     expect(installed.stdout).toContain('added 1 package');
     expect(readdirSync(path.join(prefix, 'lib/node_modules/sandboxd'))).not.toContain('node_modules');

@@ -92,7 +92,11 @@ describe('sandboxd install / uninstall on Linux (systemd user units)', () => {
       '--user stop sandboxd.service',
       '--user daemon-reload',
     ]);
-    expect((await cli(['uninstall'], env)).stdout).toBe('sandboxd is not installed as a service');
+    expect((await cli(['uninstall'], env)).stdout.split('\n')).toEqual([
+      'sandboxd was not installed as a service',
+      'no daemon was running',
+      'clients start the daemon themselves again; to remove sandboxd: `sandboxd uninstall --purge`, then `npm uninstall -g sandboxd`',
+    ]);
   });
 
   it('names the node the PATH gives (a link an upgrade repoints), not its realpath into a version directory', async () => {
