@@ -69,16 +69,13 @@ const REPLACEMENTS: unknown[] = [undefined, null, true, 0, -1, 1.5, 2 ** 60, '',
 function* places(value: unknown, set: (next: unknown) => unknown): Generator<{ at: unknown; set: (next: unknown) => unknown }> {
   yield { at: value, set };
   if (Array.isArray(value)) {
-    for (const [index, item] of value.entries()) yield* places(item, (next) => set(value.map((old, i) => (i === index ? next : old))));
+    const items = value as unknown[];
+    for (const [index, item] of items.entries()) yield* places(item, (next) => set(items.map((old, i) => (i === index ? next : old))));
   } else if (typeof value === 'object' && value !== null) {
     const record = value as Record<string, unknown>;
     for (const key of Object.keys(record)) {
-      yield* places(record[key], (next) => {
-        const copy = { ...record };
-        if (next === undefined) delete copy[key];
-        else copy[key] = next;
-        return set(copy);
-      });
+      // Replaced by undefined: the key is gone, as JSON would have it.
+      yield* places(record[key], (next) => set(Object.fromEntries(Object.entries(record).flatMap(([name, old]) => (name !== key ? [[name, old]] : next === undefined ? [] : [[name, next]])))));
     }
   }
 }
