@@ -94,6 +94,9 @@ function bunApi(): BunApi | null {
 function bunWire(bun: BunApi, socketPath: string): Wire {
   let socket: BunSocket | null = null;
   let closed = false;
+  // Bun may report a failed connect before connectWire returns, before anyone listens: the first
+  // write is then told why.
+  let failure: Error | null = null;
   let ended = false;
   let referenced = true;
   // Bytes not yet taken by the system, and who waits for them: Bun writes what fits and says how much.
@@ -111,6 +114,7 @@ function bunWire(bun: BunApi, socketPath: string): Wire {
     done?.();
   };
   const fail = (error: Error): void => {
+    failure ??= error;
     const done = onWritten;
     onWritten = null;
     pending = null;
@@ -130,7 +134,7 @@ function bunWire(bun: BunApi, socketPath: string): Wire {
     events: IGNORED,
     write: (text, written) => {
       if (closed) {
-        written(Object.assign(new Error('the connection is closed'), { code: 'EPIPE' }));
+        written(failure ?? Object.assign(new Error('the connection is closed'), { code: 'EPIPE' }));
         return;
       }
       pending = pending === null ? Buffer.from(text) : Buffer.concat([pending, Buffer.from(text)]);
