@@ -179,7 +179,11 @@ async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string,
       [`(10) sandboxd/llxprt on ${name}: import`, `${median(launch.importMs).toFixed(1)} ms`, `CPU ${median(launch.importCpuMs).toFixed(1)} ms`],
       [`(10) sandboxd/llxprt on ${name}: acquire at the daemon`, `${median(launch.firstRequestMs).toFixed(1)} ms`, 'from the launch path\'s first line: what the launch pays before sandboxd is asked'],
       [`(10) sandboxd/llxprt on ${name}: the daemon's answer`, `${daemon.toFixed(1)} ms`, 'its warm acquire, the agent and the credential socket: the daemon\'s share'],
-      [`(10) sandboxd/llxprt on ${name}: arguments merged`, `${merged.toFixed(1)} ms`, `CPU ${median(launch.mergedCpuMs).toFixed(1)} ms; the client's share ${(merged - daemon).toFixed(1)} ms (target: the whole <= 15 ms)`],
+      [
+        `(10) sandboxd/llxprt on ${name}: arguments merged`,
+        `${merged.toFixed(1)} ms`,
+        `fastest ${Math.min(...launch.mergedMs).toFixed(1)} ms, CPU ${median(launch.mergedCpuMs).toFixed(1)} ms; the client's share ${(merged - daemon).toFixed(1)} ms (target: the whole <= 15 ms)`,
+      ],
       [`(10) sandboxd/llxprt on ${name}, bare process: arguments merged`, `${median(bare.mergedMs).toFixed(1)} ms`, `nothing loaded before; import ${median(bare.importMs).toFixed(1)} ms, the daemon's share ${median(bare.daemonMs).toFixed(1)} ms`],
     );
     if (name.startsWith('bun')) {
@@ -189,7 +193,7 @@ async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string,
         [
           `(10) sandboxd/llxprt on ${name}, in a bun build bundle: arguments merged`,
           `${median(bundled.mergedMs).toFixed(1)} ms`,
-          `as llxprt ships it; import ${median(bundled.importMs).toFixed(1)} ms, the daemon's share ${median(bundled.daemonMs).toFixed(1)} ms, CPU ${median(bundled.mergedCpuMs).toFixed(1)} ms`,
+          `as llxprt ships it; fastest ${Math.min(...bundled.mergedMs).toFixed(1)} ms; import ${median(bundled.importMs).toFixed(1)} ms, the daemon's share ${median(bundled.daemonMs).toFixed(1)} ms, CPU ${median(bundled.mergedCpuMs).toFixed(1)} ms`,
         ],
         [
           `(10) sandboxd/llxprt on ${name} over node:net: arguments merged`,
