@@ -39,7 +39,8 @@ const VALID: Record<Answer, unknown[]> = {
         globalArgs: ['--connection', 'vm'],
         flags: ['--label', 'sandboxd.session=ses_ABCdef123456'],
         args: ['--volume', '/a:/b:ro'],
-        warnings: ['git: safe.directory is set'],
+        warnings: ['socket gpg is not forwarded: it does not exist'],
+        notices: ['git: safe.directory is set'],
       },
       leaseTtlMs: 30000,
       heartbeatIntervalMs: 10000,
@@ -51,7 +52,7 @@ const VALID: Record<Answer, unknown[]> = {
     },
     {
       session: { ...session, label: null, container: null, ssh: { status: 'skipped', reason: 'no agent' } },
-      plan: { mounts: [], env: {}, spawnEnv: { DOCKER_HOST: 'unix:///x' }, globalArgs: [], flags: [], args: [], warnings: [] },
+      plan: { mounts: [], env: {}, spawnEnv: { DOCKER_HOST: 'unix:///x' }, globalArgs: [], flags: [], args: [], warnings: [], notices: [] },
       leaseTtlMs: 1,
       heartbeatIntervalMs: 1,
       sockets: [],
