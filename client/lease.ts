@@ -1,4 +1,4 @@
-import type { AcquireResponse, HostSocketStatus, SessionInfo } from '../shared/contracts/sessions.js';
+import type { AcquireResponse, HostSocketStatus, SessionGit, SessionInfo } from '../shared/contracts/sessions.js';
 import { sessionRoute } from '../shared/contracts/session-routes.js';
 import type { Plan } from '../shared/contracts/plan.js';
 import { SandboxdError } from '../shared/errors.js';
@@ -11,8 +11,13 @@ export interface Session {
   readonly plan: Plan;
   /** One status per requested socket: forwarded, or skipped with the reason. */
   readonly sockets: HostSocketStatus[];
-  /** Idempotent; resolves once the daemon has dropped the lease (or is gone). */
-  release(): Promise<void>;
+  /**
+   * Idempotent; resolves once the daemon has dropped the lease (or is gone) and brought the
+   * sandbox's git work home, with what it could not apply (null outside a repository, or when no
+   * daemon answered).
+   */
+  release(): Promise<SessionGit | null>;
+  /** release(), for `await using`. */
   [Symbol.asyncDispose](): Promise<void>;
 }
 
@@ -23,6 +28,9 @@ export interface LeaseOptions {
   /** Keep the lease alive with heartbeats (else it lives until released or its client exits). */
   heartbeat: boolean;
 }
+
+/** The daemon answers a release once the session's last git sync is done, or after 30 s without it. */
+const RELEASE_TIMEOUT_MS = 40_000;
 
 /** zod loads with the schemas, only once the first answer is being checked. */
 const contracts = () => import('../shared/contracts/sessions.js');
@@ -62,17 +70,19 @@ export async function holdLease(acquired: AcquireResponse, options: LeaseOptions
     });
   }
 
-  let released: Promise<void> | null = null;
-  const release = (): Promise<void> => {
+  let released: Promise<SessionGit | null> | null = null;
+  const release = (): Promise<SessionGit | null> => {
     released ??= (async () => {
       stopHeartbeats?.();
       // A renewal under way ends with the lease this release must drop.
       await renewing;
       try {
-        await request({ socketPath, method: 'DELETE', route: sessionRoute(current.id) }, async () => (await contracts()).ReleaseResponse);
+        const answer = await request({ socketPath, method: 'DELETE', route: sessionRoute(current.id), timeoutMs: RELEASE_TIMEOUT_MS }, async () => (await contracts()).ReleaseResponse);
+        return answer.git;
       } catch (error) {
         // A daemon that is gone has already dropped the lease.
         if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;
+        return null;
       }
     })();
     return released;
@@ -87,6 +97,8 @@ export async function holdLease(acquired: AcquireResponse, options: LeaseOptions
     plan: acquired.plan,
     sockets: acquired.sockets,
     release,
-    [Symbol.asyncDispose]: release,
+    [Symbol.asyncDispose]: async () => {
+      await release();
+    },
   };
 }

@@ -27,6 +27,6 @@ export function registerRoutes(app: FastifyInstance, deps: DaemonDeps, services:
     ...services.privacy,
     drain,
   });
-  registerSessionRoutes(app, services.sessions, registry, services.containers);
+  registerSessionRoutes(app, services.sessions, registry, services.containers, services.gitSync);
   registerTunnelRoutes(app, agentBridges.all);
 }

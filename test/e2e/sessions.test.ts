@@ -247,9 +247,10 @@ describe('sessions (real daemon on a real Unix socket)', () => {
     const session = await acquireSession({ engine: 'podman', sshAgent: 'off', env, label: 'llxprt' });
     cleanup.add(() => session.release());
     const table = (await cli(['sessions', 'ls'], env)).stdout.split('\n');
-    expect(table[0]).toMatch(/^ID\s+ENGINE\s+LABEL\s+PID\s+AGE\s+SSH\s+CONTAINER$/);
+    expect(table[0]).toMatch(/^ID\s+ENGINE\s+LABEL\s+PID\s+AGE\s+SSH\s+CONTAINER\s+GIT$/);
     expect(table[1]).toContain(session.id);
-    expect(table[1]).toMatch(/not started$/);
+    // This repository's sandbox git dir: nothing waits.
+    expect(table[1]).toMatch(/not started\s+synced$/);
     expect(table[1]).toContain('llxprt');
     const json = JSON.parse((await cli(['sessions', 'ls', '--json'], env)).stdout) as { id: string }[];
     expect(json.map((s) => s.id)).toEqual([session.id]);
@@ -309,7 +310,7 @@ describe('sessions (real daemon on a real Unix socket)', () => {
     cleanup.add(() => session.release());
     const first = session.id;
     // Stands in for a restarted daemon or a reaped lease: the daemon no longer knows the session.
-    expect((await raw(socket, 'DELETE', `/v1/sessions/${first}`)).body).toEqual({ released: true });
+    expect((await raw(socket, 'DELETE', `/v1/sessions/${first}`)).body).toMatchObject({ released: true });
     const renewed = await waitFor(async () => (await listSessions(env)).find((s) => s.id !== first), 'the client to renew its lease', 10_000, 200);
     expect(renewed).toMatchObject({ label: 'renewed', clientPid: process.pid, engine: 'docker' });
     expect(session.id).toBe(renewed.id);

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
-import type { ContainerUser, SessionInfo } from '../../../shared/contracts/sessions.js';
+import type { ContainerUser, SessionGit, SessionInfo } from '../../../shared/contracts/sessions.js';
 import { AGENT_NOT_FORWARDED, type Plan } from '../../../shared/contracts/plan.js';
 import { applyPlan } from '../../apply-plan.js';
 import { parseRunArgs } from '../../run-args.js';
@@ -97,6 +97,23 @@ export function planNotices(ssh: SessionInfo['ssh'], warnings: readonly string[]
   return lines.map((line) => `${line}\n`).join('');
 }
 
+/**
+ * What the sandbox's git work left waiting when the session ended: each ref that was not applied
+ * to your repository, why, and the command that takes it in. Said whatever --quiet says: it is not
+ * a success to keep quiet about.
+ */
+export function gitNotices(git: SessionGit | null): string {
+  if (git === null) return '';
+  const lines: string[] = [];
+  if (git.error !== null) lines.push(`sandboxd: the sandbox's git work in ${git.repository} was not brought home: ${git.error}`);
+  for (const held of git.held) {
+    lines.push(`sandboxd: the sandbox's ${held.ref} was not applied: ${held.reason}${held.keptAs === null ? '' : `; it is kept as ${held.keptAs}`}`);
+    if (held.command !== null) lines.push(`  to take it in: ${held.command}`);
+  }
+  for (const note of git.notes) lines.push(`sandboxd: ${note}`);
+  return lines.map((line) => `${line}\n`).join('');
+}
+
 export function registerRunCommand(program: Command): void {
   addSessionOptions(
     program
@@ -118,13 +135,14 @@ export function registerRunCommand(program: Command): void {
         acquireSession({ ...options, containerUser: user ?? options.containerUser, image }),
       );
       if (flags.quiet !== true) process.stderr.write(planNotices(session.info.ssh, session.plan.warnings));
+      let code: number;
       try {
-        return await runEngine(engine, engineCommand(session.plan, runArgs), session.plan.spawnEnv);
+        code = await runEngine(engine, engineCommand(session.plan, runArgs), session.plan.spawnEnv);
       } catch (error) {
-        return reportError(error, json);
-      } finally {
-        await session.release().catch(() => undefined);
+        code = reportError(error, json);
       }
+      process.stderr.write(gitNotices(await session.release().catch(() => null)));
+      return code;
     });
   });
 }
