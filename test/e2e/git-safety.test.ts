@@ -241,7 +241,7 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
     );
   });
 
-  it("submodules: each one's hooks and config stay read-only, nested ones too; work inside them still lands on the host", async () => {
+  it("submodules: each one's hooks stay read-only, nested ones too; its config is the sandbox's copy (git submodule update writes it), which never reaches the host; work inside them still lands on the host", async () => {
     const deep = await plainRepo('sub-deep', '0:0');
     const lib = await plainRepo('sub-lib', '0:0');
     const submoduleAdd = ['-c', 'protocol.file.allow=always', ...SETUP_IDENTITY];
@@ -257,9 +257,9 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
       superproject,
       [
         `touch ${modules}/lib/hooks/post-checkout 2>/dev/null && echo lib-hooks-written || echo lib-hooks-refused`,
-        'git -C lib config core.hooksPath /tmp 2>/dev/null && echo lib-config-written || echo lib-config-refused',
+        'git -C lib config core.hooksPath /tmp 2>/dev/null && echo lib-config-sandboxed || echo lib-config-refused',
         `touch ${modules}/lib/modules/deep/hooks/post-checkout 2>/dev/null && echo deep-hooks-written || echo deep-hooks-refused`,
-        'git -C lib/deep config core.fsmonitor /tmp/x 2>/dev/null && echo deep-config-written || echo deep-config-refused',
+        'git -C lib/deep config core.hooksPath /tmp 2>/dev/null && echo deep-config-sandboxed || echo deep-config-refused',
         'git -C lib commit -q --allow-empty -m "in the sandbox" && echo lib-committed',
         'git -C lib branch -q spare && git -C lib pack-refs --all && git -C lib gc -q --prune=now && echo lib-gc-ok',
         // The lab image has no git-submodule script; status inside the nested one is what matters.
@@ -267,13 +267,14 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
       ].join('; '),
     );
     expect(result.stderr).toBe('');
-    expect(result.stdout.split('\n')).toEqual(['lib-hooks-refused', 'lib-config-refused', 'deep-hooks-refused', 'deep-config-refused', 'lib-committed', 'lib-gc-ok', 'deep-status-ok']);
+    expect(result.stdout.split('\n')).toEqual(['lib-hooks-refused', 'lib-config-sandboxed', 'deep-hooks-refused', 'deep-config-sandboxed', 'lib-committed', 'lib-gc-ok', 'deep-status-ok']);
     expect((await hostGit(path.join(superproject, 'lib'), 'log', '-1', '--format=%s')).stdout).toBe('in the sandbox');
     expect([...(await refs(path.join(superproject, 'lib'))).keys()]).toEqual(expect.arrayContaining(['refs/heads/main', 'refs/heads/spare']));
     // A non-root container user on a repository another uid owns: safe.directory covers the submodules too.
     const other = await run(superproject, 'git -C lib/deep status --porcelain && git -C lib log -1 --format=%s', [], ['--network', 'none', '--user', '2000']);
     expect({ stderr: other.stderr, stdout: other.stdout }).toEqual({ stderr: '', stdout: 'in the sandbox' });
     expect((await hostGit(path.join(superproject, 'lib'), 'config', '--local', 'core.hooksPath')).stdout).toBe('');
+    expect((await hostGit(path.join(superproject, 'lib', 'deep'), 'config', '--local', 'core.hooksPath')).stdout).toBe('');
     expect((await hostGit(path.join(superproject, 'lib'), 'fsck', '--no-progress')).exitCode).toBe(0);
   });
 

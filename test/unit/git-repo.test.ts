@@ -86,7 +86,7 @@ describe('the repository layout, read without git', () => {
     expect(await readRepoLayout(dir, rootDir())).toBeNull();
   });
 
-  it("worktrees and nested submodules: one sandbox git dir for all, each git dir's config, hooks, alternates and pointers read-only, the submodules' paths pinned", async () => {
+  it("worktrees and nested submodules: one sandbox git dir for all, the repository's config and each git dir's hooks, alternates and pointers read-only (a submodule's config is the sandbox's: the host never reads it), the submodules' paths pinned", async () => {
     const deep = repo('deep');
     const lib = repo('lib');
     git(lib, 'submodule', 'add', '-q', deep, 'deep');
@@ -111,9 +111,7 @@ describe('the repository layout, read without git', () => {
       'main/.git/worktrees/gone/commondir:ro (daemon)',
       'main/.git/worktrees/wt/gitdir:ro (daemon)',
       'main/.git/worktrees/wt/commondir:ro (daemon)',
-      'main/.git/modules/lib/config:ro (daemon)',
       'main/.git/modules/lib/objects/info/alternates:ro (daemon)',
-      'main/.git/modules/lib/modules/deep/config:ro (daemon)',
       'main/.git/modules/lib/modules/deep/objects/info/alternates:ro (daemon)',
       'main/.git/hooks:ro (empty)',
       'main/.git/modules/lib/hooks:ro (empty)',

@@ -48,13 +48,20 @@ describe('planSync', () => {
     expect(plan.heads).toEqual([{ admin: ADMIN, workTree: WT, head: null, from: { kind: 'branch', ref: 'refs/heads/main' }, index: { from: 'c1', to: 'c2' }, note: null }]);
   });
 
-  it('keeps a diverged branch and leaves HEAD and the index; a sandbox behind the host changes nothing', async () => {
+  it('keeps a diverged branch and leaves HEAD and the index; a sandbox behind a host that went on changes nothing', async () => {
     const diverged = await planSync(input([main('c1', 's2')], { host: { 'refs/heads/main': 'h2' }, ancestors: { s2: ['c1'], h2: ['c1'] } }));
     expect(diverged.refs).toEqual([{ kind: 'hold', ref: 'refs/heads/main', to: 's2', reason: { kind: 'diverged' } }]);
     // HEAD stays on main, whose host value is the host's: the held ref is what the user is told.
     expect(diverged.heads).toEqual([]);
-    const behind = await planSync(input([main('c1', 'c0')], { host: { 'refs/heads/main': 'c1' }, ancestors: { c1: ['c0'] } }));
+    const behind = await planSync(input([main('c1', 'c0')], { host: { 'refs/heads/main': 'c2' }, ancestors: { c1: ['c0'], c2: ['c1', 'c0'] } }));
     expect(behind.refs).toEqual([]);
+  });
+
+  it('rewrites a branch (a rebase, a reset) only while the host still has it where the sandbox started', async () => {
+    const reset = await planSync(input([main('c1', 'c0')], { host: { 'refs/heads/main': 'c1' }, ancestors: { c1: ['c0'] } }));
+    expect(reset.refs).toEqual([{ kind: 'update', ref: 'refs/heads/main', from: 'c1', to: 'c0', rewrites: true }]);
+    const rebased = await planSync(input([main('c1', 'r2')], { host: { 'refs/heads/main': 'c1' }, ancestors: { r2: ['c0'], c1: ['c0'] } }));
+    expect(rebased.refs).toEqual([{ kind: 'update', ref: 'refs/heads/main', from: 'c1', to: 'r2', rewrites: true }]);
   });
 
   it('creates a branch the sandbox made; keeps one the host deleted meanwhile', async () => {
