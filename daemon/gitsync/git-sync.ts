@@ -55,6 +55,8 @@ export class GitSync {
   private readonly files = new Map<RepoSync, { state: SandboxState; files: ReturnType<SandboxStore['mountFiles']> }>();
   /** The work tree pins of each work tree, while the indexes they came from are unchanged. */
   private readonly pins = new Map<string, { print: string; pins: WorkTreePins }>();
+  /** What a previous daemon left is known before any acquire decides to refresh a sandbox git dir. */
+  private ready: Promise<void> = Promise.resolve();
 
   constructor(private readonly deps: GitSyncDeps) {
     this.store = new SandboxStore(deps.stateDir, deps.logger);
@@ -64,17 +66,20 @@ export class GitSync {
    * Sandbox git dirs a previous daemon left: one a session held since it was made (the session may
    * still run there) waits `orphanMs` for its sessions to come back, then gets its last sync.
    */
-  async start(): Promise<void> {
-    for (const state of await this.store.loadAll()) {
-      if (!state.used || state.served.length === 0) continue;
-      const sync = this.repoSync(state);
-      sync.orphans = [...state.served];
-      this.repos.set(state.key, sync);
-      void sync.schedule();
-      this.deps.timers.after(this.deps.orphanMs, () => {
-        void this.locked(state.key, () => sync.settleOrphans());
-      });
-    }
+  start(): Promise<void> {
+    this.ready = (async () => {
+      for (const state of await this.store.loadAll()) {
+        if (!state.used || state.served.length === 0) continue;
+        const sync = this.repoSync(state);
+        sync.orphans = [...state.served];
+        this.repos.set(state.key, sync);
+        void sync.schedule();
+        this.deps.timers.after(this.deps.orphanMs, () => {
+          void this.locked(state.key, () => sync.settleOrphans());
+        });
+      }
+    })();
+    return this.ready;
   }
 
   /**
@@ -88,6 +93,7 @@ export class GitSync {
         remedy: 'Install git (on a Mac: `xcode-select --install`) or put it on the PATH of the shell that runs the session.',
       });
     }
+    await this.ready.catch(() => undefined);
     const pins = await this.workTreePins(input.repo, new HostGit({ run: this.deps.run, git: input.git, emptyDir: this.deps.emptyDir, path: input.path }));
     const key = this.store.keyOf(outer.commonDir);
     const files = await this.locked(key, async () => {
@@ -103,7 +109,7 @@ export class GitSync {
           sync.reset(next);
         }
       }
-      sync.useGit(input.git, input.path);
+      await sync.useGit(input.git, input.path);
       const served = await this.served(sync, input.repo);
       await sync.add(sessionId, served);
       this.sessionRepo.set(sessionId, key);

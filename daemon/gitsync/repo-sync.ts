@@ -123,7 +123,6 @@ export class RepoSync {
   orphans: Served[] = [];
   private ending: Served[] = [];
   private endingIds: string[] = [];
-  private binary: { git: string; path: string } | null = null;
   private held = new Map<string, HeldRef>();
   /** What each held ref's kept ref was last set to (by `<git dir>\0<ref>`), so an unchanged one costs no git. */
   private readonly keptValues = new Map<string, string>();
@@ -165,8 +164,16 @@ export class RepoSync {
     this.bound = false;
   }
 
-  useGit(git: string | null, pathVariable: string): void {
-    if (git !== null) this.binary = { git, path: pathVariable };
+  /**
+   * The host's git a session found, kept in the record so a restarted daemon can bring its sessions'
+   * work home; a sync that waited for one runs now.
+   */
+  async useGit(git: string | null, pathVariable: string): Promise<void> {
+    if (git === null || (this.state.git?.git === git && this.state.git.path === pathVariable)) return;
+    const waited = this.state.git === null;
+    this.state.git = { git, path: pathVariable };
+    await this.deps.store.save(this.state);
+    if (waited && this.live) this.trigger();
   }
 
   status(): SessionGit {
@@ -283,6 +290,8 @@ export class RepoSync {
   private async syncOnce(): Promise<void> {
     const final = !this.live;
     try {
+      // Watched before anything is read: a change made while this sync reads still triggers the next.
+      if (this.live && this.watchers.size === 0) await this.rewatch();
       this.lastPrint = await fingerprint(this.state.pairs.map((pair) => sandboxPath(this.state.root, pair)), ['HEAD', 'packed-refs']);
       const notes: string[] = [];
       for (const group of groupsOf(this.state.pairs)) await this.syncGroup(group, final, notes);
@@ -379,11 +388,11 @@ export class RepoSync {
       this.forgetHeld(group, new Set());
       return;
     }
-    if (this.binary === null) {
+    if (this.state.git === null) {
       notes.push("no git was found on the session's PATH: the sandbox's commits wait in its git dir until a session with git brings them home");
       return;
     }
-    const git = this.deps.hostGit(this.binary.git, this.binary.path);
+    const git = this.deps.hostGit(this.state.git.git, this.state.git.path);
     const wanted = new Set(changes.map((change) => change.sandbox));
     for (const entry of served) {
       const head = entry.sandboxHead;

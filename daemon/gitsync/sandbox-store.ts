@@ -58,6 +58,8 @@ export const SandboxRecord = z.strictObject({
   used: z.boolean(),
   /** Worktrees sessions have mounted since the refresh: a killed daemon's sessions may still run there. */
   served: z.array(z.strictObject({ rel: z.string().check(z.maxLength(4096)), admin: z.string().check(z.maxLength(4096)), workTree: z.string().check(z.maxLength(4096)) })).check(z.maxLength(4096)),
+  /** The last session's git and PATH: a restarted daemon brings its sessions' work home with them. */
+  git: z.optional(z.nullable(z.strictObject({ git: z.string().check(z.maxLength(4096)), path: z.string().check(z.maxLength(65_536)) }))),
 });
 export type SandboxRecord = z.infer<typeof SandboxRecord>;
 
@@ -78,6 +80,8 @@ export interface SandboxState {
   hostPrint: string | null;
   used: boolean;
   served: { rel: string; admin: string; workTree: string }[];
+  /** The host's git (and PATH) the last session found; null before any. */
+  git: { git: string; path: string } | null;
 }
 
 /** What the plan mounts of a sandbox git dir besides the dir itself. */
@@ -102,6 +106,7 @@ function recordOf(state: SandboxState): SandboxRecord {
     hostPrint: state.hostPrint,
     used: state.used,
     served: state.served,
+    git: state.git,
   };
 }
 
@@ -161,7 +166,7 @@ export class SandboxStore {
       const dir = path.join(this.root, child.name);
       const [record] = await readRecordFile(path.join(dir, 'record.json'), 'sandboxes', 1, SandboxRecord, this.logger);
       if (record === undefined || this.keyOf(record.commonDir) !== child.name) continue;
-      states.push({ key: child.name, commonDir: record.commonDir, dir, root: path.join(dir, 's'), pairs: record.pairs.map(pairOf), hostPrint: record.hostPrint, used: record.used, served: record.served });
+      states.push({ key: child.name, commonDir: record.commonDir, dir, root: path.join(dir, 's'), pairs: record.pairs.map(pairOf), hostPrint: record.hostPrint, used: record.used, served: record.served, git: record.git ?? null });
     }
     return states;
   }
@@ -192,7 +197,7 @@ export class SandboxStore {
     const budget = new CopyBudget(MAX_COPY_ENTRIES);
     const states: PairState[] = [];
     for (const pair of pairs) states.push({ ...pair, base: await copyGitDirState(pair, sandboxPath(root, pair), budget) });
-    const state: SandboxState = { key, commonDir, dir, root, pairs: states, hostPrint: null, used: false, served: [] };
+    const state: SandboxState = { key, commonDir, dir, root, pairs: states, hostPrint: null, used: false, served: [], git: null };
     await this.writeDaemonFiles(state);
     await this.keepBase(state);
     state.hostPrint = await this.hostPrint(state);

@@ -2,9 +2,10 @@ import { appendFileSync, chmodSync, existsSync, mkdirSync, readFileSync, writeFi
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Cleanup, cliEnv, makeSandbox, startAgent, waitFor, type Agent, type Sandbox } from '../helpers.js';
+import { CLI, Cleanup, cliEnv, daemonPid, makeSandbox, startAgent, waitFor, type Agent, type Sandbox } from '../helpers.js';
+import { createTestUser, labImageTar } from '../lab/test-user.js';
 import { fsckStrict, hostGit, plainRepo, refsOf, runIn, waitForFile } from './git-lab.js';
-import { labMissing, podmanLab } from './lab.js';
+import { lab, labMissing, podmanLab } from './lab.js';
 
 /**
  * Git's ordinary flows inside a real container, in the sandbox's own git dir, and what the host
@@ -145,16 +146,57 @@ describe.skipIf(labMissing)("the sandbox's git work comes home (real git, real c
 
   it('a signed commit (SSH, through the forwarded agent) comes home signed and verifies on the host', async () => {
     const dir = await plainRepo(path.join(src, 'signed'), '1000:1000');
-    writeFileSync(path.join(sandbox.home, '.gitconfig'), `[user]\n\tname = Host User\n\temail = host@example.com\n\tsigningkey = ~/.ssh/id_ed25519.pub\n[gpg]\n\tformat = ssh\n[commit]\n\tgpgsign = true\n`);
-    cleanup.add(() => {
-      writeFileSync(path.join(sandbox.home, '.gitconfig'), '[user]\n\tname = Host User\n\temail = host@example.com\n');
+    const config = path.join(sandbox.home, '.gitconfig');
+    const plain = readFileSync(config, 'utf8');
+    writeFileSync(config, `[user]\n\tname = Host User\n\temail = host@example.com\n\tsigningkey = ~/.ssh/id_ed25519.pub\n[gpg]\n\tformat = ssh\n[commit]\n\tgpgsign = true\n`);
+    // The later tests commit without the agent: they get the config back even when this one fails.
+    const result = await runIn(env, image, dir, 'echo signed >> file.txt && git commit -q -am signed', { user: '1000', flags: ['--ssh-agent', 'on'] }).finally(() => {
+      writeFileSync(config, plain);
     });
-    const result = await runIn(env, image, dir, 'echo signed >> file.txt && git commit -q -am signed', { user: '1000', flags: ['--ssh-agent', 'on'] });
     expect({ code: result.exitCode, stderr: result.stderr }).toEqual({ code: 0, stderr: '' });
     const allowed = path.join(sandbox.dir, 'allowed_signers');
     writeFileSync(allowed, `host@example.com ${readFileSync(`${agent.keyPath}.pub`, 'utf8')}`);
     const verified = await hostGit(dir, '-c', `gpg.ssh.allowedSignersFile=${allowed}`, 'verify-commit', 'main');
     expect(verified.stderr).toContain('Good "git" signature for host@example.com');
+    await wholeAfter(dir);
+  });
+
+  it("rootless Podman (a non-root user's daemon), the container as its uid 1000 (a sub-uid): a commit comes home, and the next session's refresh sets aside what the sub-uid wrote, even what it made unreadable", async () => {
+    const { image } = podmanLab();
+    const user = await createTestUser(cleanup, { tar: await labImageTar(lab.dir, cleanup), name: image });
+    const dir = path.join(user.home, 'repo');
+    await user.run('sh', ['-c', `git init -q -b main ${dir} && git -C ${dir} -c user.name=u -c user.email=u@x commit -q --allow-empty -m init`]);
+    const runAs = (script: string) => {
+      const { file, args, env: userEnv } = user.command('sudo', ['run', '--quiet', '--engine', 'podman', '--ssh-agent', 'off', '--', '--rm', '--user', '1000', image, 'sh', '-c', script]);
+      return execa(file, args, { env: userEnv, extendEnv: false, reject: false, timeout: 120_000, cwd: dir });
+    };
+    // The sub-uid commits, and leaves a directory only it can read in the sandbox's git dir.
+    const first = await runAs('git -c user.name=x -c user.email=y commit -q --allow-empty -m "from a sub-uid" && mkdir .git/mine && touch .git/mine/x && chmod 700 .git/mine && echo done');
+    expect({ code: first.exitCode, stdout: first.stdout, stderr: first.stderr }).toEqual({ code: 0, stdout: 'done', stderr: '' });
+    expect((await hostGit(dir, 'log', '-1', '--format=%s', 'main')).stdout).toBe('from a sub-uid');
+    const second = await runAs('test -e .git/mine && echo stale || echo fresh; git log -1 --format=%s');
+    expect({ code: second.exitCode, stdout: second.stdout }).toEqual({ code: 0, stdout: 'fresh\nfrom a sub-uid' });
+    // What the daemon (the user) cannot remove stays set aside, and the log says how to remove it.
+    const logFile = path.join(user.home, '.local', 'state', 'sandboxd', 'log', 'sandboxd.log');
+    await waitFor(() => existsSync(logFile) && readFileSync(logFile, 'utf8').includes('podman unshare rm -rf'), 'the log line naming the leftover', SYNC_BOUND_MS);
+    await wholeAfter(dir);
+  });
+
+  it('a daemon killed (kill -9) while a session runs: the next one keeps its sandbox git dir, and a commit made meanwhile comes home', async () => {
+    const dir = await plainRepo(path.join(src, 'killed'), '0:0');
+    const [started, go, go2] = ['started', 'go', 'go2'].map((name) => path.join(dir, name));
+    const running = runIn(env, image, dir, [`touch ${started ?? ''}`, waitForFile(go ?? ''), 'git -c user.name=x -c user.email=y commit -q --allow-empty -m "while no daemon ran"', waitForFile(go2 ?? ''), `rm ${[started, go, go2].join(' ')}`].join(' && '));
+    cleanup.add(() => running.kill('SIGKILL'));
+    await waitFor(() => existsSync(started ?? ''), 'the container to start', SYNC_BOUND_MS);
+    const pid = daemonPid(sandbox.env);
+    if (pid === null) throw new Error('no daemon answers for the running session');
+    process.kill(pid, 'SIGKILL');
+    writeFileSync(go ?? '', '');
+    const restarted = await execa(process.execPath, [CLI, 'start'], { env, extendEnv: false, reject: false });
+    expect(restarted.exitCode).toBe(0);
+    await waitFor(async () => (await subject(dir, 'main')) === 'while no daemon ran', 'the commit made while no daemon ran, on the host', 60_000);
+    writeFileSync(go2 ?? '', '');
+    expect((await running).exitCode).toBe(0);
     await wholeAfter(dir);
   });
 
