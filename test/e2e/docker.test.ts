@@ -1,9 +1,9 @@
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, Cleanup, cli, cliEnv, makeSandbox, startAgent } from '../helpers.js';
-import { fsckStrict, hostGit, plainRepo } from './git-lab.js';
+import { commitComesHome, plainRepo } from './git-lab.js';
 import { dockerLabUnavailable, startDockerd, type Dockerd } from '../lab/dockerd.js';
 import { lab } from './lab.js';
 
@@ -50,16 +50,9 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('sandboxd 
     const src = path.join(env.SANDBOXD_STATE_DIR ?? '', '..', 'src');
     const dir = await plainRepo(path.join(src, `repo-${owner.replace(':', '-')}`), owner);
     chmodSync(path.dirname(src), 0o755);
-    const startup = path.join(src, 'bashrc');
-    writeFileSync(startup, '# the host user\'s\n');
-    const script = ['echo more >> file.txt', 'git -c user.name=x -c user.email=y commit -q -am "in docker"', 'git checkout -q -b topic', `ln -sf ${startup} .git/logs/HEAD`].join(' && ');
-    const result = await execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'docker', '--ssh-agent', 'off', '--', '--rm', '--network', 'none', ...userArgs, dockerd.image, 'sh', '-c', script], { cwd: dir, env, extendEnv: false, reject: false, timeout: 90_000 });
-    expect({ code: result.exitCode, stderr: result.stderr }).toEqual({ code: 0, stderr: '' });
-    expect((await hostGit(dir, 'log', '-1', '--format=%s', 'topic')).stdout).toBe('in docker');
-    expect({ head: (await hostGit(dir, 'symbolic-ref', 'HEAD')).stdout, status: (await hostGit(dir, 'status', '--porcelain')).stdout }).toEqual({ head: 'refs/heads/topic', status: '' });
-    await hostGit(dir, 'checkout', '-q', 'main');
-    expect(readFileSync(startup, 'utf8')).toBe('# the host user\'s\n');
-    expect(await fsckStrict(dir)).toEqual({ code: 0, out: '' });
+    await commitComesHome(dir, path.join(src, 'bashrc'), (script) =>
+      execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'docker', '--ssh-agent', 'off', '--', '--rm', '--network', 'none', ...userArgs, dockerd.image, 'sh', '-c', script], { cwd: dir, env, extendEnv: false, reject: false, timeout: 90_000 }),
+    );
   });
 
   it('an engine that is down costs the agent under auto (with the remedy) and fails under on with DOCKER_INFO_FAILED', async () => {

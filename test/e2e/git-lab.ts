@@ -1,6 +1,7 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
+import { expect } from 'vitest';
 import { CLI } from '../helpers.js';
 
 /**
@@ -67,4 +68,22 @@ export function runIn(env: NodeJS.ProcessEnv, image: string, cwd: string, script
 /** A script line that waits for `file` to exist (the test's go-ahead), bounded. */
 export function waitForFile(file: string): string {
   return `i=0; while [ ! -e ${file} ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done`;
+}
+
+/**
+ * The flow every engine must carry: a commit made inside, a branch checked out, then the reflog
+ * planted as a link to a host file (`startup`, which the container cannot see). `run` runs the
+ * script in a container in `dir`; afterwards the commit is home, the host's HEAD and index
+ * followed, and checking the host's main out again writes nothing through the link.
+ */
+export async function commitComesHome(dir: string, startup: string, run: (script: string) => Promise<{ exitCode?: number; stderr: string }>): Promise<void> {
+  const text = "# the host user's\n";
+  writeFileSync(startup, text);
+  const result = await run(['echo more >> file.txt', 'git -c user.name=x -c user.email=y commit -q -am "made inside"', 'git checkout -q -b topic', `ln -sf ${startup} .git/logs/HEAD`].join(' && '));
+  expect({ code: result.exitCode, stderr: result.stderr }).toEqual({ code: 0, stderr: '' });
+  expect((await hostGit(dir, 'log', '-1', '--format=%s', 'topic')).stdout).toBe('made inside');
+  expect({ head: (await hostGit(dir, 'symbolic-ref', 'HEAD')).stdout, status: (await hostGit(dir, 'status', '--porcelain')).stdout }).toEqual({ head: 'refs/heads/topic', status: '' });
+  await hostGit(dir, 'checkout', '-q', 'main');
+  expect(readFileSync(startup, 'utf8')).toBe(text);
+  expect(await fsckStrict(dir)).toEqual({ code: 0, out: '' });
 }
