@@ -6,6 +6,7 @@ import { BridgePool } from '../bridges/bridge-pool.js';
 import { Bridges } from '../bridges/bridges.js';
 import { DockerBridges } from '../bridges/docker-bridges.js';
 import { HelperRecords } from '../bridges/helper-records.js';
+import { removeLeftoverHelpers } from '../bridges/leftover-helpers.js';
 import { ownerLabel } from './containers.js';
 import type { DockerEngines } from '../engines/docker-engines.js';
 import { stableHash } from '../os/text.js';
@@ -60,17 +61,20 @@ export class AgentBridges {
   /** The running tunnels by login, to ask a VM what it sees over a connection already open. */
   readonly tunnelIndex = new TunnelIndex();
   private readonly tunnelNames: TunnelNames;
+  /** The relay containers this daemon's Docker bridges made and has not removed yet. */
+  private readonly helperRecords: HelperRecords;
 
   constructor(private readonly options: AgentBridgesOptions) {
     const logger = options.logger.child({ module: 'pool' });
     this.relays = new BridgePool<AgentRelay>({ idleMs: options.idleMs, logger });
     this.tunnels = new BridgePool<Tunnel>({ idleMs: options.idleMs, logger });
+    this.helperRecords = new HelperRecords(path.join(options.paths.stateDir, 'helpers.json'), options.logger.child({ module: 'helpers' }));
     this.docker = new DockerBridges({
       engines: options.engines,
       run: options.edges.run,
       stateDir: options.paths.stateDir,
       owner: ownerLabel(options.uid, options.paths.stateDir),
-      records: new HelperRecords(path.join(options.paths.stateDir, 'helpers.json'), options.logger.child({ module: 'helpers' })),
+      records: this.helperRecords,
       workDir: path.join(options.paths.runtimeDir, 'relay-image'),
       idleMs: options.idleMs,
       logger: options.logger,
@@ -85,6 +89,12 @@ export class AgentBridges {
   /** At daemon start: removes the helper containers a killed daemon left. */
   start(): void {
     this.docker.removeLeftovers();
+  }
+
+  /** Every bridge stopped, then every helper container and volume the records still name removed (a purge). */
+  async removeAll(): Promise<void> {
+    await this.all.closeAll();
+    await removeLeftoverHelpers({ run: this.options.edges.run, owner: ownerLabel(this.options.uid, this.options.paths.stateDir), records: this.helperRecords, logger: this.options.logger.child({ module: 'helpers' }) });
   }
 
   async serve(agentSocket: string, input: AcquireInput, role: ServeRole = 'agent'): Promise<ServedAgent | Unavailable> {

@@ -10,9 +10,11 @@ import { GeneratedConfigStore } from '../plan/git/git-config-store.js';
 import { createGitFactsCache, sessionGit } from '../plan/git/git-host.js';
 import { discoverConnection } from '../podman/discover.js';
 import { createDiscoveryCache, perAcquire } from '../podman/discovery-cache.js';
+import { createPodmanVersions } from '../podman/podman-version.js';
 import type { SessionContainers } from '../sessions/session-containers.js';
 import { SessionRegistry } from '../sessions/session-registry.js';
 import { SessionService } from '../sessions/session-service.js';
+import { userEngine } from '../sessions/user-engine.js';
 import { AgentBridges } from './agent-bridges.js';
 import { TrackedWork } from './background.js';
 import { createSessionContainers } from './containers.js';
@@ -45,6 +47,7 @@ function buildCaches(deps: DaemonDeps, quiet: QuietTime) {
     discovery: perAcquire(createDiscoveryCache((input) => discoverConnection(input, { home, run: edges.run }), { home, now, defer: quiet.later })),
     gitFacts: createGitFactsCache(now, sessionGit(deps.platform, edges.run), quiet.later),
     engines: new DockerEngines({ run: edges.run, platform: deps.platform, home, clock: edges.clock, defer: quiet.later }),
+    podmanVersions: createPodmanVersions({ run: edges.run, home, now, defer: quiet.later }),
   };
 }
 
@@ -101,10 +104,13 @@ function buildRegistry(deps: DaemonDeps, parts: { gitSync: GitSync; containers: 
     logger,
     onEnd: (info, reason) => {
       gitSync.release(info.id);
-      work.track(containers.ended(info.id, reason), (error) => {
+      const ended = containers.ended(info.id, reason);
+      work.track(ended, (error) => {
         logger.error({ err: error, sessionId: info.id }, 'cannot remove the container of a session that ended');
       });
       if (registry.size === 0) parts.onEmpty();
+      // Listed until its container is gone; a released one's container is the client's.
+      return reason === 'released' || reason === 'shutdown' ? undefined : ended;
     },
     onStartTime: (info, startTime) => {
       work.track(containers.started(info.id, startTime), (error) => {
@@ -164,6 +170,14 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
       logger,
       defer: quiet.later,
     }),
+    userEngine: (input) =>
+      userEngine(input, {
+        platform: deps.platform,
+        uid: deps.uid,
+        podmanVersion: caches.podmanVersions,
+        identifyDocker: (session) => caches.engines.identify(session),
+      }),
+    hostUser: { uid: deps.uid, gid: deps.gid ?? deps.uid },
     emptyDir: deps.paths.emptyDir,
     leaseTtlMs: settings.leaseTtlMs,
   });

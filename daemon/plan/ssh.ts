@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import type { AcquireInput, HostSocketStatus } from '../../shared/contracts/sessions.js';
-import { agentNotForwarded, type Mount, type SshStatus } from '../../shared/contracts/plan.js';
+import { AGENT_REMEDY, agentNotForwarded, type Mount, type SshStatus } from '../../shared/contracts/plan.js';
 import { CONTAINER_AGENT_DIR, type Lease } from '../bridges/bridge.js';
 import { mergeFlagGroups, planHostSockets, type SshDeps } from './host-sockets.js';
 
@@ -62,7 +62,7 @@ async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSecti
   const check = await deps.inspect(input.client.sshAuthSock);
   if (!check.usable) {
     if (input.sshAgent === 'on') throw new SandboxdError('SSH_AGENT_UNAVAILABLE', `ssh-agent is on but ${check.reason}`);
-    return skipped(check.reason);
+    return { ...skipped(check.reason), warnings: [agentNotForwarded(check.reason, `To forward one, ${AGENT_REMEDY}; or run without it: \`--ssh-agent off\`.`)] };
   }
   const served = await deps.serve(check.realpath, input, 'agent');
   if ('unavailable' in served) {

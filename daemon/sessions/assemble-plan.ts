@@ -8,8 +8,9 @@ import type { Mount, Plan } from '../../shared/contracts/plan.js';
 import { containerEnv } from '../plan/extras.js';
 import { dedupeMounts, flattenArgs } from '../plan/flatten.js';
 import type { GitSection } from '../plan/git/git-section.js';
-import { repoWarnings, type RepoPolicy } from '../plan/git/git.js';
+import { repoNotes, type RepoPolicy } from '../plan/git/git.js';
 import { hardenFlags } from '../plan/harden.js';
+import type { UserMapping } from '../plan/user-namespace.js';
 import { expressibleMounts } from '../plan/mount-args.js';
 import { workdirMount } from '../plan/workdir.js';
 import type { AcquireFacts, PreparedContainer } from './acquire-facts.js';
@@ -59,6 +60,8 @@ export interface PlanParts {
   site: { globalArgs: string[]; mounts: Mount[]; warnings: string[] };
   /** How the sandbox's git work comes home (null outside a repository). */
   gitStatus: SessionGit | null;
+  /** Who the container user is on the host (user-namespace.ts). */
+  users: UserMapping;
   container: PreparedContainer;
   /** Wall-clock ms. */
   now: number;
@@ -72,19 +75,22 @@ export function assemblePlan(parts: PlanParts): AcquireResponse {
   const planEnv = { ...git.env, ...ssh.env, ...facts.cloud.env };
   // What the client passes never overrides a variable the plan sets.
   const passed = containerEnv(input.client.env ?? {}, input.passEnv, new Set(Object.keys(planEnv)));
+  const repo = facts.git.repo === null ? { warnings: [], notices: [] } : repoNotes(facts.git.repo, repoPolicy(input));
   const body: Omit<Plan, 'args'> = {
     mounts: parts.site.mounts,
     env: { ...planEnv, ...passed.env },
     spawnEnv: passed.spawnEnv,
     globalArgs: parts.site.globalArgs,
-    flags: [...ssh.flags, ...(input.workdir ? ['--workdir', facts.cwd] : []), ...parts.container.flags, ...(input.harden ? hardenFlags() : [])],
+    flags: [...ssh.flags, ...(input.workdir ? ['--workdir', facts.cwd] : []), ...parts.users.flags, ...parts.container.flags, ...(input.harden ? hardenFlags() : [])],
     warnings: [
       ...ssh.warnings,
       ...git.warnings,
-      ...(facts.git.repo === null ? [] : repoWarnings(facts.git.repo, repoPolicy(input))),
+      ...repo.warnings,
       ...parts.site.warnings,
+      ...parts.users.warnings,
       ...passed.warnings,
     ],
+    notices: [...parts.users.notices, ...git.notices, ...repo.notices],
   };
   const now = new Date(parts.now).toISOString();
   return {

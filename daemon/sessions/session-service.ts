@@ -4,6 +4,7 @@ import { randomId } from '../os/text.js';
 import { protectGitPaths, type GitPath } from '../plan/git/git-paths.js';
 import { planGitSection } from '../plan/git/git-section.js';
 import type { SandboxGitDir } from '../plan/git/git.js';
+import { userMapping } from '../plan/user-namespace.js';
 import { gatherFacts, type AcquireFacts, type AcquireFactsDeps } from './acquire-facts.js';
 import { assemblePlan, repoPolicy, sessionMounts, writableSources, type PlanParts } from './assemble-plan.js';
 import { DisposalStack } from './disposal-stack.js';
@@ -19,6 +20,8 @@ export interface SessionServiceDeps extends AcquireFactsDeps {
   /** Stores a generated GIT_CONFIG_GLOBAL file and returns its host path. */
   writeGitConfig(content: string): Promise<string>;
   leaseTtlMs: number;
+  /** The user the daemon and its clients run as: whose files the container should write. */
+  hostUser: { uid: number; gid: number };
 }
 
 type Sections = Pick<PlanParts, 'git' | 'site'>;
@@ -37,6 +40,8 @@ function gitPaths(facts: AcquireFacts, sandbox: SandboxGitDir | null): GitPath[]
   for (const store of sandbox?.objects ?? []) if (!within(store.source)) paths.push({ path: store.source, what: 'an object store the repository reads', kind: 'dir' });
   return paths;
 }
+
+const ROOT = { uid: 0, gid: 0 } as const;
 
 /**
  * Builds a session's plan and registers the lease that keeps its bridges alive: gather the facts in
@@ -105,7 +110,13 @@ export class SessionService {
   private async commit(input: AcquireInput, sessionId: string, facts: AcquireFacts, sections: Sections): Promise<AcquireResponse> {
     const { deps } = this;
     const container = await facts.container;
-    const answer = assemblePlan({ sessionId, input, facts, ...sections, gitStatus: deps.gitSync.status(sessionId), container, now: deps.clock.now(), leaseTtlMs: deps.leaseTtlMs });
+    const users = userMapping({
+      engine: facts.userEngine,
+      user: input.containerUser ?? ROOT,
+      host: deps.hostUser,
+      writesHostFiles: sections.site.mounts.some((mount) => !mount.readOnly),
+    });
+    const answer = assemblePlan({ sessionId, input, facts, ...sections, gitStatus: deps.gitSync.status(sessionId), users, container, now: deps.clock.now(), leaseTtlMs: deps.leaseTtlMs });
     deps.registry.add(answer.session, facts.startTime, facts.ssh.leases);
     return answer;
   }

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { gitFixtures } from './git-fixtures.js';
 import { readRepoLayout, withEffectiveHooksPath } from '../../daemon/plan/git/git-repo.js';
-import { repoMounts, repoWarnings, type GitRepo, type RepoPolicy } from '../../daemon/plan/git/git.js';
+import { repoMounts, repoNotes, type GitRepo, type RepoPolicy } from '../../daemon/plan/git/git.js';
 import { HostGit } from '../../daemon/gitsync/host-git.js';
 import { workTreePins } from '../../daemon/gitsync/pins.js';
 import { SandboxStore } from '../../daemon/gitsync/sandbox-store.js';
@@ -208,7 +208,7 @@ describe('the repository layout, read without git', () => {
       includes: [path.join(dir, 'team.gitconfig')],
       pending: [path.join(dir, 'later.gitconfig')],
     });
-    expect(repoWarnings(found, readonly)[0]).toContain('core.hooksPath');
+    expect(repoNotes(found, readonly).warnings[0]).toContain('core.hooksPath');
     // An include the sandbox could repoint cannot be held read-only, whatever the sandbox may do with its own copies.
     rmSync(path.join(dir, 'team.gitconfig'));
     symlinkSync(path.join(rootDir(), 'plain', 'f'), path.join(dir, 'team.gitconfig'));

@@ -164,17 +164,21 @@ export function repoMounts(repo: GitRepo, sandbox: SandboxGitDir, policy: RepoPo
   return mounts;
 }
 
-/** What the plan says about the repository's protection, beside its mounts. */
-export function repoWarnings(repo: GitRepo, policy: RepoPolicy): string[] {
+/**
+ * What the plan says about the repository's protection, beside its mounts: a warning where the
+ * host can still be reached, a notice for an opt-in that stays in the sandbox's own git dir.
+ */
+export function repoNotes(repo: GitRepo, policy: RepoPolicy): { warnings: string[]; notices: string[] } {
   const warnings: string[] = [];
+  const notices: string[] = [];
   for (const hooksPath of repo.hooksPaths) {
     if (hooksPath.exists) {
       warnings.push(`git: core.hooksPath ${hooksPath.path} is inside the repository: it is mounted read-only, but scripts its hooks call from the work tree can still be changed in the sandbox; review them before committing on the host`);
     }
   }
-  if (policy.hooks === 'writable') warnings.push("git: the sandbox's git dir has writable hooks (--git-hooks writable): they run only in the sandbox; the host's git never reads them");
-  if (policy.config === 'writable') warnings.push("git: the sandbox's copy of the repository config is writable (--git-config writable): changes stay in the sandbox; the host's config is never written");
-  return warnings;
+  if (policy.hooks === 'writable') notices.push("git: the sandbox's git dir has writable hooks (--git-hooks writable): they run only in the sandbox; the host's git never reads them");
+  if (policy.config === 'writable') notices.push("git: the sandbox's copy of the repository config is writable (--git-config writable): changes stay in the sandbox; the host's config is never written");
+  return { warnings, notices };
 }
 
 /** A file the git part of the plan mounts read-only. */
