@@ -55,6 +55,8 @@ export class GitSync {
   private readonly files = new Map<RepoSync, { state: SandboxState; files: ReturnType<SandboxStore['mountFiles']> }>();
   /** The work tree pins of each work tree, while the indexes they came from are unchanged. */
   private readonly pins = new Map<string, { print: string; pins: WorkTreePins }>();
+  /** Sessions ended because their sandbox git dir exceeded a bound, with why, while their clients may still ask. */
+  private readonly endedForCause = new Map<string, string>();
   /** What a previous daemon left is known before any acquire decides to refresh a sandbox git dir. */
   private ready: Promise<void> = Promise.resolve();
 
@@ -133,6 +135,18 @@ export class GitSync {
     return pins;
   }
 
+  /**
+   * A client renews a lease it lost; one this daemon ended because its git work could not come home
+   * stays ended, so the client's release still learns why.
+   */
+  assertRenewable(renews: string): void {
+    const why = this.endedForCause.get(renews);
+    if (why === undefined) return;
+    throw new SandboxdError('SESSION_NOT_FOUND', `session ${renews} was ended: ${why}`, {
+      remedy: "Start a new session; the sandbox's git dir is made afresh from your repository.",
+    });
+  }
+
   /** An acquire that failed after `hold`: the session never ran. */
   drop(sessionId: string): void {
     const key = this.sessionRepo.get(sessionId);
@@ -200,6 +214,10 @@ export class GitSync {
         watch: (dir, onChange) => this.deps.watch(dir, onChange),
         hostGit: (git, pathVariable) => new HostGit({ run: this.deps.run, git, emptyDir: this.deps.emptyDir, path: pathVariable }),
         endSessions: (ids, why) => {
+          for (const id of ids) {
+            this.endedForCause.set(id, why);
+            this.deps.timers.after(RELEASE_WAIT_MS, () => this.endedForCause.delete(id));
+          }
           this.deps.endSessions(ids, why);
         },
       },

@@ -60,8 +60,9 @@ export function registerSessionRoutes(app: FastifyInstance, service: SessionServ
     }
     // The session's last sync runs when it ends: what it left waiting goes back to the client.
     if (registry.end(id, 'released')) return { released: true, git: await git.ended(id) };
-    // The client released a lease a previous daemon granted: its container stays the client's.
+    // The client released a lease a previous daemon granted (its container stays the client's), or
+    // one the daemon ended: why its git work could not come home goes back to the client.
     await containers.ended(id, 'released');
-    return { released: false, git: null };
+    return { released: false, git: await git.ended(id) };
   });
 }

@@ -16,7 +16,7 @@ export interface SessionServiceDeps extends AcquireFactsDeps {
   clock: Clock;
   registry: SessionRegistry;
   /** The sandbox's own git dirs: made or refreshed for a session's repository, and brought home. */
-  gitSync: Pick<GitSync, 'hold' | 'drop' | 'status'>;
+  gitSync: Pick<GitSync, 'hold' | 'drop' | 'status' | 'assertRenewable'>;
   /** Stores a generated GIT_CONFIG_GLOBAL file and returns its host path. */
   writeGitConfig(content: string): Promise<string>;
   leaseTtlMs: number;
@@ -56,6 +56,7 @@ export class SessionService {
 
   async acquire(input: AcquireInput): Promise<AcquireResponse> {
     this.deps.registry.assertCapacity();
+    if (input.renews !== undefined) this.deps.gitSync.assertRenewable(input.renews);
     const sessionId = randomId('ses');
     const undo = new DisposalStack();
     try {

@@ -106,6 +106,7 @@ function service(overrides: (log: { events: string[]; served: ServedAgent }) => 
         events.push('git dir dropped');
       },
       status: () => null,
+      assertRenewable: () => undefined,
     },
     writeGitConfig: () => Promise.resolve(path.join(dir, 'gitconfig')),
     containers: {
@@ -206,6 +207,7 @@ describe('SessionService.acquire', () => {
           events.push('git dir dropped');
         },
         status: () => null,
+        assertRenewable: () => undefined,
       },
     }));
     await expect(acquire()).rejects.toBe(refused);
