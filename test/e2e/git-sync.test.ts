@@ -161,17 +161,17 @@ describe.skipIf(labMissing)("the sandbox's git work comes home (real git, real c
     await wholeAfter(dir);
   });
 
-  it("rootless Podman (a non-root user's daemon), the container as its uid 1000 (a sub-uid): a commit comes home, and the next session's refresh sets aside what the sub-uid wrote, even what it made unreadable", async () => {
+  it("rootless Podman (a non-root user's daemon): a commit comes home, and the next session's refresh sets aside what a sub-uid of the container wrote, even what it made unreadable", async () => {
     const { image } = podmanLab();
     const user = await createTestUser(cleanup, { tar: await labImageTar(lab.dir, cleanup), name: image });
     const dir = path.join(user.home, 'repo');
     await user.run('sh', ['-c', `git init -q -b main ${dir} && git -C ${dir} -c user.name=u -c user.email=u@x commit -q --allow-empty -m init`]);
     const runAs = (script: string) => {
-      const { file, args, env: userEnv } = user.command('sudo', ['run', '--quiet', '--engine', 'podman', '--ssh-agent', 'off', '--', '--rm', '--user', '1000', image, 'sh', '-c', script]);
+      const { file, args, env: userEnv } = user.command('sudo', ['run', '--quiet', '--engine', 'podman', '--ssh-agent', 'off', '--', '--rm', image, 'sh', '-c', script]);
       return execa(file, args, { env: userEnv, extendEnv: false, reject: false, timeout: 120_000, cwd: dir });
     };
-    // The sub-uid commits, and leaves a directory only it can read in the sandbox's git dir.
-    const first = await runAs('git -c user.name=x -c user.email=y commit -q --allow-empty -m "from a sub-uid" && mkdir .git/mine && touch .git/mine/x && chmod 700 .git/mine && echo done');
+    // The container's root (the user) commits; its uid 2000 (a sub-uid) leaves a directory only it can read in the sandbox's git dir.
+    const first = await runAs('git -c user.name=x -c user.email=y commit -q --allow-empty -m "from a sub-uid" && echo "other:x:2000:2000::/:/bin/sh" >> /etc/passwd && su other -s /bin/sh -c "mkdir .git/mine && touch .git/mine/x && chmod 700 .git/mine" && echo done');
     expect({ code: first.exitCode, stdout: first.stdout, stderr: first.stderr }).toEqual({ code: 0, stdout: 'done', stderr: '' });
     expect((await hostGit(dir, 'log', '-1', '--format=%s', 'main')).stdout).toBe('from a sub-uid');
     const second = await runAs('test -e .git/mine && echo stale || echo fresh; git log -1 --format=%s');
