@@ -85,6 +85,7 @@ function buildGitSync(deps: DaemonDeps, endSessions: (ids: readonly string[], wh
     run: deps.edges.run,
     timers: deps.edges.timers,
     monotonic: () => deps.edges.clock.monotonic(),
+    platform: deps.platform,
     watch: watchDirectory,
     endSessions,
     // A restarted daemon's clients renew within a lease; two leave room for a slow one.

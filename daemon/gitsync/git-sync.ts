@@ -3,7 +3,8 @@ import type { SessionGit } from '../../shared/contracts/sessions.js';
 import type { Timers } from '../os/clock.js';
 import type { Logger } from '../os/logger.js';
 import type { RunSubprocess } from '../os/subprocess.js';
-import type { Watcher } from '../os/watch.js';
+import { gapCheckedWatch, type WatchEdge } from '../os/watch.js';
+import type { Platform } from '../../shared/paths.js';
 import type { GitRepo, SandboxGitDir, WorkTreePins } from '../plan/git/git.js';
 import { gitDirPairs, sandboxPath } from './git-dir-pairs.js';
 import { SandboxdError } from '../../shared/errors.js';
@@ -21,7 +22,8 @@ export interface GitSyncDeps {
   run: RunSubprocess;
   timers: Timers;
   monotonic(): number;
-  watch(dir: string, onChange: () => void): Watcher | null;
+  platform: Platform;
+  watch: WatchEdge;
   /** Ends sessions whose sandbox git dir exceeded a bound. */
   endSessions(ids: readonly string[], why: string): void;
   /** How long a restarted daemon keeps a sandbox git dir for sessions of the daemon before it (they renew within a lease). */
@@ -60,8 +62,17 @@ export class GitSync {
   /** What a previous daemon left is known before any acquire decides to refresh a sandbox git dir. */
   private ready: Promise<void> = Promise.resolve();
 
+  /**
+   * Where starting or closing a watch can lose what happens meanwhile (macOS), every repository
+   * with sessions gets a sync after it: a missed event delays a sync, never skips it.
+   */
+  private readonly watch: WatchEdge;
+
   constructor(private readonly deps: GitSyncDeps) {
     this.store = new SandboxStore(deps.stateDir, deps.logger);
+    this.watch = gapCheckedWatch(deps.platform, deps.watch, () => {
+      for (const sync of this.repos.values()) if (sync.live) sync.trigger();
+    });
   }
 
   /**
@@ -211,7 +222,7 @@ export class GitSync {
         store: this.store,
         logger: this.deps.logger,
         timers: this.deps.timers,
-        watch: (dir, onChange) => this.deps.watch(dir, onChange),
+        watch: (dir, onChange) => this.watch(dir, onChange),
         hostGit: (git, pathVariable) => new HostGit({ run: this.deps.run, git, emptyDir: this.deps.emptyDir, path: pathVariable }),
         endSessions: (ids, why) => {
           for (const id of ids) {
