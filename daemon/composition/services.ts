@@ -14,6 +14,7 @@ import { createPodmanVersions } from '../podman/podman-version.js';
 import type { SessionContainers } from '../sessions/session-containers.js';
 import { SessionRegistry } from '../sessions/session-registry.js';
 import { SessionService } from '../sessions/session-service.js';
+import type { KeptSession } from '../bridges/endpoint-records.js';
 import { userEngine } from '../sessions/user-engine.js';
 import { AgentBridges } from './agent-bridges.js';
 import { TrackedWork } from './background.js';
@@ -51,9 +52,12 @@ function buildCaches(deps: DaemonDeps, quiet: QuietTime) {
   };
 }
 
-function buildAgentBridges(deps: DaemonDeps, caches: Caches): AgentBridges {
+function buildAgentBridges(deps: DaemonDeps, caches: Caches, liveSessions: () => KeptSession[]): AgentBridges {
   const { discovery } = caches;
   return new AgentBridges({
+    probe: deps.probe,
+    liveSessions,
+    keptTtlMs: deps.settings.leaseTtlMs,
     engines: caches.engines,
     platform: deps.platform,
     paths: deps.paths,
@@ -92,9 +96,9 @@ function buildGitSync(deps: DaemonDeps, endSessions: (ids: readonly string[], wh
  * The registry with what a session's end and start set off: its sandbox's last git sync, its
  * container removed or its record completed. `onEmpty` hears when the last session has ended.
  */
-function buildRegistry(deps: DaemonDeps, parts: { gitSync: GitSync; containers: SessionContainers; work: TrackedWork; onEmpty: () => void }): SessionRegistry {
+function buildRegistry(deps: DaemonDeps, parts: { gitSync: GitSync; containers: SessionContainers; agentBridges: AgentBridges; work: TrackedWork; onEmpty: () => void }): SessionRegistry {
   const { logger, settings } = deps;
-  const { gitSync, containers, work } = parts;
+  const { gitSync, containers, agentBridges, work } = parts;
   const registry: SessionRegistry = new SessionRegistry({
     clock: deps.edges.clock,
     probe: deps.probe,
@@ -102,7 +106,11 @@ function buildRegistry(deps: DaemonDeps, parts: { gitSync: GitSync; containers: 
     sweepIntervalMs: settings.sweepIntervalMs,
     maxSessions: settings.maxSessions,
     logger,
+    onAdd: () => {
+      agentBridges.changed();
+    },
     onEnd: (info, reason) => {
+      agentBridges.changed();
       gitSync.release(info.id);
       const ended = containers.ended(info.id, reason);
       work.track(ended, (error) => {
@@ -126,7 +134,7 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
   const { edges, logger, settings } = deps;
   const quiet = new QuietTime(() => edges.clock.monotonic(), edges.timers);
   const caches = buildCaches(deps, quiet);
-  const agentBridges = buildAgentBridges(deps, caches);
+  const agentBridges = buildAgentBridges(deps, caches, () => registry.keptSessions());
   const work = new TrackedWork();
   const containers = createSessionContainers({
     paths: deps.paths,
@@ -146,7 +154,7 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
     logger.error({ module: 'gitsync', sessionIds: ids, why }, 'sessions end: their git work cannot be brought home within its bounds');
     for (const id of ids) registry.end(id, 'git');
   });
-  const registry = buildRegistry(deps, { gitSync, containers, work, onEmpty });
+  const registry = buildRegistry(deps, { gitSync, containers, agentBridges, work, onEmpty });
   const privacy = { principal: deps.privacy?.principal ?? { binary: process.execPath, launchd: false }, readable: deps.privacy?.readable ?? probeReadable };
   const gitConfigs = new GeneratedConfigStore(path.join(deps.paths.runtimeDir, 'git'));
   const sessions = new SessionService({
@@ -155,7 +163,7 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
     clock: edges.clock,
     probe: deps.probe,
     registry,
-    ssh: { inspect: inspectAgentSocket, serve: (agentSocket, input, role) => agentBridges.serve(agentSocket, input, role) },
+    ssh: { inspect: inspectAgentSocket, serve: (agentSocket, input, role, name) => agentBridges.serve(agentSocket, input, role, name) },
     gitFacts: (input) => caches.gitFacts.get(input),
     privacy: createPrivacyGate({ platform: deps.platform, home: deps.hostHome, ...privacy }),
     gitSync,

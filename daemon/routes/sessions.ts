@@ -21,7 +21,15 @@ import { parseInput } from '../http/errors.js';
 import type { SessionRegistry } from '../sessions/session-registry.js';
 import type { SessionService } from '../sessions/session-service.js';
 
-export function registerSessionRoutes(app: FastifyInstance, service: SessionService, registry: SessionRegistry, containers: SessionContainers, git: Pick<GitSync, 'status' | 'ended'>): void {
+/** `refresh` brings counts kept outside the daemon (relay containers') up to date before a list. */
+export function registerSessionRoutes(
+  app: FastifyInstance,
+  service: SessionService,
+  registry: SessionRegistry,
+  containers: SessionContainers,
+  git: Pick<GitSync, 'status' | 'ended'>,
+  refresh: () => Promise<void>,
+): void {
   /**
    * The container id is read from its cidfile when asked: the engine writes it after the plan left;
    * what the sandbox's git work left waiting changes with every sync.
@@ -35,7 +43,10 @@ export function registerSessionRoutes(app: FastifyInstance, service: SessionServ
     return result;
   });
 
-  app.get(SESSIONS_ROUTE, async (): Promise<SessionListResponse> => ({ sessions: await Promise.all(registry.list().map(withContainer)) }));
+  app.get(SESSIONS_ROUTE, async (): Promise<SessionListResponse> => {
+    await refresh();
+    return { sessions: await Promise.all(registry.list().map(withContainer)) };
+  });
 
   app.post(`${SESSIONS_ROUTE}/:id/heartbeat`, async (request): Promise<HeartbeatResponse> => {
     const { id } = parseInput(SessionParams, request.params, 'session id');

@@ -103,6 +103,7 @@ export function assemblePlan(parts: PlanParts): AcquireResponse {
       lastHeartbeatAt: now,
       ssh: ssh.ssh,
       container: parts.container.container,
+      refused: 0,
       git: parts.gitStatus,
     },
     plan: { ...body, args: flattenArgs(body) },
