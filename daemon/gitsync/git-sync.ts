@@ -40,6 +40,9 @@ export interface HoldInput {
 
 const STATE_WRITE_ERRORS = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO']);
 
+/** Sessions ended for a bound whose reason is kept for their clients. */
+const ENDED_FOR_CAUSE_KEPT = 1024;
+
 /** How long a release waits for its session's last sync before it answers without it. */
 const RELEASE_WAIT_MS = 30_000;
 
@@ -57,8 +60,8 @@ export class GitSync {
   private readonly files = new Map<RepoSync, { state: SandboxState; files: ReturnType<SandboxStore['mountFiles']> }>();
   /** The work tree pins of each work tree, while the indexes they came from are unchanged. */
   private readonly pins = new Map<string, { print: string; pins: WorkTreePins }>();
-  /** Sessions ended because their sandbox git dir exceeded a bound, with why, while their clients may still ask. */
-  private readonly endedForCause = new Map<string, string>();
+  /** Sessions ended because their sandbox git dir exceeded a bound, with why, for their clients' renewal and release. */
+  private readonly endedForCause = new Map<string, SessionGit>();
   /** What a previous daemon left is known before any acquire decides to refresh a sandbox git dir. */
   private ready: Promise<void> = Promise.resolve();
 
@@ -151,8 +154,8 @@ export class GitSync {
    * stays ended, so the client's release still learns why.
    */
   assertRenewable(renews: string): void {
-    const why = this.endedForCause.get(renews);
-    if (why === undefined) return;
+    const why = this.endedForCause.get(renews)?.error;
+    if (why === undefined || why === null) return;
     throw new SandboxdError('SESSION_NOT_FOUND', `session ${renews} was ended: ${why}`, {
       remedy: "Start a new session; the sandbox's git dir is made afresh from your repository.",
     });
@@ -186,7 +189,8 @@ export class GitSync {
   /** What a session that ended left waiting, once its last sync is done (bounded). */
   async ended(sessionId: string): Promise<SessionGit | null> {
     const ending = this.endings.get(sessionId);
-    if (ending === undefined) return null;
+    // Its container may take longer to go than the last sync is kept: why it ended is kept longer.
+    if (ending === undefined) return this.endedForCause.get(sessionId) ?? null;
     let cancel = (): void => undefined;
     const late = new Promise<null>((resolve) => {
       cancel = this.deps.timers.after(RELEASE_WAIT_MS, () => {
@@ -226,8 +230,12 @@ export class GitSync {
         hostGit: (git, pathVariable) => new HostGit({ run: this.deps.run, git, emptyDir: this.deps.emptyDir, path: pathVariable }),
         endSessions: (ids, why) => {
           for (const id of ids) {
-            this.endedForCause.set(id, why);
-            this.deps.timers.after(RELEASE_WAIT_MS, () => this.endedForCause.delete(id));
+            this.endedForCause.set(id, { repository: state.commonDir, held: [], notes: [], error: why });
+            // The oldest goes first: a client asks soon after its container was removed, or never.
+            for (const old of this.endedForCause.keys()) {
+              if (this.endedForCause.size <= ENDED_FOR_CAUSE_KEPT) break;
+              this.endedForCause.delete(old);
+            }
           }
           this.deps.endSessions(ids, why);
         },
