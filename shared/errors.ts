@@ -73,7 +73,7 @@ export const ERROR_SPECS = {
   },
   PRIVACY_DENIED: {
     status: 403,
-    remedy: 'On a Mac: System Settings → Privacy & Security → Files and Folders (the folder) or Full Disk Access → add the node binary that runs sandboxd (`sandboxd doctor` names it), then `sandboxd restart`; or keep the project outside Desktop, Documents, Downloads and iCloud Drive.',
+    remedy: 'On a Mac: grant what macOS judges for how the daemon was started (the message and `sandboxd doctor` name it): the app it was started from (a terminal), then `sandboxd restart` from it; or the node binary the `sandboxd install` service runs; in System Settings → Privacy & Security → Files and Folders (the folder) or Full Disk Access. Or keep the project outside Desktop, Documents, Downloads and iCloud Drive.',
   },
   ENGINE_NOT_FOUND: { status: 422, remedy: 'Install the engine or add it to PATH.' },
   DOCKER_INFO_FAILED: {

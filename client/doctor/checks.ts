@@ -7,7 +7,7 @@ import type { ReadableResponse, StatusResponse } from '../../shared/contracts/st
 import type { PodmanConnection } from '../../daemon/podman/connections.js';
 import { VERSION } from '../../daemon/os/package-files.js';
 import type { AgentSocketCheck } from '../../daemon/plan/agent-socket.js';
-import { privacyDenied } from '../../daemon/os/privacy.js';
+import { privacyDenied, startedFrom } from '../../daemon/os/privacy.js';
 import { engineStartRemedy, type ContainerProbe } from './container-check.js';
 
 export type CheckState = 'ok' | 'fail' | 'skip';
@@ -226,8 +226,9 @@ export function checkPrivacy(probe: PrivacyProbe): CheckResult {
   if (probe.platform !== 'darwin') return skip(name, 'only macOS guards folders from the daemon');
   if (probe.answer === null) return skip(name, 'the daemon is not running; it is asked when it runs');
   if ('error' in probe.answer) return skip(name, `cannot ask the daemon: ${probe.answer.error instanceof Error ? probe.answer.error.message : String(probe.answer.error)}`);
-  const { readable, binary, launchd } = probe.answer;
-  if (readable) return ok(name, `the daemon (${binary}${launchd ? ', started by launchd' : ''}) may read ${probe.cwd}`);
-  const denied = privacyDenied(probe.cwd, probe.home, { binary, launchd });
+  const { readable, principal } = probe.answer;
+  const from = startedFrom(principal);
+  if (readable) return ok(name, `the daemon (${principal.binary}${from === null ? '' : `, ${from}`}) may read ${probe.cwd}`);
+  const denied = privacyDenied(probe.cwd, probe.home, principal);
   return fail(name, denied.message, denied.remedy);
 }
