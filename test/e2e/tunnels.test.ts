@@ -103,6 +103,44 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     expect(result.exitCode).toBe(0);
   });
 
+  it('with a state dir holding a blank (the Mac\'s) and a machine off loopback, the host key goes to the state dir\'s known_hosts and nowhere else', async () => {
+    const { env: podmanEnv } = podmanLab();
+    const sandbox = makeSandbox(cleanup);
+    // ~/Library/Application Support/sandboxd in shape; set on the sandbox so its cleanup stops this daemon.
+    const stateDir = path.join(sandbox.dir, 'Application Support', 'sandboxd');
+    sandbox.env.SANDBOXD_STATE_DIR = stateDir;
+    cleanup.add(() => {
+      removeTunnelRoots(stateDir);
+    });
+    mkdirSync(path.join(sandbox.home, '.ssh'), { recursive: true });
+    writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '');
+    const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
+    // An IPv4-mapped address: this machine's loopback sshd to the kernel, but not loopback to the
+    // daemon (`isLoopback`) nor to ssh (`sockaddr_is_local` takes only ::1 for IPv6), so host keys are checked.
+    const conf = writeContainersConf(
+      path.join(sandbox.dir, 'containers.conf'),
+      podmanEnv.CONTAINERS_CONF ?? '',
+      [{ name: 'lab', uri: `ssh://root@[::ffff:127.0.0.1]:${sshd.port}/run/podman/podman.sock`, identity: sshd.clientKey }],
+      'lab',
+    );
+    const agent = await startAgent(sandbox.dir, cleanup);
+    const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket, SANDBOXD_SSH_BRIDGE: 'tunnel' });
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    cleanup.add(() => session.release());
+    expect(session.info.ssh).toMatchObject({ status: 'forwarded', bridge: 'tunnel' });
+    expect(await agentLists(path.join(agentDirOf(session), 'agent.sock'))).toContain(agent.fingerprint);
+    const hostKey = readFileSync(path.join(sandbox.dir, 'vm', 'host_key.pub'), 'utf8').split(' ').slice(0, 2).join(' ');
+    const knownHosts = path.join(stateDir, 'known_hosts');
+    expect(readFileSync(knownHosts, 'utf8').trim().split('\n')).toHaveLength(1);
+    // Hashed or not (Debian's ssh_config hashes), ssh finds it under the address the connection names.
+    const found = await execa('ssh-keygen', ['-F', `[::ffff:127.0.0.1]:${String(sshd.port)}`, '-f', knownHosts], { reject: false });
+    expect(found.stdout).toContain(hostKey);
+    // Split on the blank, ssh wrote to `…/Application` (and read `Support/sandboxd/known_hosts` in the daemon's cwd, /).
+    expect(existsSync(path.join(sandbox.dir, 'Application'))).toBe(false);
+    expect(existsSync('/Support')).toBe(false);
+    expect(readFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), 'utf8')).toBe('');
+  });
+
   it('20 concurrent sessions on one machine and agent share exactly one ssh process', async () => {
     const { env, sandbox } = await tunnelLab();
     await cli(['start'], env);
