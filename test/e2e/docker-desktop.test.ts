@@ -1,42 +1,18 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Cleanup, cli, cliEnv, daemonPid, makeSandbox, pidAlive, startAgent, waitFor, type Agent } from '../helpers.js';
+import { DESKTOP_SOCKET, takeDesktopPath } from '../lab/desktop-path.js';
 import { dockerLabUnavailable, startDockerd, type Dockerd } from '../lab/dockerd.js';
 import { ATTACK, ATTACKER_TOOLS } from './agent-attack.js';
 import { lab } from './lab.js';
 
-/** Docker Desktop's fixed path in its VM; on Linux the "VM" is this host, so tests here run one at a time. */
-const DESKTOP_SOCKET = '/run/host-services/ssh-auth.sock';
-const unavailable = dockerLabUnavailable(lab) ?? (await desktopPathInUse());
-
-/**
- * A socket left at the fixed path by a run that was killed (its cleanup never ran) answers nothing:
- * it is removed. One that answers belongs to something running, which these tests must not take.
- */
-async function desktopPathInUse(): Promise<string | null> {
-  if (!existsSync(DESKTOP_SOCKET)) return null;
-  const answers = await new Promise<boolean>((resolve) => {
-    const probe = net.connect(DESKTOP_SOCKET, () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.setTimeout(2_000, () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.on('error', () => {
-      resolve(false);
-    });
-  });
-  if (answers) return `${DESKTOP_SOCKET} exists already and something answers on it`;
-  rmSync(path.dirname(DESKTOP_SOCKET), { recursive: true, force: true });
-  return null;
-}
 const fileCleanup = new Cleanup();
 const cleanup = new Cleanup();
+// Docker Desktop's path is fixed, so one run at a time emulates it: another run waits its turn.
+const unavailable = dockerLabUnavailable(lab) ?? (await takeDesktopPath(fileCleanup, 420));
 let dockerd: Dockerd;
 
 beforeAll(async () => {
@@ -51,7 +27,6 @@ afterAll(() => fileCleanup.run(), 120_000);
  * releases made it 0755 (test/fixtures/mac/docker-desktop.ssh-auth-sock.in-container.ls.txt).
  */
 async function desktopSocket(agent: Agent | 'hang', mode = 0o660): Promise<void> {
-  mkdirSync(path.dirname(DESKTOP_SOCKET), { recursive: true });
   const open = new Set<net.Socket>();
   const server = net.createServer((client) => {
     open.add(client);
@@ -66,8 +41,8 @@ async function desktopSocket(agent: Agent | 'hang', mode = 0o660): Promise<void>
   chmodSync(DESKTOP_SOCKET, mode);
   cleanup.add(async () => {
     for (const client of open) client.destroy();
+    // Closing a listener on a path removes its socket file.
     await new Promise((resolve) => server.close(resolve));
-    rmSync(path.dirname(DESKTOP_SOCKET), { recursive: true, force: true });
   });
 }
 

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Cleanup, waitFor } from '../helpers.js';
+import { CLI, Cleanup, waitFor } from '../helpers.js';
 import { createTestUser, labImageTar, type Shell, type TestUser } from '../lab/test-user.js';
 import { lab, labMissing, podmanLab } from './lab.js';
 
@@ -48,7 +48,7 @@ describe.skipIf(labMissing)('one daemon per user, whatever the shell (a real non
     // Every shell auto-starts the daemon with a 2 s lease (its claim window for a predecessor's
     // records is 4 s), so a minute of the old behaviour fits in a few seconds.
     const bin = path.join(user.home, 'sandboxd-short-lease');
-    await user.run('sh', ['-c', `printf '#!/bin/sh\\nexec %s %s "$@" --lease-ttl 2\\n' '${process.execPath}' '${path.resolve('dist/bin/sandboxd.js')}' > ${bin} && chmod 755 ${bin}`]);
+    await user.run('sh', ['-c', `printf '#!/bin/sh\\nexec %s %s "$@" --lease-ttl 2\\n' '${process.execPath}' '${CLI}' > ${bin} && chmod 755 ${bin}`]);
     const settings = { SANDBOXD_BIN: bin };
     const held = user.spawn('login', ['run', '--quiet', '--engine', 'podman', '--ssh-agent', 'off', '--no-workdir', '--', image, 'sh', '-c', 'echo started; sleep 300'], settings);
     let out = '';
