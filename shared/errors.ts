@@ -41,7 +41,7 @@ export const ERROR_SPECS = {
   },
   SOCKET_PATH_TOO_LONG: {
     status: 500,
-    remedy: 'Set SANDBOXD_RUNTIME_DIR to a shorter directory.',
+    remedy: 'Shorten the socket path the message names: sandboxd\'s own with SANDBOXD_RUNTIME_DIR (a shorter directory); an agent\'s by pointing SSH_AUTH_SOCK at a short link to it.',
   },
   DAEMON_ALREADY_RUNNING: { status: 409, remedy: 'Use the running daemon, or `sandboxd stop` it first.' },
   DAEMON_NOT_RUNNING: { status: 503, remedy: 'Run `sandboxd start`.' },
