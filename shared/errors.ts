@@ -80,6 +80,10 @@ export const ERROR_SPECS = {
     status: 502,
     remedy: 'Check that `docker info` works in your shell: start the engine (Linux: `sudo systemctl start docker`; macOS: Docker Desktop, OrbStack or `colima start`), or fix DOCKER_HOST / DOCKER_CONTEXT.',
   },
+  AGENT_SOCKET_DENIED: {
+    status: 502,
+    remedy: 'Look at the owner and mode of the engine\'s agent socket in its VM (Colima: `colima ssh -- ls -lL /run/host-services/ssh-auth.sock`): sandboxd connects as root without capabilities and as the socket\'s owner, so a security module (AppArmor, SELinux) or a user-namespaced engine (userns-remap) keeps it out. Or pass --ssh-agent off.',
+  },
   RELAY_CONTAINER_FAILED: { status: 502, remedy: 'See `sandboxd tunnels ls` for the relay container\'s last error; `sandboxd tunnels restart ID` retries.' },
   RUN_ARGS_UNPARSABLE: { status: 400, remedy: 'Write that run option as --name=value, so its value cannot be mistaken for the image.' },
   STATE_WRITE_FAILED: { status: 507, remedy: 'Free space in the state dir (or fix its permissions), or point SANDBOXD_STATE_DIR elsewhere; no plan was handed out.' },

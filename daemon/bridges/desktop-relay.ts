@@ -4,6 +4,7 @@ import { SandboxdError } from '../../shared/errors.js';
 import { clip } from '../os/text.js';
 import type { Logger } from '../os/logger.js';
 import type { RunSubprocess } from '../os/subprocess.js';
+import { VM_ROOT, type VmUser } from '../engines/builtin-probe.js';
 import type { Bridge } from './bridge.js';
 import { BridgeStatus, RELAY_TRANSITIONS } from './bridge-status.js';
 import { helperLabels, helperRecord, type HelperRecords } from './helper-records.js';
@@ -37,8 +38,10 @@ export interface DesktopRelayOptions {
   id: string;
   /** Container and volume name, unique per sandboxd state dir, engine instance and user. */
   name: string;
-  /** The VM's built-in agent socket (root:root 0660). */
+  /** The VM's built-in agent socket (root:root 0660, or another user's: Colima's). */
   upstream: string;
+  /** Who may connect to it, as the probe found: root, or the socket's owner. */
+  upstreamUser?: VmUser;
   uid: number;
   gid: number;
   /** This daemon's owner label: the container and volume carry it, so start-up can sweep them. */
@@ -56,26 +59,34 @@ export interface DesktopRelayOptions {
 }
 
 /**
- * The volume's tmpfs belongs to the session's user alone, so only it may create or reach the
- * socket; it holds one socket, so it is sized for little more.
+ * The volume's tmpfs belongs to the relay's user; it holds one socket, so it is sized for little
+ * more. Run as the session's user, only that user may reach it (0700); run as the socket's owner
+ * (Colima), the session's user may only pass through it (0711) to the socket.
  */
-export function volumeCreateArgs(name: string, uid: number, gid: number, owner: string): string[] {
-  return ['volume', 'create', '--driver', 'local', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', '--opt', `o=uid=${uid},gid=${gid},mode=0700,size=64k,nr_inodes=16`, ...helperLabels(owner, 'relay'), name];
+export function volumeCreateArgs(name: string, uid: number, gid: number, owner: string, upstreamUser: VmUser = VM_ROOT): string[] {
+  const asOwner = upstreamUser.uid !== 0;
+  const tmpfs = asOwner ? `o=uid=${String(upstreamUser.uid)},gid=${String(upstreamUser.gid)},mode=0711` : `o=uid=${String(uid)},gid=${String(gid)},mode=0700`;
+  return ['volume', 'create', '--driver', 'local', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', '--opt', `${tmpfs},size=64k,nr_inodes=16`, ...helperLabels(owner, 'relay'), name];
 }
 
 /**
- * The relay runs as the session's uid:gid and holds gid 0 (the built-in socket's group) itself, with
- * no network, no capabilities, a read-only root, no-new-privileges, and pids and memory limits; its
- * socket is 0600.
+ * The relay runs with no network, no capabilities, a read-only root, no-new-privileges, and pids and
+ * memory limits, as a user that may connect to the built-in socket: where root may (Docker Desktop:
+ * root:root 0660), as the session's uid:gid holding gid 0 itself, serving a 0600 socket; where only
+ * its owner may (Colima: the VM's user, 0600 or 0755), as that owner, serving a 0666 socket for the
+ * session's user. The session never holds gid 0 or the owner's uid.
  */
-export function relayRunArgs(options: { name: string; upstream: string; uid: number; gid: number; image: string; owner: string }): string[] {
+export function relayRunArgs(options: { name: string; upstream: string; upstreamUser?: VmUser; uid: number; gid: number; image: string; owner: string }): string[] {
   const { name } = options;
+  const upstreamUser = options.upstreamUser ?? VM_ROOT;
+  const asOwner = upstreamUser.uid !== 0;
   return [
     'run', '--detach', '--name', name, ...helperLabels(options.owner, 'relay'), '--network', 'none', '--cap-drop', 'ALL', '--read-only',
-    '--security-opt', 'no-new-privileges', ...RELAY_LIMITS, '--user', `${options.uid}:${options.gid}`, '--group-add', '0', '--pull', 'never',
+    '--security-opt', 'no-new-privileges', ...RELAY_LIMITS,
+    ...(asOwner ? ['--user', `${String(upstreamUser.uid)}:${String(upstreamUser.gid)}`] : ['--user', `${String(options.uid)}:${String(options.gid)}`, '--group-add', '0']), '--pull', 'never',
     '--mount', `type=bind,source=${options.upstream},target=${UPSTREAM_IN_RELAY}`,
     '--mount', `type=volume,source=${name},target=${SERVED_DIR_IN_RELAY}`,
-    '--entrypoint', RELAY_BINARY_IN_IMAGE, options.image, 'serve', UPSTREAM_IN_RELAY, `${SERVED_DIR_IN_RELAY}/agent.sock`, String(RELAY_MAX_CONNECTIONS),
+    '--entrypoint', RELAY_BINARY_IN_IMAGE, options.image, 'serve', UPSTREAM_IN_RELAY, `${SERVED_DIR_IN_RELAY}/agent.sock`, String(RELAY_MAX_CONNECTIONS), ...(asOwner ? ['666'] : []),
   ];
 }
 
@@ -116,12 +127,12 @@ function lastLine(stderr: string): string {
 /**
  * Why the relay could not reach the engine's agent socket (`upstream` in the VM, mounted into the
  * relay), from its `connect <path>: <strerror>` line: the socket's owner and mode decide who may
- * connect, and they differ by engine.
+ * connect, and they differ by engine. `as` names the user the relay ran as.
  */
-export function upstreamReason(line: string, uid: number, upstream: string): string | null {
+export function upstreamReason(line: string, as: string, upstream: string): string | null {
   if (!line.startsWith('sandboxd-relay: connect ')) return null;
   if (line.endsWith('Permission denied')) {
-    return `the engine's agent socket ${upstream} is not writable by uid ${String(uid)} with group 0 (Colima: it belongs to the VM's user; older Docker Desktop: root, mode 0755)`;
+    return `permission denied: the engine's agent socket ${upstream} is not writable by ${as} (older Docker Desktop made it root's, mode 0755; Colima's belongs to the VM's user)`;
   }
   if (line.endsWith('Connection refused') || line.endsWith('No such file or directory')) return `no agent listens at ${upstream} in the engine's VM`;
   return null;
@@ -225,14 +236,14 @@ export class DesktopRelay implements Bridge {
       await this.docker(['rm', '--force', name]);
       // A new volume gets this release's options and labels; one a session still mounts is reused.
       await this.docker(['volume', 'rm', name]);
-      const volume = await this.docker(volumeCreateArgs(name, uid, gid, owner));
+      const volume = await this.docker(volumeCreateArgs(name, uid, gid, owner, this.options.upstreamUser));
       if (volume.exitCode !== 0) throw this.failure(`cannot create volume ${name}`, volume.stderr);
       const image = await this.options.image();
       if (overtaken()) {
         await this.abandon(null);
         return;
       }
-      const started = await this.docker(relayRunArgs({ name, upstream: this.options.upstream, uid, gid, image, owner }));
+      const started = await this.docker(relayRunArgs({ name, upstream: this.options.upstream, upstreamUser: this.options.upstreamUser, uid, gid, image, owner }));
       if (started.exitCode !== 0) throw this.failure(`cannot start relay container ${name}`, started.stderr);
       const id = started.stdout.trim();
       container = id === '' ? null : id;
@@ -320,11 +331,17 @@ export class DesktopRelay implements Bridge {
       const logs = await this.docker(['logs', this.options.name]);
       if (logs.stdout.includes(READY_LINE)) return;
       if (logs.stderr.includes('sandboxd-relay:') || performance.now() > deadline) {
-        const reason = upstreamReason(lastLine(logs.stderr), this.options.uid, this.options.upstream);
+        const reason = upstreamReason(lastLine(logs.stderr), this.relayUser(), this.options.upstream);
         throw this.failure(`relay container ${this.options.name} did not become ready`, logs.stderr, reason);
       }
       await sleep(READY_POLL_MS);
     }
+  }
+
+  /** Who the relay runs as, for a message. */
+  private relayUser(): string {
+    const { uid, upstreamUser } = this.options;
+    return upstreamUser !== undefined && upstreamUser.uid !== 0 ? `uid ${String(upstreamUser.uid)} (its owner, as the probe found)` : `uid ${String(uid)} with group 0`;
   }
 
   private docker(args: string[]) {

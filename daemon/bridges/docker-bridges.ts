@@ -1,7 +1,8 @@
 import path from 'node:path';
-import { isSandboxdError } from '../../shared/errors.js';
+import { ERROR_SPECS, isSandboxdError } from '../../shared/errors.js';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
 import { listAgentKeys } from '../engines/agent-keys.js';
+import type { VmUser } from '../engines/builtin-probe.js';
 import type { DockerEngines } from '../engines/docker-engines.js';
 import type { IdentifiedEngine } from '../engines/engine-identifier.js';
 import type { EngineBridge } from '../engines/profile.js';
@@ -121,7 +122,10 @@ export class DockerBridges {
       labels: helperLabels(this.deps.owner, 'probe'),
     });
     const warnings: string[] = [];
-    if (probe.state === 'missing' || probe.state === 'unusable') {
+    if (probe.state === 'denied') {
+      // The agent is forwarded, only not to sandboxd's user: "start it with the agent" would mislead.
+      return { unavailable: `${label}: ${probe.detail}`, remedy: ERROR_SPECS.AGENT_SOCKET_DENIED.remedy, code: 'AGENT_SOCKET_DENIED' };
+    } else if (probe.state === 'missing' || probe.state === 'unusable') {
       return { unavailable: `${label}: ${probe.detail}`, remedy: bridge.missingRemedy };
     } else if (probe.state === 'unverified') {
       warnings.push(`the agent socket of ${label} is used unverified: ${probe.detail}`);
@@ -130,11 +134,12 @@ export class DockerBridges {
       if (mismatch !== null) warnings.push(mismatch);
     }
     const user = input.containerUser ?? { uid: 0, gid: 0 };
-    if (user.uid === 0) {
+    // The user who may connect mounts the socket itself: root on Docker Desktop, the VM's user on Colima.
+    if (user.uid === probe.user.uid) {
       return { kind: 'desktop', lease: markerLease(`desk_${instance.slice(4)}`), mountSource: bridge.socket, socketFile: true, relabel: undefined, flags: [], warnings };
     }
     try {
-      return await this.serveByRelayContainer(bridge.socket, engine, user.uid, user.gid, warnings);
+      return await this.serveByRelayContainer(bridge.socket, probe.user, engine, user.uid, user.gid, warnings);
     } catch (error) {
       if (!isSandboxdError(error) || input.sshAgent === 'on') throw error;
       return { unavailable: error.message, remedy: error.remedy };
@@ -157,7 +162,7 @@ export class DockerBridges {
     return started;
   }
 
-  private async serveByRelayContainer(socket: string, engine: IdentifiedEngine, uid: number, gid: number, warnings: string[]): Promise<ServedAgent> {
+  private async serveByRelayContainer(socket: string, upstreamUser: VmUser, engine: IdentifiedEngine, uid: number, gid: number, warnings: string[]): Promise<ServedAgent> {
     const { instance } = engine.identity;
     const hash = stableHash([this.deps.stateDir, instance, uid, gid].join('\n'), 16);
     const name = `sandboxd-relay-${hash}`;
@@ -166,6 +171,7 @@ export class DockerBridges {
         id: `crelay_${hash}`,
         name,
         upstream: socket,
+        upstreamUser,
         uid,
         gid,
         owner: this.deps.owner,

@@ -70,7 +70,7 @@ async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSecti
   }
   const served = await deps.serve(check.path, input, 'agent');
   if ('unavailable' in served) {
-    if (input.sshAgent === 'on') throw new SandboxdError('SSH_BRIDGE_UNSUPPORTED', `ssh-agent is on but ${served.unavailable}`, served.remedy === undefined ? undefined : { remedy: served.remedy });
+    if (input.sshAgent === 'on') throw new SandboxdError(served.code ?? 'SSH_BRIDGE_UNSUPPORTED', `ssh-agent is on but ${served.unavailable}`, served.remedy === undefined ? undefined : { remedy: served.remedy });
     // A reason with a remedy is news to the user (DESIGN §7: say so in the plan's warnings).
     return served.remedy === undefined ? skipped(served.unavailable) : { ...skipped(served.unavailable), warnings: [agentNotForwarded(served.unavailable, served.remedy)] };
   }

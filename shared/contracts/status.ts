@@ -22,7 +22,7 @@ export const EngineStatus = z.strictObject({
   identifiedAt: Timestamp,
   probe: z.nullable(
     z.strictObject({
-      state: z.enum(['verified', 'missing', 'unusable', 'unverified']),
+      state: z.enum(['verified', 'missing', 'unusable', 'denied', 'unverified']),
       detail: z.string(),
       keys: Count,
       at: Timestamp,

@@ -29,6 +29,35 @@ describe('the shared relay container (least privilege for non-root container use
     expect(sessionMountFlags('r', '/run/sandboxd/ssh')).toEqual(['--mount', 'type=volume,source=r,target=/run/sandboxd/ssh,readonly']);
   });
 
+  /*
+   * Colima (`colima start --ssh-agent`, abiosoft/colima environment/vm/lima/yaml.go: ssh.forwardAgent)
+   * has lima's host agent link /run/host-services/ssh-auth.sock to sshd's forwarded socket, as the
+   * VM's user (lima-vm/lima pkg/hostagent/hostagent.go: `ln -sf "${SSH_AUTH_SOCK}" ...`, run over
+   * ssh as that user; pkg/cidata/cidata.TEMPLATE.d/boot.Linux/26-host-services.sh makes the
+   * directory that user's). sshd binds it as the user: 0755 under sshd's umask before OpenSSH 10.1
+   * (openssh-portable V_10_0_P1 session.c auth_input_request_forwarding, unix_listener in
+   * /tmp/ssh-XXXXXXXXXX), 0600 from 10.1 (V_10_1_P1 misc-agent.c unix_listener_tmp, umask 0177).
+   * Neither lets root without capabilities nor gid 0 connect: the relay runs as the owner.
+   */
+  it('where the socket is the VM user\'s (Colima), runs as that owner without gid 0, serving a 0666 socket the session\'s user reaches through a 0711 volume', () => {
+    const colima = { uid: 501, gid: 1000 };
+    expect(volumeCreateArgs('v', 1000, 100, 'o', colima)).toEqual([
+      'volume', 'create', '--driver', 'local', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', '--opt', 'o=uid=501,gid=1000,mode=0711,size=64k,nr_inodes=16',
+      '--label', 'sandboxd.owner=o', '--label', 'sandboxd.helper=relay', 'v',
+    ]);
+    const args = relayRunArgs({ name: 'r', upstream: '/run/host-services/ssh-auth.sock', upstreamUser: colima, uid: 1000, gid: 100, image: 'sandboxd-relay:abc', owner: 'o' });
+    expect(args.join(' ')).toBe(
+      'run --detach --name r --label sandboxd.owner=o --label sandboxd.helper=relay --network none --cap-drop ALL --read-only --security-opt no-new-privileges ' +
+        '--pids-limit 144 --memory 64m --user 501:1000 --pull never ' +
+        '--mount type=bind,source=/run/host-services/ssh-auth.sock,target=/upstream.sock --mount type=volume,source=r,target=/srv ' +
+        '--entrypoint /sandboxd-relay sandboxd-relay:abc serve /upstream.sock /srv/agent.sock 128 666',
+    );
+    // Root as the probe found it (Docker Desktop) is the shape above: the session's uid with gid 0.
+    expect(relayRunArgs({ name: 'r', upstream: '/s', upstreamUser: { uid: 0, gid: 0 }, uid: 1000, gid: 100, image: 'i', owner: 'o' })).toEqual(
+      relayRunArgs({ name: 'r', upstream: '/s', uid: 1000, gid: 100, image: 'i', owner: 'o' }),
+    );
+  });
+
   it('the relay image is one static file in a ustar archive that tar reads back', () => {
     const dir = mkdtempSync('/tmp/sbx-tar-');
     cleanup.add(() => {

@@ -250,11 +250,11 @@ describe('DesktopRelay: the wait for the ready line', () => {
 describe('why a relay cannot reach the engine\'s agent socket', () => {
   const UPSTREAM = '/run/host-services/ssh-auth.sock';
   it('names the owner problem, or the missing agent, from the relay\'s connect line', () => {
-    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: Permission denied', 501, UPSTREAM)).toBe(
-      `the engine's agent socket ${UPSTREAM} is not writable by uid 501 with group 0 (Colima: it belongs to the VM's user; older Docker Desktop: root, mode 0755)`,
+    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: Permission denied', 'uid 1000 with group 0', UPSTREAM)).toBe(
+      `permission denied: the engine's agent socket ${UPSTREAM} is not writable by uid 1000 with group 0 (older Docker Desktop made it root's, mode 0755; Colima's belongs to the VM's user)`,
     );
-    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: Connection refused', 501, UPSTREAM)).toBe(`no agent listens at ${UPSTREAM} in the engine's VM`);
-    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: No such file or directory', 501, UPSTREAM)).toBe(`no agent listens at ${UPSTREAM} in the engine's VM`);
-    expect(upstreamReason('sandboxd-relay: listen /relay/agent.sock: Address in use', 501, UPSTREAM)).toBeNull();
+    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: Connection refused', 'uid 501', UPSTREAM)).toBe(`no agent listens at ${UPSTREAM} in the engine's VM`);
+    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: No such file or directory', 'uid 501', UPSTREAM)).toBe(`no agent listens at ${UPSTREAM} in the engine's VM`);
+    expect(upstreamReason('sandboxd-relay: listen /relay/agent.sock: Address in use', 'uid 501', UPSTREAM)).toBeNull();
   });
 });

@@ -2,11 +2,13 @@
  * sandboxd-relay: the one process of sandboxd's helper containers (docs/engines.md, "Docker Desktop"). Static,
  * no libc look-ups, nothing taken from any image.
  *
- *   sandboxd-relay serve UPSTREAM LISTEN MAX
+ *   sandboxd-relay serve UPSTREAM LISTEN MAX [MODE]
  *
- * The shared agent relay. It runs inside the engine's VM as the session's uid:gid with gid 0 as a
- * supplementary group, so it alone may connect to the built-in agent socket (root:root 0660), and it
- * serves a 0600 socket owned by that uid in a volume the session containers mount read-only. Prints
+ * The shared agent relay. It runs inside the engine's VM as a user that may connect to the built-in
+ * agent socket: the session's uid:gid with gid 0 as a supplementary group where the socket is
+ * root:root 0660 (Docker Desktop), serving a 0600 socket owned by that uid; or the socket's owner
+ * where that is another user (Colima: the VM's user), serving a 0666 socket (MODE 666) that the
+ * session's uid may connect to. Either is in a volume the session containers mount read-only. Prints
  * "sandboxd-relay ready" once LISTEN accepts and one connection to UPSTREAM succeeded (else it says
  * why on stderr and exits 1); each connection gets a child that pipes it to a fresh
  * connection to UPSTREAM, at most MAX at once: past that a connection is closed at once, never
@@ -18,7 +20,9 @@
  *
  * The probe of a built-in socket: asks the agent at SOCKET for its identities (what `ssh-add -l`
  * asks) and prints "key <hex of the key blob>" for each, then "identities <count>". Exits 2 when
- * nothing answers on SOCKET, 3 on an answer that is not an agent's, 4 when it takes over 5 seconds.
+ * nothing answers on SOCKET, 3 on an answer that is not an agent's, 4 when it takes over 5 seconds,
+ * 5 when SOCKET may not be connected to by this user: it then prints "owner <uid> <gid> <mode>" of
+ * the socket (the link's target, as the engine mounted it), so the probe can ask again as its owner.
  */
 #include <errno.h>
 #include <poll.h>
@@ -120,12 +124,12 @@ static void serve_connection(int client, const char *upstream_path) {
   _exit(0);
 }
 
-static int serve(const char *upstream_path, const char *max_text) {
+static int serve(const char *upstream_path, const char *max_text, const char *mode_text) {
   char *end;
   long max = strtol(max_text, &end, 10);
   struct sockaddr_un addr;
-  if (*max_text == '\0' || *end != '\0' || max < 1 || max > 4096) {
-    fprintf(stderr, "sandboxd-relay: MAX must be 1..4096: %s\n", max_text);
+  if (*max_text == '\0' || *end != '\0' || max < 1 || max > 4096 || (strcmp(mode_text, "600") != 0 && strcmp(mode_text, "666") != 0)) {
+    fprintf(stderr, "sandboxd-relay: MAX must be 1..4096 and MODE 600 or 666: %s %s\n", max_text, mode_text);
     return 2;
   }
   if (unix_address(listen_path, &addr) != 0) {
@@ -143,7 +147,7 @@ static int serve(const char *upstream_path, const char *max_text) {
   signal(SIGPIPE, SIG_IGN);
   signal(SIGTERM, on_term);
   signal(SIGINT, on_term);
-  umask(0177);
+  umask(strcmp(mode_text, "666") == 0 ? 0111 : 0177);
   unlink(listen_path);
   int server = socket(AF_UNIX, SOCK_STREAM, 0);
   struct stat bound;
@@ -218,8 +222,14 @@ static int identities(const char *path) {
   alarm(IDENTITIES_TIMEOUT_S);
   int agent = connect_to(path);
   if (agent < 0) {
-    fprintf(stderr, "sandboxd-relay: connect %s: %s\n", path, strerror(errno));
-    return 2;
+    int failed = errno;
+    fprintf(stderr, "sandboxd-relay: connect %s: %s\n", path, strerror(failed));
+    struct stat socket_stat;
+    if (failed != EACCES) return 2;
+    if (stat(path, &socket_stat) == 0) {
+      printf("owner %u %u %04o\n", (unsigned)socket_stat.st_uid, (unsigned)socket_stat.st_gid, (unsigned)(socket_stat.st_mode & 07777));
+    }
+    return 5;
   }
   const unsigned char request[] = {0, 0, 0, 1, SSH2_AGENTC_REQUEST_IDENTITIES};
   if (write(agent, request, sizeof request) != (ssize_t)sizeof request) {
@@ -254,11 +264,11 @@ static int identities(const char *path) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 5 && strcmp(argv[1], "serve") == 0) {
+  if ((argc == 5 || argc == 6) && strcmp(argv[1], "serve") == 0) {
     listen_path = argv[3];
-    return serve(argv[2], argv[4]);
+    return serve(argv[2], argv[4], argc == 6 ? argv[5] : "600");
   }
   if (argc == 3 && strcmp(argv[1], "identities") == 0) return identities(argv[2]);
-  fprintf(stderr, "usage: sandboxd-relay serve UPSTREAM LISTEN MAX | sandboxd-relay identities SOCKET\n");
+  fprintf(stderr, "usage: sandboxd-relay serve UPSTREAM LISTEN MAX [MODE] | sandboxd-relay identities SOCKET\n");
   return 2;
 }
