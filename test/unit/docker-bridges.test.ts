@@ -3,7 +3,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { agentMismatchWarning } from '../../daemon/bridges/docker-bridges.js';
-import { relayRunArgs, sessionMountFlags, volumeCreateArgs } from '../../daemon/bridges/desktop-relay.js';
+import { hubRunArgs, hubVolumeArgs } from '../../daemon/bridges/desktop-relay.js';
+import { relayVolumeArgs } from '../../daemon/bridges/relay-containers.js';
+import { sessionMountFlags, sessionRelayRunArgs } from '../../daemon/bridges/session-relays.js';
 import { ensureRelayImage, relayArch, singleFileTar } from '../../daemon/bridges/relay-image.js';
 import { listAgentKeys, parseIdentities } from '../../daemon/engines/agent-keys.js';
 import type { RunSubprocess } from '../../daemon/os/subprocess.js';
@@ -12,20 +14,20 @@ import { Cleanup, startAgent } from '../helpers.js';
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
 
-describe('the shared relay container (least privilege for non-root container users)', () => {
-  it('holds gid 0 itself, with no network, capabilities or writable root, bounded and labelled, and serves into a small tmpfs volume of the user', () => {
-    expect(volumeCreateArgs('v', 1000, 100, 'o')).toEqual([
+describe('relay containers (least privilege: only the hub holds gid 0, no session does)', () => {
+  it('a session\'s relay runs as its user with no group beyond its own, bounded per session, serving a 0600 socket in its own small tmpfs volume', () => {
+    expect(relayVolumeArgs('v', 'o', 1000, 100, '0700')).toEqual([
       'volume', 'create', '--driver', 'local', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', '--opt', 'o=uid=1000,gid=100,mode=0700,size=64k,nr_inodes=16',
       '--label', 'sandboxd.owner=o', '--label', 'sandboxd.helper=relay', 'v',
     ]);
-    const args = relayRunArgs({ name: 'r', upstream: '/run/host-services/ssh-auth.sock', uid: 1000, gid: 100, image: 'sandboxd-relay:abc', owner: 'o' });
+    const args = sessionRelayRunArgs({ name: 'r', hub: 'h', uid: 1000, gid: 100, image: 'sandboxd-relay:abc', owner: 'o' });
     expect(args.join(' ')).toBe(
       'run --detach --name r --label sandboxd.owner=o --label sandboxd.helper=relay --network none --cap-drop ALL --read-only --security-opt no-new-privileges ' +
-        '--pids-limit 144 --memory 64m --user 1000:100 --group-add 0 --pull never ' +
-        '--mount type=bind,source=/run/host-services/ssh-auth.sock,target=/upstream.sock --mount type=volume,source=r,target=/srv ' +
-        '--entrypoint /sandboxd-relay sandboxd-relay:abc serve /upstream.sock /srv/agent.sock 128',
+        '--pids-limit 16 --memory 16m --pull never --user 1000:100 ' +
+        '--mount type=volume,source=h,target=/hub,readonly --mount type=volume,source=r,target=/srv ' +
+        '--entrypoint /sandboxd-relay sandboxd-relay:abc serve /hub/agent.sock /srv/agent.sock 8 20 600',
     );
-    // The session mounts the volume only: no group, no VM socket.
+    // The session mounts its own volume only: no group, no VM socket, no hub.
     expect(sessionMountFlags('r', '/run/sandboxd/ssh')).toEqual(['--mount', 'type=volume,source=r,target=/run/sandboxd/ssh,readonly']);
   });
 
@@ -37,25 +39,17 @@ describe('the shared relay container (least privilege for non-root container use
    * directory that user's). sshd binds it as the user: 0755 under sshd's umask before OpenSSH 10.1
    * (openssh-portable V_10_0_P1 session.c auth_input_request_forwarding, unix_listener in
    * /tmp/ssh-XXXXXXXXXX), 0600 from 10.1 (V_10_1_P1 misc-agent.c unix_listener_tmp, umask 0177).
-   * Neither lets root without capabilities nor gid 0 connect: the relay runs as the owner.
+   * Neither lets root without capabilities nor gid 0 connect: the hub runs as the owner.
    */
-  it('where the socket is the VM user\'s (Colima), runs as that owner without gid 0, serving a 0666 socket the session\'s user reaches through a 0711 volume', () => {
+  it('the hub reaches the built-in socket as root, or as the socket\'s owner where it is another user\'s (Colima), serving a 0666 socket in a 0711 volume of that user', () => {
     const colima = { uid: 501, gid: 1000 };
-    expect(volumeCreateArgs('v', 1000, 100, 'o', colima)).toEqual([
-      'volume', 'create', '--driver', 'local', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', '--opt', 'o=uid=501,gid=1000,mode=0711,size=64k,nr_inodes=16',
-      '--label', 'sandboxd.owner=o', '--label', 'sandboxd.helper=relay', 'v',
-    ]);
-    const args = relayRunArgs({ name: 'r', upstream: '/run/host-services/ssh-auth.sock', upstreamUser: colima, uid: 1000, gid: 100, image: 'sandboxd-relay:abc', owner: 'o' });
-    expect(args.join(' ')).toBe(
-      'run --detach --name r --label sandboxd.owner=o --label sandboxd.helper=relay --network none --cap-drop ALL --read-only --security-opt no-new-privileges ' +
-        '--pids-limit 144 --memory 64m --user 501:1000 --pull never ' +
-        '--mount type=bind,source=/run/host-services/ssh-auth.sock,target=/upstream.sock --mount type=volume,source=r,target=/srv ' +
-        '--entrypoint /sandboxd-relay sandboxd-relay:abc serve /upstream.sock /srv/agent.sock 128 666',
-    );
-    // Root as the probe found it (Docker Desktop) is the shape above: the session's uid with gid 0.
-    expect(relayRunArgs({ name: 'r', upstream: '/s', upstreamUser: { uid: 0, gid: 0 }, uid: 1000, gid: 100, image: 'i', owner: 'o' })).toEqual(
-      relayRunArgs({ name: 'r', upstream: '/s', uid: 1000, gid: 100, image: 'i', owner: 'o' }),
-    );
+    expect(hubVolumeArgs('h', 'o', colima)).toEqual(relayVolumeArgs('h', 'o', 501, 1000, '0711'));
+    expect(hubVolumeArgs('h', 'o')).toEqual(relayVolumeArgs('h', 'o', 0, 0, '0711'));
+    const args = hubRunArgs({ name: 'h', upstream: '/run/host-services/ssh-auth.sock', user: colima, image: 'sandboxd-relay:abc', owner: 'o' });
+    expect(args.join(' ')).toMatch(/ --user 501:1000 --mount type=bind,source=\/run\/host-services\/ssh-auth\.sock,target=\/upstream\.sock .* serve \/upstream\.sock \/hub\/agent\.sock \d+ 0 666$/);
+    expect(args).not.toContain('--group-add');
+    // Docker Desktop's root:root 0660: root (gid 0), as before.
+    expect(hubRunArgs({ name: 'h', upstream: '/s', image: 'i', owner: 'o' })).toContain('0:0');
   });
 
   it('the relay image is one static file in a ustar archive that tar reads back', () => {
