@@ -117,7 +117,11 @@ export async function resolveDaemonCommand(inputs: LaunchInputs): Promise<Daemon
   return { file: runtime, args: [cli, 'daemon'], source: 'package' };
 }
 
-const KEPT_VARIABLES = ['HOME', 'USER', 'LOGNAME', 'XDG_RUNTIME_DIR', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME'];
+/**
+ * Who the user is, and where the daemon was started from: macOS privacy judges a daemon this client
+ * spawns as the app this client runs under, and these name it (daemon/os/privacy.ts).
+ */
+const KEPT_VARIABLES = ['HOME', 'USER', 'LOGNAME', 'XDG_RUNTIME_DIR', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME', '__CFBundleIdentifier', 'TERM_PROGRAM', 'SSH_CONNECTION'];
 const SYSTEM_PATH: Record<Platform, readonly string[]> = {
   linux: ['/usr/local/bin', '/usr/bin', '/bin', '/usr/sbin', '/sbin'],
   darwin: ['/opt/homebrew/bin', '/usr/local/bin', '/usr/bin', '/bin', '/usr/sbin', '/sbin'],
@@ -126,9 +130,9 @@ const SYSTEM_PATH: Record<Platform, readonly string[]> = {
 /**
  * The daemon outlives the client that started it and serves every later session, so it gets none
  * of that client's settings (CONTAINERS_CONF and the like would leak into other sessions'
- * discovery; each session sends its own): only who the user is, where sandboxd's files live, and a
- * PATH of system directories plus the directories of the command and of this runtime, so that a
- * `#!/usr/bin/env node` script finds its interpreter.
+ * discovery; each session sends its own): only who the user is, which app started it, where
+ * sandboxd's files live, and a PATH of system directories plus the directories of the command and
+ * of this runtime, so that a `#!/usr/bin/env node` script finds its interpreter.
  */
 export function daemonEnvironment(env: NodeJS.ProcessEnv, command: DaemonCommand, execPath: string, platform: Platform): Record<string, string> {
   const picked: Record<string, string> = {};

@@ -9,6 +9,7 @@ import { acquireInstanceLock, type ReleaseLock } from './lifecycle/instance-lock
 import { clearStaleSocket, listenOn, strayAnswers } from './lifecycle/daemon-socket.js';
 import { closeWithin, StopSignal } from './lifecycle/stop-signal.js';
 import { clip } from './os/text.js';
+import { privacyPrincipal } from './os/privacy.js';
 import { createLogger, rotateLog, type Logger, type LogTarget } from './os/logger.js';
 import { commandLine, createProcessProbe, readPidRecord, type ProcessProbe } from './os/process-identity.js';
 import { ensureOwnDir, ensureSecureDir } from './os/secure-dir.js';
@@ -127,7 +128,7 @@ async function realDaemonDeps(prepared: Prepared): Promise<DaemonDeps> {
     logPath: prepared.logTarget.kind === 'file' ? prepared.logTarget.path : null,
     settings: { ...DEFAULT_SETTINGS, ...options.settings },
     requestShutdown: prepared.stop.stop,
-    privacy: { principal: { binary: await fs.realpath(process.execPath).catch(() => process.execPath), launchd: options.serviceManager === 'launchd' } },
+    privacy: { principal: privacyPrincipal({ binary: await fs.realpath(process.execPath).catch(() => process.execPath), serviceManager: options.serviceManager, env: options.env }) },
   };
 }
 

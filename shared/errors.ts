@@ -49,7 +49,7 @@ export const ERROR_SPECS = {
   },
   SOCKET_PATH_TOO_LONG: {
     status: 500,
-    remedy: 'Set SANDBOXD_RUNTIME_DIR to a shorter directory.',
+    remedy: 'Shorten the socket path the message names: sandboxd\'s own with SANDBOXD_RUNTIME_DIR (a shorter directory); an agent\'s by pointing SSH_AUTH_SOCK at a short link to it.',
   },
   DAEMON_ALREADY_RUNNING: { status: 409, remedy: 'Use the running daemon, or `sandboxd stop` it first.' },
   DAEMON_NOT_RUNNING: { status: 503, remedy: 'Run `sandboxd start`.' },
@@ -81,12 +81,16 @@ export const ERROR_SPECS = {
   },
   PRIVACY_DENIED: {
     status: 403,
-    remedy: 'On a Mac: System Settings → Privacy & Security → Files and Folders (the folder) or Full Disk Access → add the node binary that runs sandboxd (`sandboxd doctor` names it), then `sandboxd restart`; or keep the project outside Desktop, Documents, Downloads and iCloud Drive.',
+    remedy: 'On a Mac: grant what macOS judges for how the daemon was started (the message and `sandboxd doctor` name it): the app it was started from (a terminal), then `sandboxd restart` from it; or the node binary the `sandboxd install` service runs; in System Settings → Privacy & Security → Files and Folders (the folder) or Full Disk Access. Or keep the project outside Desktop, Documents, Downloads and iCloud Drive.',
   },
   ENGINE_NOT_FOUND: { status: 422, remedy: 'Install the engine or add it to PATH.' },
   DOCKER_INFO_FAILED: {
     status: 502,
     remedy: 'Check that `docker info` works in your shell: start the engine (Linux: `sudo systemctl start docker`; macOS: Docker Desktop, OrbStack or `colima start`), or fix DOCKER_HOST / DOCKER_CONTEXT.',
+  },
+  AGENT_SOCKET_DENIED: {
+    status: 502,
+    remedy: 'Look at the owner and mode of the engine\'s agent socket in its VM (Colima: `colima ssh -- ls -lL /run/host-services/ssh-auth.sock`): sandboxd connects as root without capabilities and as the socket\'s owner, so a security module (AppArmor, SELinux) or a user-namespaced engine (userns-remap) keeps it out. Or pass --ssh-agent off.',
   },
   RELAY_CONTAINER_FAILED: { status: 502, remedy: 'See `sandboxd tunnels ls` for the relay container\'s last error; `sandboxd tunnels restart ID` retries.' },
   RUN_ARGS_UNPARSABLE: { status: 400, remedy: 'Write that run option as --name=value, so its value cannot be mistaken for the image.' },

@@ -7,7 +7,7 @@ import type { ReadableResponse, StatusResponse } from '../../shared/contracts/st
 import type { PodmanConnection } from '../../daemon/podman/connections.js';
 import { VERSION } from '../../daemon/os/package-files.js';
 import type { AgentSocketCheck } from '../../daemon/plan/agent-socket.js';
-import { privacyDenied } from '../../daemon/os/privacy.js';
+import { privacyDenied, startedFrom } from '../../daemon/os/privacy.js';
 import { engineStartRemedy, type ContainerProbe } from './container-check.js';
 
 export type CheckState = 'ok' | 'fail' | 'skip';
@@ -42,7 +42,7 @@ export function checkSocketPath(paths: SandboxdPaths, platform: Platform): Check
   const limit = MAX_SOCKET_PATH_BYTES[platform];
   return length <= limit
     ? ok('socket path', `${paths.socketPath} (${length} of ${limit} bytes)`)
-    : fail('socket path', `${paths.socketPath} is ${length} bytes; ${platform} allows ${limit}`, ERROR_SPECS.SOCKET_PATH_TOO_LONG.remedy);
+    : fail('socket path', `${paths.socketPath} is ${length} bytes; ${platform} allows ${limit}`, 'Set SANDBOXD_RUNTIME_DIR to a shorter directory.');
 }
 
 /** Each of sandboxd's directories that exists must be the user's and closed to others (DESIGN §3). */
@@ -161,9 +161,9 @@ export const NO_KEYS_REMEDY =
 export const NO_AGENT_REMEDY = 'Start an agent with your key in this shell: `eval "$(ssh-agent -s)" && ssh-add`.';
 
 export function checkAgent(check: AgentSocketCheck): CheckResult {
-  if (!check.usable) return fail('ssh agent', check.reason, NO_AGENT_REMEDY);
-  if (check.keys === 0) return fail('ssh agent', `${check.realpath} answers but holds no keys`, NO_KEYS_REMEDY);
-  return ok('ssh agent', `${check.realpath}: ${check.keys === null ? 'answers' : `${check.keys} key${check.keys === 1 ? '' : 's'}`}`);
+  if (!check.usable) return fail('ssh agent', check.reason, check.tooLong?.remedy ?? NO_AGENT_REMEDY);
+  if (check.keys === 0) return fail('ssh agent', `${check.path} answers but holds no keys`, NO_KEYS_REMEDY);
+  return ok('ssh agent', `${check.path}: ${check.keys === null ? 'answers' : `${check.keys} key${check.keys === 1 ? '' : 's'}`}`);
 }
 
 export function checkDockerEngines(probe: DaemonProbe): CheckResult[] {
@@ -226,8 +226,9 @@ export function checkPrivacy(probe: PrivacyProbe): CheckResult {
   if (probe.platform !== 'darwin') return skip(name, 'only macOS guards folders from the daemon');
   if (probe.answer === null) return skip(name, 'the daemon is not running; it is asked when it runs');
   if ('error' in probe.answer) return skip(name, `cannot ask the daemon: ${probe.answer.error instanceof Error ? probe.answer.error.message : String(probe.answer.error)}`);
-  const { readable, binary, launchd } = probe.answer;
-  if (readable) return ok(name, `the daemon (${binary}${launchd ? ', started by launchd' : ''}) may read ${probe.cwd}`);
-  const denied = privacyDenied(probe.cwd, probe.home, { binary, launchd });
+  const { readable, principal } = probe.answer;
+  const from = startedFrom(principal);
+  if (readable) return ok(name, `the daemon (${principal.binary}${from === null ? '' : `, ${from}`}) may read ${probe.cwd}`);
+  const denied = privacyDenied(probe.cwd, probe.home, principal);
   return fail(name, denied.message, denied.remedy);
 }

@@ -53,6 +53,8 @@ export interface ServedAgent {
 export interface Unavailable {
   unavailable: string;
   remedy?: string;
+  /** The error a session that insists on the agent gets (default SSH_BRIDGE_UNSUPPORTED). */
+  code?: 'AGENT_SOCKET_DENIED';
 }
 
 /** The session's agent, or one of its extra host sockets (which only some bridges can carry). */

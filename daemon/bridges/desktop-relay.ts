@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { BridgeInfo } from '../../shared/contracts/bridges.js';
 import { SandboxdError } from '../../shared/errors.js';
 import type { Logger } from '../os/logger.js';
+import { VM_ROOT, type VmUser } from '../engines/builtin-probe.js';
 import { UPSTREAM_MAX_OPEN } from './bounds.js';
 import type { Bridge } from './bridge.js';
 import { BridgeStatus, RELAY_TRANSITIONS } from './bridge-status.js';
@@ -25,6 +26,8 @@ export interface DesktopRelayOptions extends RelayEngine {
   name: string;
   /** The VM's built-in agent socket (root:root 0660). */
   upstream: string;
+  /** Who may connect to it, as the probe found: root, or the socket's owner (Colima: the VM's user). */
+  upstreamUser?: VmUser;
   /** This daemon's owner label: the container and volume carry it, so start-up can sweep them. */
   owner: string;
   records: HelperRecords;
@@ -45,21 +48,28 @@ export interface DesktopRelayOptions extends RelayEngine {
   watch?: (name: string) => ContainerWatch;
 }
 
-/** The hub's volume: its socket is 0666 in a 0711 tmpfs of root's, reached only by relay containers. */
-export function hubVolumeArgs(name: string, owner: string): string[] {
-  return relayVolumeArgs(name, owner, 0, 0, '0711');
+/**
+ * The hub's volume: its socket is 0666 in a 0711 tmpfs of the hub's user (root, or the built-in
+ * socket's owner), reached only by relay containers.
+ */
+export function hubVolumeArgs(name: string, owner: string, user: VmUser = VM_ROOT): string[] {
+  return relayVolumeArgs(name, owner, user.uid, user.gid, '0711');
 }
 
 /**
- * The hub runs as root (gid 0: the built-in socket's group) with no capabilities, no network, a
- * read-only root, no-new-privileges, and pids and memory limits. It serves at most
- * UPSTREAM_MAX_OPEN connections at once, across every session of the engine.
+ * The hub runs as a user that may connect to the built-in socket: root (gid 0: Docker Desktop's
+ * socket is root:root 0660), or the socket's owner where it is another user's (Colima: the VM's
+ * user, 0755 before OpenSSH 10.1 and 0600 from it, which root without capabilities may not
+ * write). It has no capabilities, no network, a read-only root, no-new-privileges, and pids and
+ * memory limits, and serves at most UPSTREAM_MAX_OPEN connections at once, across every session of
+ * the engine.
  */
-export function hubRunArgs(options: { name: string; upstream: string; image: string; owner: string }): string[] {
+export function hubRunArgs(options: { name: string; upstream: string; user?: VmUser; image: string; owner: string }): string[] {
   const { name } = options;
+  const user = options.user ?? VM_ROOT;
   return [
     ...hardenedRelay(name, options.owner, UPSTREAM_MAX_OPEN + 16, '32m'),
-    '--user', '0:0',
+    '--user', `${String(user.uid)}:${String(user.gid)}`,
     '--mount', `type=bind,source=${options.upstream},target=${UPSTREAM_IN_HUB}`,
     '--mount', `type=volume,source=${name},target=${HUB_DIR_IN_RELAY}`,
     ...relayCommand(options.image, UPSTREAM_IN_HUB, HUB_SOCKET_IN_RELAY, UPSTREAM_MAX_OPEN, 0, '666'),
@@ -213,8 +223,8 @@ export class DesktopRelay implements Bridge {
         // Whatever a previous daemon left under this name is ours (the name carries our state dir).
         // Its volume is kept while the sessions' relays mount it: they find the new socket there.
         await docker(this.options, ['rm', '--force', name]);
-        await docker(this.options, hubVolumeArgs(name, owner));
-        const started = await docker(this.options, hubRunArgs({ name, upstream: this.options.upstream, image, owner }));
+        await docker(this.options, hubVolumeArgs(name, owner, this.options.upstreamUser));
+        const started = await docker(this.options, hubRunArgs({ name, upstream: this.options.upstream, user: this.options.upstreamUser, image, owner }));
         if (started.exitCode !== 0) throw relayFailure(`cannot start relay container ${name}`, started.stderr);
         const id = started.stdout.trim();
         container = id === '' ? null : id;

@@ -1,7 +1,8 @@
 import path from 'node:path';
-import { isSandboxdError } from '../../shared/errors.js';
+import { ERROR_SPECS, isSandboxdError } from '../../shared/errors.js';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
 import { listAgentKeys } from '../engines/agent-keys.js';
+import type { VmUser } from '../engines/builtin-probe.js';
 import type { DockerEngines } from '../engines/docker-engines.js';
 import type { IdentifiedEngine } from '../engines/engine-identifier.js';
 import type { EngineBridge } from '../engines/profile.js';
@@ -26,6 +27,8 @@ export interface HubEngine {
   env: Record<string, string>;
   /** The VM's built-in agent socket the hub serves. */
   upstream: string;
+  /** Who may connect to it, as the probe found (root when absent): the hub runs as this user. */
+  vmUser?: VmUser;
 }
 
 /** A session's relay container, as its record names it (kept across a graceful stop). */
@@ -147,14 +150,19 @@ export class DockerBridges {
   private async serveBuiltin(bridge: Extract<EngineBridge, { kind: 'builtin' }>, engine: IdentifiedEngine, agentSocket: string, input: AcquireInput, name: string | null): Promise<ServedAgent | Unavailable> {
     const { label, instance, architecture } = engine.identity;
     await this.swept;
-    const hubEngine: HubEngine = { instance, architecture, docker: engine.docker, env: engine.env, upstream: bridge.socket };
+    const reach: HubEngine = { instance, architecture, docker: engine.docker, env: engine.env, upstream: bridge.socket };
     const probe = await this.deps.engines.probe(engine, bridge.socket, {
-      tag: () => this.relayImage(hubEngine),
+      tag: () => this.relayImage(reach),
       entrypoint: RELAY_BINARY_IN_IMAGE,
       labels: helperLabels(this.deps.owner, 'probe'),
     });
+    // The hub reaches the socket as the user the probe found may: root, or its owner (Colima).
+    const hubEngine: HubEngine = { ...reach, vmUser: probe.user };
     const warnings: string[] = [];
-    if (probe.state === 'missing' || probe.state === 'unusable') {
+    if (probe.state === 'denied') {
+      // The agent is forwarded, only not to sandboxd's user: "start it with the agent" would mislead.
+      return { unavailable: `${label}: ${probe.detail}`, remedy: ERROR_SPECS.AGENT_SOCKET_DENIED.remedy, code: 'AGENT_SOCKET_DENIED' };
+    } else if (probe.state === 'missing' || probe.state === 'unusable') {
       return { unavailable: `${label}: ${probe.detail}`, remedy: bridge.missingRemedy };
     } else if (probe.state === 'unverified') {
       warnings.push(`the agent socket of ${label} is used unverified: ${probe.detail}`);
@@ -203,6 +211,7 @@ export class DockerBridges {
         id: `crelay_${hash}`,
         name: hub,
         upstream: engine.upstream,
+        upstreamUser: engine.vmUser,
         owner: this.deps.owner,
         records: this.deps.records,
         image: () => this.relayImage(engine),
@@ -224,6 +233,7 @@ export class DockerBridges {
       name,
       upstream: hostSocket,
       vmSocket: engine.upstream,
+      ...(engine.vmUser === undefined || engine.vmUser.uid === 0 ? {} : { vmUser: engine.vmUser }),
       relay: opened.name,
       uid,
       gid,

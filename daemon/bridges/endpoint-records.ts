@@ -49,6 +49,8 @@ const DockerEndpoint = z.strictObject({
   upstream: AbsolutePath,
   /** The VM's built-in agent socket the engine's hub serves. */
   vmSocket: AbsolutePath,
+  /** Who the hub reaches it as, when not root (Colima: the socket's owner, the VM's user). */
+  vmUser: z.optional(z.strictObject({ uid: z.int().check(z.minimum(0), z.maximum(2 ** 32 - 2)), gid: z.int().check(z.minimum(0), z.maximum(2 ** 32 - 2)) })),
   relay: z.string().check(z.regex(/^sandboxd-relay-[0-9a-f]{16}$/)),
   uid: z.int().check(z.minimum(0), z.maximum(2 ** 32 - 2)),
   gid: z.int().check(z.minimum(0), z.maximum(2 ** 32 - 2)),

@@ -64,7 +64,7 @@ export function relayFailure(what: string, stderr: string, reason: string | null
 export function upstreamReason(line: string, upstream: string): string | null {
   if (!line.startsWith('sandboxd-relay: connect ')) return null;
   if (line.endsWith('Permission denied')) {
-    return `the engine's agent socket ${upstream} is not writable by root without capabilities (Colima: it belongs to the VM's user)`;
+    return `permission denied: the engine's agent socket ${upstream} is not writable by the hub's user (root without capabilities, or the socket's owner as the probe found it)`;
   }
   if (line.endsWith('Connection refused') || line.endsWith('No such file or directory')) return `no agent listens at ${upstream} in the engine's VM`;
   return null;

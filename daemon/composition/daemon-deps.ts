@@ -47,6 +47,6 @@ export interface DaemonDeps {
   requestShutdown(reason: string): void;
   /** Persists a tunnel's running ssh (the state file); null once it stopped. */
   onTunnelChild(id: string, record: TunnelRecord | null): void;
-  /** Who macOS privacy judges (the binary to grant); by default this node, started from a terminal. */
+  /** Whom macOS privacy judges (what to grant); by default this node, started by something that names no app. */
   privacy?: { principal: PrivacyPrincipal; readable?: (dir: string) => Promise<boolean> };
 }

@@ -156,7 +156,7 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
     for (const id of ids) registry.end(id, 'git');
   });
   const registry = buildRegistry(deps, { gitSync, containers, agentBridges, work, onEmpty });
-  const privacy = { principal: deps.privacy?.principal ?? { binary: process.execPath, launchd: false }, readable: deps.privacy?.readable ?? probeReadable };
+  const privacy = { principal: deps.privacy?.principal ?? { binary: process.execPath, started: 'other' as const, app: null }, readable: deps.privacy?.readable ?? probeReadable };
   const gitConfigs = new GeneratedConfigStore(path.join(deps.paths.runtimeDir, 'git'));
   const sessions = new SessionService({
     platform: deps.platform,

@@ -8,15 +8,34 @@ const PROBE_SOCKET = '/run/sandboxd/probe.sock';
 /** One process, a few KiB: the limits only bound what a broken engine could make of it. */
 const PROBE_LIMITS = ['--pids-limit', '4', '--memory', '16m'];
 
+/** A user in the engine's VM, as `docker run --user` takes it. */
+export interface VmUser {
+  uid: number;
+  gid: number;
+}
+
+export const VM_ROOT: VmUser = { uid: 0, gid: 0 };
+
 export interface ProbeOutcome {
   /**
    * `verified`: the socket answered with its keys; `missing`: the VM has no such socket;
-   * `unusable`: it is there but no agent answers on it; `unverified`: the probe could not tell.
+   * `unusable`: it is there but no agent answers on it; `denied`: it is there but neither root
+   * (without capabilities) nor its owner may connect; `unverified`: the probe could not tell.
    */
-  state: 'verified' | 'missing' | 'unusable' | 'unverified';
+  state: 'verified' | 'missing' | 'unusable' | 'denied' | 'unverified';
   detail: string;
   /** Fingerprints the VM's agent holds (verified only). */
   keys: string[];
+  /**
+   * Who may connect to the socket: root where it is root's (Docker Desktop: root:root 0660), its
+   * owner where that is another user (Colima: the VM's user). The relay runs as this user.
+   */
+  user: VmUser;
+}
+
+/** What the relay printed of a socket it may not connect to: `owner <uid> <gid> <mode>`. */
+interface SocketOwner extends VmUser {
+  mode: string;
 }
 
 /**
@@ -31,13 +50,13 @@ export interface ProbeImage {
 }
 
 /**
- * `sandboxd-relay identities` as root (the socket is root:root 0660), with nothing else: no
- * network, no capabilities, read-only, bounded, and never a pull.
+ * `sandboxd-relay identities` as `user` (root first: Docker Desktop's socket is root:root 0660),
+ * with nothing else: no network, no capabilities, read-only, bounded, and never a pull.
  */
-export function probeArgs(name: string, socket: string, image: string, helper: Omit<ProbeImage, 'tag'>): string[] {
+export function probeArgs(name: string, socket: string, image: string, helper: Omit<ProbeImage, 'tag'>, user: VmUser = VM_ROOT): string[] {
   return [
     'run', '--rm', '--name', name, '--pull', 'never', '--network', 'none', '--cap-drop', 'ALL', '--read-only',
-    '--security-opt', 'no-new-privileges', ...PROBE_LIMITS, '--user', '0:0', ...helper.labels,
+    '--security-opt', 'no-new-privileges', ...PROBE_LIMITS, '--user', `${String(user.uid)}:${String(user.gid)}`, ...helper.labels,
     '--mount', `type=bind,source=${socket},target=${PROBE_SOCKET},readonly`,
     '--entrypoint', helper.entrypoint, image, 'identities', PROBE_SOCKET,
   ];
@@ -55,16 +74,28 @@ function keysListed(stdout: string): string[] {
   return [...stdout.matchAll(/^key ([0-9a-f]+)$/gm)].map((match) => fingerprintOf(Buffer.from(match[1] ?? '', 'hex')));
 }
 
+/** The socket's owner and mode, from the relay's `owner <uid> <gid> <mode>` line (exit 5). */
+export function ownerListed(stdout: string): SocketOwner | null {
+  const match = /^owner (\d+) (\d+) ([0-7]{4})$/m.exec(stdout);
+  return match === null ? null : { uid: Number(match[1]), gid: Number(match[2]), mode: match[3] ?? '' };
+}
+
+/** Who the probe ran as, for a message. */
+function named(user: VmUser): string {
+  return user.uid === 0 ? 'root without capabilities' : `its owner (uid ${String(user.uid)})`;
+}
+
 /**
  * What `docker run … sandboxd-relay identities` said about the socket: the relay's exit codes
- * (2 nothing answers, 3 not an agent, 4 no answer in time) and docker's own 125. Nothing of a
- * session's image runs, so docker's "bind source path does not exist" is docker's.
+ * (2 nothing answers, 3 not an agent, 4 no answer in time, 5 permission denied) and docker's own
+ * 125. Nothing of a session's image runs, so docker's "bind source path does not exist" is
+ * docker's. `user` is who the probe ran as.
  */
-export function interpretProbe(result: SubprocessResult, socket: string, timeoutMs: number): ProbeOutcome {
-  const none = { keys: [] };
+export function interpretProbe(result: SubprocessResult, socket: string, timeoutMs: number, user: VmUser = VM_ROOT): ProbeOutcome {
+  const none = { keys: [], user };
   if (result.exitCode === 0) {
     const keys = keysListed(result.stdout);
-    return { state: 'verified', detail: keys.length === 0 ? `the agent at ${socket} holds no keys` : `the agent at ${socket} lists ${keys.length} key(s)`, keys };
+    return { state: 'verified', detail: keys.length === 0 ? `the agent at ${socket} holds no keys` : `the agent at ${socket} lists ${keys.length} key(s)`, keys, user };
   }
   if (result.exitCode === null) return { state: 'unverified', detail: `the probe of ${socket} did not finish within ${timeoutMs} ms and was cut off`, ...none };
   const stderr = result.stderr;
@@ -73,6 +104,11 @@ export function interpretProbe(result: SubprocessResult, socket: string, timeout
   }
   if (result.exitCode === 2 || result.exitCode === 3) return { state: 'unusable', detail: `nothing answers on ${socket} in the engine's VM: ${lastLine(stderr)}`, ...none };
   if (result.exitCode === 4) return { state: 'unverified', detail: `the agent at ${socket} did not answer within 5 s`, ...none };
+  if (result.exitCode === 5) {
+    const owner = ownerListed(result.stdout);
+    const shape = owner === null ? '' : ` (owner uid ${String(owner.uid)}, gid ${String(owner.gid)}, mode ${owner.mode})`;
+    return { state: 'denied', detail: `permission denied: ${named(user)} may not connect to ${socket} in the engine's VM${shape}`, ...none };
+  }
   return { state: 'unverified', detail: `the probe of ${socket} failed: ${lastLine(stderr) || `exit ${result.exitCode}`}`, ...none };
 }
 
@@ -88,7 +124,8 @@ export interface ProbeDeps {
 const REMOVE_GRACE_MS = 10_000;
 
 /**
- * Runs the probe container once. One that hangs (the engine, not the relay, which gives up by
+ * Runs the probe container: as root, and once more as the socket's owner when root may not connect
+ * and the socket is another user's. One that hangs (the engine, not the relay, which gives up by
  * itself) is cut off by removing its container. Without sandboxd's image (no relay built for the
  * engine's architecture) the socket cannot be verified.
  */
@@ -98,8 +135,17 @@ export async function probeBuiltinSocket(socket: string, deps: ProbeDeps): Promi
   try {
     image = await deps.image.tag();
   } catch (error) {
-    return { state: 'unverified', detail: `sandboxd cannot probe ${socket}: ${error instanceof Error ? error.message : String(error)}`, keys: [] };
+    return { state: 'unverified', detail: `sandboxd cannot probe ${socket}: ${error instanceof Error ? error.message : String(error)}`, keys: [], user: VM_ROOT };
   }
+  const asRoot = await probeOnce(socket, image, deps, timeoutMs, VM_ROOT);
+  // Colima's socket is sshd's forwarded one, the VM user's (0755 before OpenSSH 10.1, 0600 from
+  // it): root without capabilities may not connect, its owner may. Asked again as that owner.
+  const owner = asRoot.outcome.state === 'denied' ? ownerListed(asRoot.stdout) : null;
+  if (owner === null || owner.uid === 0) return asRoot.outcome;
+  return (await probeOnce(socket, image, deps, timeoutMs, { uid: owner.uid, gid: owner.gid })).outcome;
+}
+
+async function probeOnce(socket: string, image: string, deps: ProbeDeps, timeoutMs: number, user: VmUser): Promise<{ outcome: ProbeOutcome; stdout: string }> {
   const name = randomId('sandboxd-probe');
   const removal = { started: false };
   const timer = setTimeout(() => {
@@ -107,8 +153,9 @@ export async function probeBuiltinSocket(socket: string, deps: ProbeDeps): Promi
     void deps.run(deps.docker, ['rm', '-f', name], { env: deps.env, timeoutMs: REMOVE_GRACE_MS }).catch(() => undefined);
   }, timeoutMs);
   try {
-    const result = await deps.run(deps.docker, probeArgs(name, socket, image, deps.image), { env: deps.env, timeoutMs: timeoutMs + REMOVE_GRACE_MS });
-    return interpretProbe(removal.started ? { ...result, exitCode: null } : result, socket, timeoutMs);
+    const result = await deps.run(deps.docker, probeArgs(name, socket, image, deps.image, user), { env: deps.env, timeoutMs: timeoutMs + REMOVE_GRACE_MS });
+    const outcome = interpretProbe(removal.started ? { ...result, exitCode: null } : result, socket, timeoutMs, user);
+    return { outcome, stdout: result.stdout };
   } finally {
     clearTimeout(timer);
   }

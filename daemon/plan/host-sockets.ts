@@ -58,8 +58,8 @@ async function planOne(request: HostSocketRequest, input: AcquireInput, deps: Ss
   const { name } = request;
   try {
     const check = await deps.inspect(request.hostPath, `socket ${name}`);
-    if (!check.usable) return skipped(name, check.reason);
-    const served = await deps.serve(check.realpath, { ...input, sshBridge: socketBridge(input.sshBridge) }, 'socket', name);
+    if (!check.usable) return skipped(name, check.tooLong === undefined ? check.reason : `${check.reason}. ${check.tooLong.remedy}`);
+    const served = await deps.serve(check.path, { ...input, sshBridge: socketBridge(input.sshBridge) }, 'socket', name);
     if ('unavailable' in served) return skipped(name, served.unavailable);
     if (served.kind === 'desktop' || served.mountSource === null) return skipped(name, 'its bridge serves only the ssh agent');
     const dir = path.posix.join(CONTAINER_SOCKETS_DIR, name);
@@ -69,7 +69,7 @@ async function planOne(request: HostSocketRequest, input: AcquireInput, deps: Ss
         status: 'forwarded',
         bridge: served.kind,
         socket: containerSocketPath(name),
-        hostSocket: check.realpath,
+        hostSocket: check.path,
         bridgeId: served.lease.bridgeId,
         env: request.env ?? null,
       },

@@ -60,13 +60,17 @@ function noKeysWarning(socket: string): string {
 async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSection> {
   if (input.sshAgent === 'off') return skipped('ssh-agent is off for this session');
   const check = await deps.inspect(input.client.sshAuthSock);
+  if (!check.usable && check.tooLong !== undefined) {
+    if (input.sshAgent === 'on') throw new SandboxdError('SOCKET_PATH_TOO_LONG', `ssh-agent is on but ${check.reason}`, { remedy: check.tooLong.remedy });
+    return { ...skipped(check.reason), warnings: [agentNotForwarded(check.reason, `${check.tooLong.remedy} Or run without it: \`--ssh-agent off\`.`)] };
+  }
   if (!check.usable) {
     if (input.sshAgent === 'on') throw new SandboxdError('SSH_AGENT_UNAVAILABLE', `ssh-agent is on but ${check.reason}`);
     return { ...skipped(check.reason), warnings: [agentNotForwarded(check.reason, `To forward one, ${AGENT_REMEDY}; or run without it: \`--ssh-agent off\`.`)] };
   }
-  const served = await deps.serve(check.realpath, input, 'agent', null);
+  const served = await deps.serve(check.path, input, 'agent', null);
   if ('unavailable' in served) {
-    if (input.sshAgent === 'on') throw new SandboxdError('SSH_BRIDGE_UNSUPPORTED', `ssh-agent is on but ${served.unavailable}`, served.remedy === undefined ? undefined : { remedy: served.remedy });
+    if (input.sshAgent === 'on') throw new SandboxdError(served.code ?? 'SSH_BRIDGE_UNSUPPORTED', `ssh-agent is on but ${served.unavailable}`, served.remedy === undefined ? undefined : { remedy: served.remedy });
     // A reason with a remedy is news to the user (DESIGN §7: say so in the plan's warnings).
     return served.remedy === undefined ? skipped(served.unavailable) : { ...skipped(served.unavailable), warnings: [agentNotForwarded(served.unavailable, served.remedy)] };
   }
@@ -75,7 +79,7 @@ async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSecti
       status: 'forwarded',
       bridge: served.kind,
       socket: CONTAINER_AGENT_SOCKET,
-      hostAgentSocket: check.realpath,
+      hostAgentSocket: check.path,
       bridgeId: served.lease.bridgeId,
     },
     // Read-only: a container that could write its directory could put a listener of its own at
@@ -95,7 +99,7 @@ async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSecti
           ],
     env: { SSH_AUTH_SOCK: CONTAINER_AGENT_SOCKET },
     flags: served.flags,
-    warnings: [...(check.keys === 0 ? [noKeysWarning(check.realpath)] : []), ...served.warnings],
+    warnings: [...(check.keys === 0 ? [noKeysWarning(check.path)] : []), ...served.warnings],
     leases: [served.lease],
   };
 }

@@ -7,21 +7,29 @@ import type { Defer } from '../cache/quiet-time.js';
 import { isLoopback, type PodmanConnection } from './connections.js';
 import { machineNameOf, type MachineVolume } from './machine-inspect.js';
 
-/** The providers a Mac's podman keeps machines under (4.x used qemu and applehv, 5.x applehv and libkrun). */
+/** The providers a Mac's podman keeps machines under (4.x: qemu, applehv as an experiment; 5.x: applehv and libkrun). */
 export const MACHINE_PROVIDERS = ['applehv', 'libkrun', 'qemu'] as const;
 /** A user has a handful of machines: more files than this in one provider dir are not read. */
 const MAX_CONFIG_FILES = 64;
 const MAX_CONFIG_BYTES = 256 * 1024;
 
 /**
- * The part of a machine's own config (`<ConfigDir>/<Name>.json`, podman's `vmconfigs.MachineConfig`)
- * that says which connection reaches it and what it shares. `podman machine inspect` prints no
- * volumes, and sees only the current provider's machines, so podman itself maps a connection to
- * its machine from these files by port.
+ * The part of a machine's own config (`<ConfigDir>/<Name>.json`) that says which connection reaches
+ * it and what it shares. `podman machine inspect` prints no volumes, and sees only the current
+ * provider's machines, so podman itself maps a connection to its machine from these files by port.
+ *
+ * The ssh port sits where each major version puts it. Podman 5 nests it: `vmconfigs.MachineConfig`
+ * has `SSH SSHConfig` (v5.8.2, pkg/machine/vmconfigs/config.go). Podman 4 embeds
+ * `machine.SSHConfig` (IdentityPath, Port, RemoteUsername; v4.9.5, pkg/machine/config.go) in each
+ * provider's struct, `qemu.MachineVM` (pkg/machine/qemu/machine.go) and `applehv.MacMachine`
+ * (pkg/machine/applehv/machine.go), and encoding/json writes an embedded struct's fields as the
+ * outer struct's own: `Port` at the top level. Both versions write `Name` and
+ * `Mounts []Mount{Source, Target, …}` at the top level.
  */
 const MachineConfigFile = z.looseObject({
   Name: z.string(),
-  SSH: z.looseObject({ Port: z.number() }),
+  SSH: z.optional(z.looseObject({ Port: z.number() })),
+  Port: z.optional(z.number()),
   Mounts: z.optional(z.nullable(z.array(z.looseObject({ Source: z.string(), Target: z.string() })))),
 });
 
@@ -50,8 +58,10 @@ export function parseMachineConfig(file: string, text: string): MachineConfig | 
   }
   const parsed = MachineConfigFile.safeParse(json);
   if (!parsed.success) return null;
-  const { Name, SSH, Mounts } = parsed.data;
-  return { file, name: Name, port: SSH.Port, volumes: (Mounts ?? []).map((mount) => ({ source: mount.Source, target: mount.Target })) };
+  const { Name, SSH, Port, Mounts } = parsed.data;
+  const port = SSH?.Port ?? Port;
+  if (port === undefined) return null;
+  return { file, name: Name, port, volumes: (Mounts ?? []).map((mount) => ({ source: mount.Source, target: mount.Target })) };
 }
 
 /**

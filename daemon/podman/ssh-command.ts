@@ -128,6 +128,25 @@ export interface SshOptions {
 }
 
 /**
+ * A path as one `-o Key=<value>` word, read back by ssh as that path.
+ *
+ * ssh splits an option's value into words like a config line (readconf.c
+ * `process_config_line_depth` → misc.c `argv_split`): on blanks and tabs, with `'`/`"` quoting,
+ * `\\` escaping a quote, a backslash or (unquoted) a blank, and `#` starting a comment; so
+ * `UserKnownHostsFile=~/Library/Application Support/sandboxd/known_hosts` named two files. Double
+ * quotes, with `\\` and `"` escaped, keep it one word (before 8.7, `strdelim` honoured double
+ * quotes too). Then the path is expanded (ssh.c, `default_client_percent_dollar_expand`; for
+ * UserKnownHostsFile since 8.4, IdentityFile, ControlPath): `%` starts a token, so it is doubled.
+ * `${` starts an environment variable and has no escape (misc.c `vdollar_percent_expand`): such a
+ * path stays as it is, and ssh exits with "invalid environment variable expansion" unless the
+ * variable is set. The identity goes the same way, not as `-i`: ssh.c looks for `-i`'s file as
+ * written and then expands it like IdentityFile, so no spelling of a path with `%` works there.
+ */
+export function sshConfigPath(file: string): string {
+  return `"${file.replaceAll('%', '%%').replace(/["\\]/g, (char) => `\\${char}`)}"`;
+}
+
+/**
  * The login part shared by the tunnel and a one-off probe; no shell anywhere on the host side
  * (DESIGN §9). `controlPath`: this login is a ControlMaster listening there (a tunnel).
  */
@@ -137,16 +156,18 @@ export function sshLoginArgs(options: SshOptions, controlPath?: string): string[
   const loopback = isLoopback(target.host);
   return [
     // A machine on loopback is ours alone: like `podman machine ssh`, skip user config and host keys.
-    ...(loopback ? ['-F', '/dev/null', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null'] : ['-o', 'StrictHostKeyChecking=accept-new', '-o', `UserKnownHostsFile=${options.knownHostsPath}`]),
+    ...(loopback
+      ? ['-F', '/dev/null', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null']
+      : ['-o', 'StrictHostKeyChecking=accept-new', '-o', `UserKnownHostsFile=${sshConfigPath(options.knownHostsPath)}`]),
     '-o', 'BatchMode=yes',
     '-o', `ServerAliveInterval=${options.aliveIntervalSeconds}`,
     '-o', `ServerAliveCountMax=${options.aliveCountMax}`,
     '-o', `ConnectTimeout=${options.connectTimeoutSeconds}`,
-    ...(controlPath === undefined ? ['-o', 'ControlMaster=no', '-o', 'ControlPath=none'] : ['-o', 'ControlMaster=yes', '-o', `ControlPath=${controlPath}`, '-o', 'ControlPersist=no']),
+    ...(controlPath === undefined ? ['-o', 'ControlMaster=no', '-o', 'ControlPath=none'] : ['-o', 'ControlMaster=yes', '-o', `ControlPath=${sshConfigPath(controlPath)}`, '-o', 'ControlPersist=no']),
     '-o', 'LogLevel=ERROR',
     '-T',
     '-p', String(target.port),
-    ...(connection.identity === null ? [] : ['-i', connection.identity, '-o', 'IdentitiesOnly=yes']),
+    ...(connection.identity === null ? [] : ['-o', `IdentityFile=${sshConfigPath(connection.identity)}`, '-o', 'IdentitiesOnly=yes']),
   ];
 }
 

@@ -50,7 +50,7 @@ export function registerStatusRoutes(app: FastifyInstance, deps: StatusDeps): vo
 
   app.post(READABLE_ROUTE, async (request): Promise<ReadableResponse> => {
     const { path } = parseInput(ReadableRequest, request.body, 'readable check');
-    return { readable: await deps.readable(path), ...deps.principal };
+    return { readable: await deps.readable(path), principal: deps.principal };
   });
 
   app.post(DRAIN_ROUTE, (_request, reply): DrainResponse => {

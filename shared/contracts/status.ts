@@ -22,7 +22,7 @@ export const EngineStatus = z.strictObject({
   identifiedAt: Timestamp,
   probe: z.nullable(
     z.strictObject({
-      state: z.enum(['verified', 'missing', 'unusable', 'unverified']),
+      state: z.enum(['verified', 'missing', 'unusable', 'denied', 'unverified']),
       detail: z.string(),
       keys: Count,
       at: Timestamp,
@@ -58,12 +58,24 @@ export type ShutdownResponse = z.infer<typeof ShutdownResponse>;
 export const READABLE_ROUTE = '/v1/checks/readable';
 export const ReadableRequest = z.strictObject({ path: z.string().check(z.minLength(1), z.maxLength(4096), z.refine((value) => value.startsWith('/'), 'an absolute path')) });
 export type ReadableRequest = z.infer<typeof ReadableRequest>;
+/**
+ * Whom macOS privacy (TCC) judges when the daemon opens a protected folder. A process launchd
+ * starts is its own responsible process; any other inherits the responsible process of whatever
+ * started it, pinned at spawn (a daemon auto-started from a terminal is judged as that terminal).
+ */
+export const PrivacyPrincipal = z.strictObject({
+  /** The real path of the node that runs the daemon: the binary to grant when launchd started it. */
+  binary: z.string(),
+  /** launchd (the installed service), an app (a terminal or editor), an ssh login, or something that names none. */
+  started: z.enum(['launchd', 'app', 'ssh', 'other']),
+  /** The app it was started from, as its environment names it (bundle id, else TERM_PROGRAM); null unless `started` is `app`. */
+  app: z.nullable(z.string()),
+});
+export type PrivacyPrincipal = z.infer<typeof PrivacyPrincipal>;
 export const ReadableResponse = z.strictObject({
   readable: z.boolean(),
-  /** The binary macOS privacy settings judge: the one to grant. */
-  binary: z.string(),
-  /** Started by launchd, so it inherits no terminal's grant. */
-  launchd: z.boolean(),
+  /** Whom macOS privacy settings judge: what to grant. */
+  principal: PrivacyPrincipal,
 });
 export type ReadableResponse = z.infer<typeof ReadableResponse>;
 

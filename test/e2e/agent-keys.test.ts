@@ -22,11 +22,11 @@ describe('an agent that answers but holds no keys (real ssh-agent)', () => {
   it('counts the keys as ssh-add -l does', async () => {
     const sandbox = makeSandbox(cleanup);
     const withKey = await startAgent(sandbox.dir, cleanup);
-    expect(await inspectAgentSocket(withKey.socket)).toEqual({ usable: true, realpath: withKey.socket, keys: 1 });
+    expect(await inspectAgentSocket(withKey.socket)).toEqual({ usable: true, path: withKey.socket, keys: 1 });
     const empty = await emptyAgent(sandbox.dir);
-    expect(await inspectAgentSocket(empty)).toEqual({ usable: true, realpath: empty, keys: 0 });
+    expect(await inspectAgentSocket(empty)).toEqual({ usable: true, path: empty, keys: 0 });
     // Another socket is only dialled, never spoken to in the agent protocol.
-    expect(await inspectAgentSocket(withKey.socket, 'proxy')).toEqual({ usable: true, realpath: withKey.socket, keys: null });
+    expect(await inspectAgentSocket(withKey.socket, 'proxy')).toEqual({ usable: true, path: withKey.socket, keys: null });
   });
 
   it('warns in the plan, with the remedy', async () => {

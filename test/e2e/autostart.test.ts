@@ -1,12 +1,13 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, realpathSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { clientPaths, ensureDaemon } from '../../client/index.js';
+import { checkReadable } from '../../client/daemon-calls.js';
 import { createProcessProbe } from '../../daemon/os/process-identity.js';
-import { CLI, Cleanup, cli, cliEnv, daemonsFor, makeSandbox, ROOT, waitFor, type Sandbox } from '../helpers.js';
+import { CLI, Cleanup, cli, cliEnv, daemonsFor, makeSandbox, ROOT, startDaemon, waitFor, type Sandbox } from '../helpers.js';
 import { daemonOfUnreapingParent, killToZombie, procState } from '../lab/unreaping-parent.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 
@@ -148,6 +149,18 @@ describe('auto-start (real processes)', () => {
     expect(environ.get('SANDBOXD_RUNTIME_DIR')).toBe(sandbox.env.SANDBOXD_RUNTIME_DIR);
     expect(environ.get('HOME')).toBe(sandbox.home);
     expect(environ.get('PATH')?.split(':')).not.toContain(clientBin);
+  });
+
+  it('tells the daemon the app it was started from, which macOS privacy judges; the launchd service is judged as its own node', async () => {
+    const sandbox = makeSandbox(cleanup);
+    const node = realpathSync(process.execPath);
+    // What a shell in Terminal running tmux carries (daemon/os/privacy.ts); there is no TCC here, only the wiring.
+    const env = cliEnv(sandbox, { __CFBundleIdentifier: 'com.apple.Terminal', TERM_PROGRAM: 'tmux' });
+    expect((await cli(['start'], env)).exitCode).toBe(0);
+    expect((await checkReadable(sandbox.dir, env)).principal).toEqual({ binary: node, started: 'app', app: 'com.apple.Terminal' });
+    expect((await cli(['stop'], env)).exitCode).toBe(0);
+    await startDaemon(env, cleanup, ['--service-manager', 'launchd']);
+    expect((await checkReadable(sandbox.dir, env)).principal).toEqual({ binary: node, started: 'launchd', app: null });
   });
 
   it('finds the daemon as `sandboxd` on PATH before its own package', async () => {

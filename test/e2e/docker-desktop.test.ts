@@ -1,5 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import net from 'node:net';
 import path from 'node:path';
@@ -51,12 +51,49 @@ async function desktopSocket(agent: Agent | 'hang', mode = 0o660): Promise<void>
   });
 }
 
+/** Colima's VM user: lima gives it the Mac user's uid (501 for the first user) and its own group. */
+const VM_USER = { uid: 501, gid: 1000 };
+
 /**
- * Stands in for the docker CLI of a Docker Desktop install: `info` reports Docker Desktop, anything
- * else goes to the real CLI (and the engine under test); each `run` the daemon makes is logged in
- * `runs.log`, and its probes are counted.
+ * Stands in for Colima's `--ssh-agent` socket (the upstream shapes are cited in
+ * test/unit/docker-bridges.test.ts): sshd's forwarded socket, bound as the VM's user in a 0700
+ * directory of that user's, 0755 before OpenSSH 10.1 and 0600 from it, and lima's symlink to it at
+ * the fixed path, in a 0700 /run/host-services of that user's. The listener here runs as root and
+ * pipes each connection to `agent`; only the socket's owner and mode are the VM's.
  */
-function desktopCli(dir: string): { path: string; probes: () => number; runs: () => string[] } {
+async function colimaSocket(agent: Agent, mode: number): Promise<void> {
+  const dir = mkdtempSync('/tmp/ssh-');
+  const socket = path.join(dir, `agent.${String(process.pid)}`);
+  const server = net.createServer((client) => {
+    client.on('error', () => undefined);
+    const upstream = net.connect(agent.socket);
+    upstream.on('error', () => client.destroy());
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(socket, resolve));
+  chownSync(socket, VM_USER.uid, VM_USER.gid);
+  chmodSync(socket, mode);
+  chownSync(dir, VM_USER.uid, VM_USER.gid);
+  chmodSync(dir, 0o700);
+  symlinkSync(socket, DESKTOP_SOCKET);
+  const hostServices = path.dirname(DESKTOP_SOCKET);
+  chownSync(hostServices, VM_USER.uid, VM_USER.gid);
+  chmodSync(hostServices, 0o700);
+  cleanup.add(async () => {
+    rmSync(DESKTOP_SOCKET, { force: true });
+    chownSync(hostServices, 0, 0);
+    chmodSync(hostServices, 0o755);
+    await new Promise((resolve) => server.close(resolve));
+    rmSync(dir, { recursive: true, force: true });
+  });
+}
+
+/**
+ * Stands in for the docker CLI of a Docker Desktop install (or, with `colima`, of Colima's, whose
+ * VM is named `colima`): `info` says so, anything else goes to the real CLI (and the engine under
+ * test); each `run` the daemon makes is logged in `runs.log`, and its probes are counted.
+ */
+function desktopCli(dir: string, product: 'desktop' | 'colima' = 'desktop'): { path: string; probes: () => number; runs: () => string[] } {
   const bin = path.join(dir, 'desktop-bin');
   mkdirSync(bin, { recursive: true });
   const real = execFileSync('sh', ['-c', 'command -v docker'], { encoding: 'utf8' }).trim();
@@ -68,7 +105,9 @@ function desktopCli(dir: string): { path: string; probes: () => number; runs: ()
       `real='${real}'`,
       'if [ "$1" = info ]; then',
       '  out=$("$real" "$@") || exit $?',
-      `  printf '%s\\n' "$out" | sed -e 's/"OperatingSystem":"[^"]*"/"OperatingSystem":"Docker Desktop"/'`,
+      product === 'desktop'
+        ? `  printf '%s\\n' "$out" | sed -e 's/"OperatingSystem":"[^"]*"/"OperatingSystem":"Docker Desktop"/'`
+        : `  printf '%s\\n' "$out" | sed -e 's/"Name":"[^"]*","Labels"/"Name":"colima","Labels"/'`,
       '  exit 0',
       'fi',
       `[ "$1" = run ] && echo "$*" >> '${log}'`,
@@ -131,12 +170,13 @@ function childrenOf(pid: number): number {
 }
 
 describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker Desktop emulated over a real engine: the built-in agent socket', () => {
-  async function setup(desktop: 'agent' | 'empty' | 'hang' | 'none' | 'foreign', agentOptions: { maxFiles?: number } = {}) {
+  async function setup(desktop: 'agent' | 'empty' | 'hang' | 'none' | 'foreign' | 'colima-0600' | 'colima-0755' | 'colima-0000', agentOptions: { maxFiles?: number } = {}) {
     if (unavailable !== null) throw new Error(`the docker lab is not available: ${unavailable}`);
     const sandbox = makeSandbox(cleanup);
     const shellAgent = await startAgent(sandbox.dir, cleanup, 'shell', agentOptions);
     if (desktop === 'agent') await desktopSocket(shellAgent);
     if (desktop === 'hang') await desktopSocket('hang');
+    if (desktop.startsWith('colima-')) await colimaSocket(shellAgent, Number.parseInt(desktop.slice('colima-'.length), 8));
     if (desktop === 'foreign') {
       // Another user's socket, as Colima's can be: root without capabilities may not write it.
       await desktopSocket(shellAgent, 0o600);
@@ -148,7 +188,7 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
       execFileSync('ssh-add', ['-D'], { env: { SSH_AUTH_SOCK: launchd.socket }, stdio: 'ignore' });
       await desktopSocket(launchd);
     }
-    const fake = desktopCli(sandbox.dir);
+    const fake = desktopCli(sandbox.dir, desktop.startsWith('colima-') ? 'colima' : 'desktop');
     const env = cliEnv(sandbox, { SSH_AUTH_SOCK: shellAgent.socket, DOCKER_HOST: dockerd.host, PATH: fake.path });
     const plan = async (args: string[] = []): Promise<PlanJson> => {
       // Outside any repository and with no work tree (the sandbox dir holds HOME), so the plan's
@@ -246,17 +286,53 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
     });
   });
 
+  it.each(['0600', '0755'] as const)(
+    'Colima (lima\'s link to a socket of the VM\'s user, mode %s): probed and relayed as its owner; root, the VM\'s user and --user 1000 get the agent',
+    async (mode) => {
+      const { env, shellAgent, runs } = await setup(`colima-${mode}`);
+      for (const userArgs of [[], ['--user', `${String(VM_USER.uid)}:${String(VM_USER.gid)}`], ['--user', '1000:1000']]) {
+        const result = await cli(['run', '--engine', 'docker', '--ssh-agent', 'on', '--', '--rm', '--network', 'none', ...userArgs, dockerd.image, 'sh', '-c', 'id -G; ssh-add -l'], env, 90_000);
+        expect(result.stderr).toBe('');
+        expect(result.stdout).toContain(shellAgent.fingerprint);
+        // A non-root session holds no group 0.
+        if (userArgs.length > 0) expect(result.stdout.split('\n')[0]?.split(' ')).not.toContain('0');
+        expect(result.exitCode).toBe(0);
+      }
+      const status = JSON.parse((await cli(['status', '--json'], env)).stdout) as { engines: unknown[] };
+      expect(status.engines).toEqual([expect.objectContaining({ kind: 'colima', bridge: 'builtin', probe: expect.objectContaining({ state: 'verified', keys: 1 }) as unknown })]);
+      // Asked as root (denied), then as the owner; the engine's hub runs as the owner, and no helper holds gid 0.
+      const probes = runs().filter((line) => line.includes('sandboxd.helper=probe'));
+      expect(probes.map((line) => /--user (\S+)/.exec(line)?.[1])).toEqual(['0:0', '501:1000']);
+      const hubs = runs().filter((line) => line.includes('--name sandboxd-hub-'));
+      expect(hubs).toHaveLength(1);
+      expect(hubs[0]).toContain('--user 501:1000');
+      for (const line of runs()) expect(line).not.toContain('--group-add');
+    },
+    240_000,
+  );
+
+  it('a Colima socket its owner may not reach either: named as a permission failure (AGENT_SOCKET_DENIED), never "restart Colima with --ssh-agent"', async () => {
+    const { env, plan } = await setup('colima-0000');
+    const { session, plan: body } = await plan();
+    const reason = `Colima: permission denied: its owner (uid 501) may not connect to ${DESKTOP_SOCKET} in the engine's VM (owner uid 501, gid 1000, mode 0000)`;
+    expect(session.ssh).toEqual({ status: 'skipped', reason });
+    expect(body.warnings.join('\n')).toContain('colima ssh -- ls -lL /run/host-services/ssh-auth.sock');
+    expect(body.warnings.join('\n')).not.toContain('--ssh-agent`');
+    const on = await cli(['plan', '--engine', 'docker', '--ssh-agent', 'on', '--json'], env, 60_000);
+    expect(on.exitCode).toBe(1);
+    expect(JSON.parse(on.stdout)).toMatchObject({ error: { code: 'AGENT_SOCKET_DENIED', message: `ssh-agent is on but ${reason}` } });
+  });
+
   const planAs1000 = ['--container-user', '1000:1000'];
 
-  it('a built-in socket root without capabilities may not write (another user\'s): the probe says why, and no relay is started', async () => {
-    const { sandbox, env } = await setup('foreign');
-    const before = await helpers('relay');
-    const result = await cli(['plan', '--engine', 'docker', '--ssh-agent', 'on', '--no-workdir', '--json', ...planAs1000], env, 90_000, sandbox.dir);
-    const { error } = JSON.parse(result.stdout) as { error: { code: string; message: string } };
-    expect(error.code).toBe('SSH_BRIDGE_UNSUPPORTED');
-    expect(error.message).toBe(`ssh-agent is on but Docker Desktop: nothing answers on ${DESKTOP_SOCKET} in the engine's VM: sandboxd-relay: connect /run/sandboxd/probe.sock: Permission denied`);
-    expect(await helpers('relay')).toEqual(before);
+  it('a built-in socket root without capabilities may not write (another user\'s): probed and served as its owner, never "nothing answers"', async () => {
+    const { shellAgent, hold } = await setup('foreign');
+    const session = await hold({ uid: 1000, gid: 1000 });
+    expect(session.info.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
+    const result = await runIn(session, ['--user', '1000:1000', dockerd.image, 'ssh-add', '-l']);
+    expect(result.stdout).toContain(shellAgent.fingerprint);
   });
+
 
   it('a session\'s relay volume is read-only in its container: a uid-1000 container cannot replace its own socket, and another session has its own', async () => {
     const { shellAgent, hold } = await setup('agent');

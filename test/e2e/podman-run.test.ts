@@ -1,3 +1,5 @@
+import { mkdirSync, renameSync, symlinkSync } from 'node:fs';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { CLI, Cleanup, cli, cliEnv, makeSandbox, startAgent, waitFor } from '../helpers.js';
@@ -25,6 +27,56 @@ describe.skipIf(labMissing)('sandboxd run with real podman containers (Linux dir
     expect(result.stdout).toContain(agent.fingerprint);
     expect(result.stdout).toContain('sandboxd-test-agent');
     expect(result.exitCode).toBe(0);
+  });
+
+  /**
+   * An agent whose real path exceeds Linux's 107-byte socket address, as 1Password's and Secretive's
+   * under ~/Library/Group Containers do on a Mac with a long user name: the agent listens at a short
+   * path and its socket is moved into a deep directory (a listening socket keeps serving under its
+   * new name), then reached through a link of `linkLength` bytes. The kernel follows the link, so a
+   * connect to the link reaches it; a connect to the real path cannot be written at all.
+   */
+  function deepAgent(dir: string, socket: string, linkLength: number): { real: string; link: string } {
+    const deep = path.join(dir, 'deep', 'd'.repeat(137 - Buffer.byteLength(path.join(dir, 'deep', 'x', 'agent.sock')) + 1));
+    mkdirSync(deep, { recursive: true });
+    const real = path.join(deep, 'agent.sock');
+    renameSync(socket, real);
+    const link = linkLength === 0 ? path.join(dir, 'l') : path.join(dir, 'l'.repeat(linkLength - Buffer.byteLength(dir) - 1));
+    symlinkSync(real, link);
+    return { real, link };
+  }
+
+  it('an agent whose real path is too long for a socket address is reached through the short link the shell names', async () => {
+    const { image, agent, sandbox } = await setup();
+    const { real, link } = deepAgent(sandbox.dir, agent.socket, 0);
+    expect(Buffer.byteLength(real)).toBe(137);
+    const env = cliEnv(sandbox, { ...podmanLab().env, SSH_AUTH_SOCK: link });
+    for (const userArgs of [[], ['--user', '1000:1000']]) {
+      const result = await cli(['run', '--quiet', '--engine', 'podman', '--ssh-agent', 'on', '--', '--rm', '--network', 'none', ...userArgs, image, 'ssh-add', '-l'], env, 60_000);
+      expect(result.stderr).toBe('');
+      expect(result.stdout).toContain(agent.fingerprint);
+      expect(result.exitCode).toBe(0);
+    }
+    const tunnels = JSON.parse((await cli(['tunnels', 'ls', '--json'], env)).stdout) as { hostAgentSocket: string }[];
+    expect(tunnels.map((bridge) => bridge.hostAgentSocket)).toEqual([link]);
+  });
+
+  it('an agent whose link and real path are both too long is SOCKET_PATH_TOO_LONG naming both, never "nothing answers"', async () => {
+    const { image, agent, sandbox } = await setup();
+    const { real, link } = deepAgent(sandbox.dir, agent.socket, 120);
+    const env = cliEnv(sandbox, { ...podmanLab().env, SSH_AUTH_SOCK: link });
+    const on = await cli(['plan', '--engine', 'podman', '--ssh-agent', 'on', '--no-workdir', '--json'], env, 60_000, sandbox.dir);
+    expect(on.exitCode).toBe(1);
+    const { error } = JSON.parse(on.stdout) as { error: { code: string; message: string; remedy: string } };
+    expect(error).toEqual({
+      code: 'SOCKET_PATH_TOO_LONG',
+      message: `ssh-agent is on but SSH_AUTH_SOCK ${link} is 120 bytes, and its real path ${real} is 137: a socket address on linux holds at most 107`,
+      remedy: `Link the socket from a shorter path and point SSH_AUTH_SOCK at the link: \`ln -s '${real}' ~/.ssh/agent.sock && export SSH_AUTH_SOCK=~/.ssh/agent.sock\`.`,
+    });
+    const auto = await cli(['run', '--engine', 'podman', '--', '--rm', '--network', 'none', image, 'sh', '-c', 'echo "sock=${SSH_AUTH_SOCK:-none}"'], env, 60_000);
+    expect(auto.stdout).toBe('sock=none');
+    expect(auto.stderr).toContain(`SSH_AUTH_SOCK ${link} is 120 bytes`);
+    expect(auto.stderr).not.toContain('nothing answers');
   });
 
   it('exits with the container\'s exit code and releases the session', async () => {

@@ -112,6 +112,47 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     expect(result.exitCode).toBe(0);
   });
 
+  it('with a state dir holding a blank (the Mac\'s) and a machine off loopback, the host key goes to the state dir\'s known_hosts, never to a stray file', async () => {
+    const { env: podmanEnv } = podmanLab();
+    const sandbox = makeSandbox(cleanup);
+    // ~/Library/Application Support/sandboxd in shape, for state and runtime alike as on a Mac (the
+    // tunnel's ControlPath is in the runtime dir); set on the sandbox so its cleanup stops this daemon.
+    const stateDir = path.join(sandbox.dir, 'Application Support', 'sandboxd');
+    sandbox.env.SANDBOXD_STATE_DIR = stateDir;
+    sandbox.env.SANDBOXD_RUNTIME_DIR = stateDir;
+    cleanup.add(() => {
+      removeTunnelRoots(stateDir);
+    });
+    mkdirSync(path.join(sandbox.home, '.ssh'), { recursive: true });
+    writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '');
+    const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
+    // An IPv4-mapped address: this machine's loopback sshd to the kernel, but not loopback to the
+    // daemon (`isLoopback`) nor to ssh (`sockaddr_is_local` takes only ::1 for IPv6), so host keys are checked.
+    const conf = writeContainersConf(
+      path.join(sandbox.dir, 'containers.conf'),
+      podmanEnv.CONTAINERS_CONF ?? '',
+      [{ name: 'lab', uri: `ssh://root@[::ffff:127.0.0.1]:${sshd.port}/run/podman/podman.sock`, identity: sshd.clientKey }],
+      'lab',
+    );
+    const agent = await startAgent(sandbox.dir, cleanup);
+    const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket, SANDBOXD_SSH_BRIDGE: 'tunnel' });
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    cleanup.add(() => session.release());
+    expect(session.info.ssh).toMatchObject({ status: 'forwarded', bridge: 'tunnel' });
+    expect(await agentLists(path.join(agentDirOf(session), 'agent.sock'))).toContain(agent.fingerprint);
+    const hostKey = readFileSync(path.join(sandbox.dir, 'vm', 'host_key.pub'), 'utf8').split(' ').slice(0, 2).join(' ');
+    const knownHosts = path.join(stateDir, 'known_hosts');
+    expect(readFileSync(knownHosts, 'utf8').trim().split('\n')).toHaveLength(1);
+    // Hashed or not (Debian's ssh_config hashes), ssh finds it under the address the connection names.
+    const found = await execa('ssh-keygen', ['-F', `[::ffff:127.0.0.1]:${String(sshd.port)}`, '-f', knownHosts], { reject: false });
+    expect(found.stdout).toContain(hostKey);
+    // Split on the blank, ssh wrote to `…/Application` (and read `Support/sandboxd/known_hosts` in the daemon's cwd, /).
+    expect(existsSync(path.join(sandbox.dir, 'Application'))).toBe(false);
+    expect(existsSync('/Support')).toBe(false);
+    // ~/.ssh/known_hosts is not checked: podman's own ssh client (the daemon's `podman --connection
+    // lab ps …` sweep) adds an unknown host's key there on first use, as it does for the user.
+  });
+
   it('no process, host or VM, names a VM path on its argv while sessions come and go: the script is on stdin, the forwards go over the control socket', async () => {
     const { env, sandbox } = await tunnelLab();
     // The lab's "VM" is this host: every process of both is in /proc. Sampled as fast as it reads.

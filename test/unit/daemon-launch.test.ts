@@ -162,7 +162,7 @@ describe('resolveDaemonCommand: option, SANDBOXD_BIN, PATH, package (DESIGN §10
 });
 
 describe('daemonEnvironment', () => {
-  it('keeps who the user is and where sandboxd lives, and nothing of the client\'s own settings', () => {
+  it('keeps who the user is, the app it runs under and where sandboxd lives, and nothing of the client\'s own settings', () => {
     const env = daemonEnvironment(
       {
         HOME: '/h',
@@ -178,6 +178,10 @@ describe('daemonEnvironment', () => {
         SSH_AUTH_SOCK: '/agent',
         LANG: 'de_DE.UTF-8',
         PATH: '/home/u/evil:/usr/bin',
+        __CFBundleIdentifier: 'com.apple.Terminal',
+        TERM_PROGRAM: 'Apple_Terminal',
+        TERM_PROGRAM_VERSION: '455',
+        SSH_CONNECTION: '192.0.2.9 52311 192.0.2.2 22',
       },
       { file: '/opt/node/bin/sandboxd', args: ['daemon'], source: 'PATH' },
       '/usr/local/bin/node',
@@ -192,6 +196,10 @@ describe('daemonEnvironment', () => {
       XDG_CONFIG_HOME: '/c',
       SANDBOXD_RUNTIME_DIR: '/r',
       SANDBOXD_LOG_LEVEL: 'debug',
+      // Where it was started from: macOS privacy judges the daemon as that app.
+      __CFBundleIdentifier: 'com.apple.Terminal',
+      TERM_PROGRAM: 'Apple_Terminal',
+      SSH_CONNECTION: '192.0.2.9 52311 192.0.2.2 22',
       PATH: '/opt/node/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin',
     });
   });

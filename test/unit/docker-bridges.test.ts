@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { agentMismatchWarning } from '../../daemon/bridges/docker-bridges.js';
+import { hubRunArgs, hubVolumeArgs } from '../../daemon/bridges/desktop-relay.js';
 import { relayVolumeArgs } from '../../daemon/bridges/relay-containers.js';
 import { sessionMountFlags, sessionRelayRunArgs } from '../../daemon/bridges/session-relays.js';
 import { ensureRelayImage, relayArch, singleFileTar } from '../../daemon/bridges/relay-image.js';
@@ -28,6 +29,27 @@ describe('relay containers (least privilege: only the hub holds gid 0, no sessio
     );
     // The session mounts its own volume only: no group, no VM socket, no hub.
     expect(sessionMountFlags('r', '/run/sandboxd/ssh')).toEqual(['--mount', 'type=volume,source=r,target=/run/sandboxd/ssh,readonly']);
+  });
+
+  /*
+   * Colima (`colima start --ssh-agent`, abiosoft/colima environment/vm/lima/yaml.go: ssh.forwardAgent)
+   * has lima's host agent link /run/host-services/ssh-auth.sock to sshd's forwarded socket, as the
+   * VM's user (lima-vm/lima pkg/hostagent/hostagent.go: `ln -sf "${SSH_AUTH_SOCK}" ...`, run over
+   * ssh as that user; pkg/cidata/cidata.TEMPLATE.d/boot.Linux/26-host-services.sh makes the
+   * directory that user's). sshd binds it as the user: 0755 under sshd's umask before OpenSSH 10.1
+   * (openssh-portable V_10_0_P1 session.c auth_input_request_forwarding, unix_listener in
+   * /tmp/ssh-XXXXXXXXXX), 0600 from 10.1 (V_10_1_P1 misc-agent.c unix_listener_tmp, umask 0177).
+   * Neither lets root without capabilities nor gid 0 connect: the hub runs as the owner.
+   */
+  it('the hub reaches the built-in socket as root, or as the socket\'s owner where it is another user\'s (Colima), serving a 0666 socket in a 0711 volume of that user', () => {
+    const colima = { uid: 501, gid: 1000 };
+    expect(hubVolumeArgs('h', 'o', colima)).toEqual(relayVolumeArgs('h', 'o', 501, 1000, '0711'));
+    expect(hubVolumeArgs('h', 'o')).toEqual(relayVolumeArgs('h', 'o', 0, 0, '0711'));
+    const args = hubRunArgs({ name: 'h', upstream: '/run/host-services/ssh-auth.sock', user: colima, image: 'sandboxd-relay:abc', owner: 'o' });
+    expect(args.join(' ')).toMatch(/ --user 501:1000 --mount type=bind,source=\/run\/host-services\/ssh-auth\.sock,target=\/upstream\.sock .* serve \/upstream\.sock \/hub\/agent\.sock \d+ 0 666$/);
+    expect(args).not.toContain('--group-add');
+    // Docker Desktop's root:root 0660: root (gid 0), as before.
+    expect(hubRunArgs({ name: 'h', upstream: '/s', image: 'i', owner: 'o' })).toContain('0:0');
   });
 
   it('the relay image is one static file in a ustar archive that tar reads back', () => {

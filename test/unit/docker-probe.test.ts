@@ -20,6 +20,10 @@ describe('the built-in socket probe (`docker run … sandboxd-relay identities` 
     ]);
   });
 
+  it('asks as another user when told to', () => {
+    expect(probeArgs('p1', SOCKET, 'sandboxd-relay:abc', HELPER, { uid: 501, gid: 1000 })).toContain('501:1000');
+  });
+
   it.each([
     ['keys listed', result(0, `key ${BLOB.toString('hex')}\nidentities 1`), { state: 'verified', keys: ['SHA256:KYrfQnF6IW6QnO9SsQpMANypp+n1so9l/1FMNfdbmWs'], detail: `the agent at ${SOCKET} lists 1 key(s)` }],
     ['no keys', result(0, 'identities 0'), { state: 'verified', keys: [], detail: `the agent at ${SOCKET} holds no keys` }],
@@ -31,8 +35,56 @@ describe('the built-in socket probe (`docker run … sandboxd-relay identities` 
     // The docker CLI's own trailer follows the cause; the cause is what the warning names.
     ['the engine refuses the run', result(125, '', "docker: Error response from daemon: failed to create task for container: unexpected EOF\n\nRun 'docker run --help' for more information\n"), { state: 'unverified', detail: `the probe of ${SOCKET} failed: docker: Error response from daemon: failed to create task for container: unexpected EOF` }],
     ['cut off', result(null, '', 'Command failed'), { state: 'unverified', detail: `the probe of ${SOCKET} did not finish within 8000 ms and was cut off` }],
+    // A permission failure is named as one, never as a socket nothing answers on.
+    [
+      'permission denied, with the owner',
+      result(5, 'owner 501 1000 0600\n', 'sandboxd-relay: connect /run/sandboxd/probe.sock: Permission denied'),
+      { state: 'denied', detail: `permission denied: root without capabilities may not connect to ${SOCKET} in the engine's VM (owner uid 501, gid 1000, mode 0600)`, user: { uid: 0, gid: 0 } },
+    ],
+    ['permission denied, owner unknown', result(5, '', 'sandboxd-relay: connect /run/sandboxd/probe.sock: Permission denied'), { state: 'denied', detail: `permission denied: root without capabilities may not connect to ${SOCKET} in the engine's VM` }],
   ])('%s', (_name, outcome, expected) => {
     expect(interpretProbe(outcome, SOCKET, 8000)).toMatchObject(expected);
+  });
+
+  /**
+   * Colima's socket (see docker-bridges.test.ts for the upstream sources): lima's link to sshd's
+   * forwarded socket, the VM user's (uid 501 by default: lima takes the Mac user's uid), 0755
+   * before OpenSSH 10.1 and 0600 from it. `docker run --mount` follows the link, so the relay's
+   * stat in the probe container is the target's.
+   */
+  function colimaVm(mode: '0600' | '0755', ownerMay = true) {
+    const users: string[] = [];
+    const run: RunSubprocess = (_file, args) => {
+      const user = args[args.indexOf('--user') + 1] ?? '';
+      users.push(user);
+      if (user === '501:1000' && ownerMay) return Promise.resolve(result(0, `key ${BLOB.toString('hex')}\nidentities 1\n`));
+      return Promise.resolve(result(5, `owner 501 1000 ${mode}\n`, 'sandboxd-relay: connect /run/sandboxd/probe.sock: Permission denied\n'));
+    };
+    const image = { ...HELPER, tag: () => Promise.resolve('sandboxd-relay:abc') };
+    return { users, probe: () => probeBuiltinSocket(SOCKET, { run, docker: '/usr/bin/docker', env: {}, image }) };
+  }
+
+  it.each(['0600', '0755'] as const)('a socket of the VM\'s user (%s, Colima) is asked again as its owner, who may connect: verified, as that user', async (mode) => {
+    const vm = colimaVm(mode);
+    expect(await vm.probe()).toEqual({ state: 'verified', detail: `the agent at ${SOCKET} lists 1 key(s)`, keys: ['SHA256:KYrfQnF6IW6QnO9SsQpMANypp+n1so9l/1FMNfdbmWs'], user: { uid: 501, gid: 1000 } });
+    expect(vm.users).toEqual(['0:0', '501:1000']);
+  });
+
+  it('a socket its owner may not reach either (a security module, a remapped engine) is denied, naming who tried', async () => {
+    const vm = colimaVm('0600', false);
+    expect(await vm.probe()).toMatchObject({ state: 'denied', detail: `permission denied: its owner (uid 501) may not connect to ${SOCKET} in the engine's VM (owner uid 501, gid 1000, mode 0600)`, user: { uid: 501, gid: 1000 } });
+    expect(vm.users).toEqual(['0:0', '501:1000']);
+  });
+
+  it('root\'s own socket that root may not reach is not asked again', async () => {
+    const users: string[] = [];
+    const run: RunSubprocess = (_file, args) => {
+      users.push(args[args.indexOf('--user') + 1] ?? '');
+      return Promise.resolve(result(5, 'owner 0 0 0600\n', 'sandboxd-relay: connect /run/sandboxd/probe.sock: Permission denied'));
+    };
+    const image = { ...HELPER, tag: () => Promise.resolve('sandboxd-relay:abc') };
+    expect((await probeBuiltinSocket(SOCKET, { run, docker: '/usr/bin/docker', env: {}, image })).state).toBe('denied');
+    expect(users).toEqual(['0:0']);
   });
 
   it('a probe that hangs is cut off by removing its container', async () => {
@@ -47,7 +99,7 @@ describe('the built-in socket probe (`docker run … sandboxd-relay identities` 
     };
     const image = { ...HELPER, tag: () => Promise.resolve('sandboxd-relay:abc') };
     const outcome = await probeBuiltinSocket(SOCKET, { run, docker: '/usr/bin/docker', env: {}, image, timeoutMs: 20 });
-    expect(outcome).toEqual({ state: 'unverified', detail: `the probe of ${SOCKET} did not finish within 20 ms and was cut off`, keys: [] });
+    expect(outcome).toEqual({ state: 'unverified', detail: `the probe of ${SOCKET} did not finish within 20 ms and was cut off`, keys: [], user: { uid: 0, gid: 0 } });
     const name = calls[0]?.[3] ?? '';
     expect(name).toMatch(/^sandboxd-probe_/);
     expect(calls[1]).toEqual(['rm', '-f', name]);
@@ -56,7 +108,7 @@ describe('the built-in socket probe (`docker run … sandboxd-relay identities` 
   it('without sandboxd\'s image (no relay for the architecture) the socket is unverified, and nothing runs', async () => {
     const run: RunSubprocess = () => Promise.reject(new Error('docker must not run'));
     const image = { ...HELPER, tag: () => Promise.reject(new Error('no agent relay built for s390x')) };
-    expect(await probeBuiltinSocket(SOCKET, { run, docker: '/usr/bin/docker', env: {}, image })).toEqual({ state: 'unverified', detail: `sandboxd cannot probe ${SOCKET}: no agent relay built for s390x`, keys: [] });
+    expect(await probeBuiltinSocket(SOCKET, { run, docker: '/usr/bin/docker', env: {}, image })).toEqual({ state: 'unverified', detail: `sandboxd cannot probe ${SOCKET}: no agent relay built for s390x`, keys: [], user: { uid: 0, gid: 0 } });
   });
 });
 
@@ -76,9 +128,9 @@ describe('ProbeCache: one probe per engine instance', () => {
     });
     const probe = (state: 'verified' | 'unverified' = 'verified') => () => {
       probes += 1;
-      return new Promise<{ state: typeof state; detail: string; keys: string[] }>((resolve) => {
+      return new Promise<{ state: typeof state; detail: string; keys: string[]; user: { uid: number; gid: number } }>((resolve) => {
         finish = () => {
-          resolve({ state, detail: 'd', keys: [] });
+          resolve({ state, detail: 'd', keys: [], user: { uid: 0, gid: 0 } });
         };
       });
     };
@@ -123,9 +175,9 @@ describe('ProbeCache: one probe per engine instance', () => {
     let finish = null as (() => void) | null;
     const probe = () => {
       probes += 1;
-      return new Promise<{ state: 'verified'; detail: string; keys: string[] }>((resolve) => {
+      return new Promise<{ state: 'verified'; detail: string; keys: string[]; user: { uid: number; gid: number } }>((resolve) => {
         finish = () => {
-          resolve({ state: 'verified', detail: 'd', keys: [] });
+          resolve({ state: 'verified', detail: 'd', keys: [], user: { uid: 0, gid: 0 } });
         };
       });
     };

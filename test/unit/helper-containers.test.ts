@@ -276,7 +276,7 @@ describe('why a relay cannot reach the engine\'s agent socket', () => {
   const UPSTREAM = '/run/host-services/ssh-auth.sock';
   it('names the owner problem, or the missing agent, from the relay\'s connect line', () => {
     expect(upstreamReason('sandboxd-relay: connect /upstream.sock: Permission denied', UPSTREAM)).toBe(
-      `the engine's agent socket ${UPSTREAM} is not writable by root without capabilities (Colima: it belongs to the VM's user)`,
+      `permission denied: the engine's agent socket ${UPSTREAM} is not writable by the hub's user (root without capabilities, or the socket's owner as the probe found it)`,
     );
     expect(upstreamReason('sandboxd-relay: connect /upstream.sock: Connection refused', UPSTREAM)).toBe(`no agent listens at ${UPSTREAM} in the engine's VM`);
     expect(upstreamReason('sandboxd-relay: connect /upstream.sock: No such file or directory', UPSTREAM)).toBe(`no agent listens at ${UPSTREAM} in the engine's VM`);

@@ -26,7 +26,7 @@ function fakeDeps(host: FakeHost): SshDeps & { served: { socket: string; bridge:
     served,
     released,
     inspect: (socket, label = 'SSH_AUTH_SOCK') =>
-      Promise.resolve(socket !== undefined && host.answering.has(socket) ? { usable: true as const, realpath: `/real${socket}`, keys: null } : { usable: false as const, reason: `${label} ${socket ?? ''} does not exist` }),
+      Promise.resolve(socket !== undefined && host.answering.has(socket) ? { usable: true as const, path: `/real${socket}`, keys: null } : { usable: false as const, reason: `${label} ${socket ?? ''} does not exist` }),
     serve: (socket, session): Promise<ServedAgent> => {
       served.push({ socket, bridge: session.sshBridge });
       const failure = host.failing?.get(socket);

@@ -51,6 +51,49 @@ function configJson(name: string, port: number, mounts: { source: string; target
   });
 }
 
+/**
+ * A qemu machine's config as podman 4 writes it (`machine.WriteConfig`, an indented
+ * json.Encoder): `qemu.MachineVM` field for field (v4.9.5, pkg/machine/qemu/machine.go), whose
+ * embedded `HostUser`, `ImageConfig`, `ResourceConfig` and `SSHConfig` (pkg/machine/config.go)
+ * encoding/json writes as top-level fields: the ssh `Port` is not under `SSH`. Its mounts are
+ * `machine.Mount` (9p over virtfs, tags `vol<i>`); the connections it adds are
+ * `ssh://core@127.0.0.1:<Port>/run/user/<uid>/podman/podman.sock` and its `-root`
+ * (`AddSSHConnectionsToPodmanSocket`, pkg/machine/machine_common.go).
+ */
+function configJson4(name: string, port: number, mounts: { source: string; target: string }[]): string {
+  const runtime = '/var/folders/1p/ngrgvh_94rb9x3527c7h4hf40000gn/T/podman';
+  return JSON.stringify(
+    {
+      ConfigPath: { Path: `/Users/me/.config/containers/podman/machine/qemu/${name}.json` },
+      CmdLine: ['/opt/homebrew/bin/qemu-system-aarch64', '-m', '2048', '-smp', '1', '-qmp', `unix:${runtime}/qmp_${name}.sock,server=on,wait=off`],
+      Rootful: false,
+      UID: 501,
+      HostUserModified: false,
+      IgnitionFilePath: { Path: `/Users/me/.config/containers/podman/machine/qemu/${name}.ign` },
+      ImageStream: 'testing',
+      ImagePath: { Path: `/Users/me/.local/share/containers/podman/machine/qemu/${name}_fedora-coreos-39.20240128.2.2-qemu.aarch64.qcow2` },
+      Mounts: mounts.map((mount, index) => ({ ReadOnly: false, Source: mount.source, Tag: `vol${String(index)}`, Target: mount.target, Type: '9p' })),
+      Name: name,
+      PidFilePath: { Path: `${runtime}/${name}_proxy.pid` },
+      VMPidFilePath: { Path: `${runtime}/${name}_vm.pid` },
+      QMPMonitor: { Address: { Path: `${runtime}/qmp_${name}.sock` }, Network: 'unix', Timeout: 2000000000 },
+      ReadySocket: { Path: `${runtime}/${name}_ready.sock` },
+      CPUs: 1,
+      DiskSize: 100,
+      Memory: 2048,
+      USBs: [],
+      IdentityPath: `/Users/me/.ssh/${name}`,
+      Port: port,
+      RemoteUsername: 'core',
+      Starting: false,
+      Created: '2024-02-06T10:21:03.521374+01:00',
+      LastUp: '2024-02-06T10:25:41.108233+01:00',
+    },
+    null,
+    ' ',
+  );
+}
+
 const DEFAULT_VOLUMES = DEFAULT_MACHINE_SHARES.map((share) => ({ source: share, target: share }));
 
 describe('where a machine keeps its config', () => {
@@ -82,6 +125,17 @@ describe('which machine a connection reaches', () => {
     expect(parseMachineConfig('/c/x.json', configJson('bare', 1, null))?.volumes).toEqual([]);
     expect(parseMachineConfig('/c/x.json', '{"Name":"x"}')).toBeNull();
     expect(parseMachineConfig('/c/x.json', 'not json')).toBeNull();
+  });
+
+  it('reads a podman 4 machine, whose ssh port is the top-level Port, and the connection podman 4 adds for it reaches it', () => {
+    const old = parseMachineConfig('/c/qemu/podman-machine-default.json', configJson4('podman-machine-default', 50612, [{ source: '/Users/me', target: '/Users/me' }]));
+    expect(old).toEqual({ file: '/c/qemu/podman-machine-default.json', name: 'podman-machine-default', port: 50612, volumes: [{ source: '/Users/me', target: '/Users/me' }] });
+    const both = [...configs, ...(old === null ? [] : [old])];
+    expect(machineOf(connection('podman-machine-default', 'ssh://core@127.0.0.1:50612/run/user/501/podman/podman.sock'), both)?.name).toBe('podman-machine-default');
+    expect(machineOf(connection('podman-machine-default-root', 'ssh://root@127.0.0.1:50612/run/podman/podman.sock'), both)?.name).toBe('podman-machine-default');
+    // Neither version's port: no machine, rather than a guess.
+    expect(parseMachineConfig('/c/x.json', JSON.stringify({ Name: 'x', Mounts: [] }))).toBeNull();
+    expect(parseMachineConfig('/c/x.json', JSON.stringify({ Name: 'x', Port: '50612' }))).toBeNull();
   });
 
   it('both `<name>` and `<name>-root` of the real connection table reach the machine on their port', () => {

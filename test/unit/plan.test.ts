@@ -13,7 +13,7 @@ const input = (extra: Record<string, unknown> = {}) =>
 function fakeSsh(usable: boolean): SshDeps & { served: string[]; released: number } {
   const state = { served: [] as string[], released: 0 };
   return Object.assign(state, {
-    inspect: () => Promise.resolve(usable ? { usable: true as const, realpath: '/real/a.sock', keys: 1 } : { usable: false as const, reason: 'no agent answers on SSH_AUTH_SOCK /tmp/a.sock' }),
+    inspect: () => Promise.resolve(usable ? { usable: true as const, path: '/real/a.sock', keys: 1 } : { usable: false as const, reason: 'no agent answers on SSH_AUTH_SOCK /tmp/a.sock' }),
     serve: (socket: string) => {
       state.served.push(socket);
       return Promise.resolve({

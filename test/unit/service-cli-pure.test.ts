@@ -42,8 +42,8 @@ describe('doctor checks', () => {
   });
 
   it('an agent without keys fails with the 1Password remedy; no agent fails with the agent remedy', () => {
-    expect(checkAgent({ usable: true, realpath: '/a.sock', keys: 0 })).toMatchObject({ state: 'fail', detail: '/a.sock answers but holds no keys', remedy: expect.stringContaining('IdentityAgent') as string });
-    expect(checkAgent({ usable: true, realpath: '/a.sock', keys: 2 })).toMatchObject({ state: 'ok', detail: '/a.sock: 2 keys' });
+    expect(checkAgent({ usable: true, path: '/a.sock', keys: 0 })).toMatchObject({ state: 'fail', detail: '/a.sock answers but holds no keys', remedy: expect.stringContaining('IdentityAgent') as string });
+    expect(checkAgent({ usable: true, path: '/a.sock', keys: 2 })).toMatchObject({ state: 'ok', detail: '/a.sock: 2 keys' });
     // Doctor's remedy works in doctor's shell: no `run` option in it.
     const none = checkAgent({ usable: false, reason: 'SSH_AUTH_SOCK is not set in the client environment' });
     expect(none).toMatchObject({ state: 'fail', remedy: 'Start an agent with your key in this shell: `eval "$(ssh-agent -s)" && ssh-add`.' });

@@ -41,7 +41,7 @@ const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
 /** An agent whose bridge is served only once `released` settles: what an acquire does meanwhile shows. */
 function servedOnceReleased(released: Promise<unknown>, events: string[], served: ServedAgent): SessionServiceDeps['ssh'] {
   return {
-    inspect: () => Promise.resolve({ usable: true, realpath: '/tmp/agent.sock', keys: 1 }),
+    inspect: () => Promise.resolve({ usable: true, path: '/tmp/agent.sock', keys: 1 }),
     serve: async () => {
       await released;
       events.push('bridge served');
@@ -80,7 +80,7 @@ function service(overrides: (log: { events: string[]; served: ServedAgent }) => 
     probe,
     registry,
     ssh: {
-      inspect: () => Promise.resolve({ usable: true, realpath: path.join(dir, 'agent.sock'), keys: 1 }),
+      inspect: () => Promise.resolve({ usable: true, path: path.join(dir, 'agent.sock'), keys: 1 }),
       serve: () => {
         events.push('bridge served');
         return Promise.resolve(served);

@@ -35,14 +35,32 @@ describe('ssh command', () => {
 
   it('a tunnel\'s ssh is a ControlMaster on a private path, with no forward and no VM path on its argv; loopback machines log in like `podman machine ssh`', () => {
     const local = sshMasterArgs({ ...base, controlPath: '/run/sbx/t/abc.1', connection: connection('ssh://core@127.0.0.1:5000/x') });
-    expect(local).toEqual(expect.arrayContaining(['-F', '/dev/null', 'UserKnownHostsFile=/dev/null', 'ControlMaster=yes', 'ControlPath=/run/sbx/t/abc.1', 'ControlPersist=no', 'ServerAliveInterval=5', '-p', '5000', '-i', '/k/id']));
+    expect(local).toEqual(expect.arrayContaining(['-F', '/dev/null', 'UserKnownHostsFile=/dev/null', 'ControlMaster=yes', 'ControlPath="/run/sbx/t/abc.1"', 'ControlPersist=no', 'ServerAliveInterval=5', '-p', '5000', 'IdentityFile="/k/id"']));
     expect(local).not.toContain('-R');
     expect(local.join(' ')).not.toContain('/tmp/sandboxd-u');
     expect(local.slice(-2)).toEqual(['core@127.0.0.1', REMOTE_STUB]);
     const remote = sshMasterArgs({ ...base, controlPath: '/c', connection: connection('ssh://[2001:db8::1]/x', null) });
-    expect(remote).toEqual(expect.arrayContaining(['StrictHostKeyChecking=accept-new', 'UserKnownHostsFile=/state/known_hosts', '-p', '22']));
-    expect(remote).not.toContain('-i');
+    expect(remote).toEqual(expect.arrayContaining(['StrictHostKeyChecking=accept-new', 'UserKnownHostsFile="/state/known_hosts"', '-p', '22']));
+    expect(remote.some((arg) => arg.startsWith('IdentityFile='))).toBe(false);
     expect(remote.at(-2)).toBe('2001:db8::1');
+  });
+
+  it('hands ssh every path as one option word it reads back as that path (blanks, quotes, backslashes, `#`, `%`)', () => {
+    // The Mac state dir has a blank; the rest is what argv_split and percent expansion would eat.
+    const knownHosts = `/Users/me/Library/Application Support/it's "q" \\ %h #1/known_hosts`;
+    const identity = '/Users/me/.local/share/containers/podman/machine/50% #2/machine';
+    const args = sshProbeArgs({ ...base, knownHostsPath: knownHosts, connection: connection('ssh://core@build.example:22/x', identity) });
+    expect(args).toContain(`UserKnownHostsFile="/Users/me/Library/Application Support/it's \\"q\\" \\\\ %%h #1/known_hosts"`);
+    expect(args).toContain('IdentityFile="/Users/me/.local/share/containers/podman/machine/50%% #2/machine"');
+    // What the real ssh makes of it (`-G` prints the options it resolved, known_hosts files expanded).
+    const resolved = execFileSync('ssh', ['-G', ...args.slice(0, args.indexOf('--')), 'build.example'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    expect(resolved.split('\n')).toContain(`userknownhostsfile ${knownHosts}`);
+    // Unquoted, ssh reads two files (the first, `…/Application`, is where the Mac's host keys went) and a comment.
+    const unquoted = execFileSync('ssh', ['-G', '-o', 'UserKnownHostsFile=/Users/me/Library/Application Support/sandboxd #1/known_hosts', 'build.example'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    expect(unquoted.split('\n')).toContain('userknownhostsfile /Users/me/Library/Application Support/sandboxd');
   });
 
   it('a probe logs in the same way, without a forward, and runs the same stub', () => {

@@ -147,7 +147,8 @@ function setup(options: { rediscover?: () => Promise<PodmanConnection>; replaceR
 }
 
 /** The control path a generation's ssh listens on. */
-const controlOf = (child: FakeSsh | undefined): string => path.basename((child?.args.find((arg) => arg.startsWith('ControlPath=')) ?? '').slice('ControlPath='.length));
+/** The control socket's name, from `-o ControlPath="<path>"` (quoted as ssh reads an option's value). */
+const controlOf = (child: FakeSsh | undefined): string => path.basename((child?.args.find((arg) => arg.startsWith('ControlPath=')) ?? '').slice('ControlPath='.length).replace(/^"(.*)"$/, '$1'));
 
 describe('Tunnel state machine (fake ssh, fake time)', () => {
   beforeEach(() => {

@@ -16,6 +16,7 @@ import { stopDaemon, stoppedWithin } from './lifecycle.js';
 import { purgeThroughDaemon, removeOwnDirs } from '../../purge.js';
 import type { PurgeResponse } from '../../../shared/contracts/purge.js';
 import { withProgress } from '../progress.js';
+import { serviceGrantNote } from '../../../daemon/os/privacy.js';
 
 /** launchd's bootout can take seconds to finish a job that is stopping gracefully (≤ 5 s). */
 const UNLOAD_WAIT_MS = 15_000;
@@ -163,8 +164,9 @@ export function registerInstallCommands(program: Command): void {
         const paths = clientPaths();
         const platform = currentPlatform();
         const manager = serviceManager(managerInputs(process.env, platform));
+        const spec = await installSpec(paths);
         // Rendering refuses a value the unit or plist could not carry, before anything changes.
-        const steps = manager.installSteps(await installSpec(paths));
+        const steps = manager.installSteps(spec);
         if (flags.dryRun !== true) {
           const run = await managerRunner(process.env, platform);
           // Without a manager to load it, nothing is stopped or written: the daemon keeps serving.
@@ -175,7 +177,8 @@ export function registerInstallCommands(program: Command): void {
           await executeSteps(steps, stepDeps(run));
         }
         const when = manager.kind === 'launchd' ? 'at login (and now)' : 'on first use, by systemd\'s socket';
-        report(manager, steps, flags, `sandboxd installed (${manager.kind}: ${manager.files.join(', ')}); it starts ${when}`);
+        const grant = manager.kind === 'launchd' ? `\n${serviceGrantNote(await fs.realpath(spec.node).catch(() => spec.node))}` : '';
+        report(manager, steps, flags, `sandboxd installed (${manager.kind}: ${manager.files.join(', ')}); it starts ${when}${grant}`);
         return 0;
       });
     });

@@ -5,8 +5,8 @@
  *   sandboxd-relay serve UPSTREAM LISTEN MAX [RATE [MODE]]
  *
  * An agent relay. As an engine's hub it runs as root (gid 0), so it alone may connect to the
- * built-in agent socket (root:root 0660), and serves a 0666 socket in a volume only the sessions'
- * relays mount, at most MAX (the bound toward the agent across sessions) at once. As a session's
+ * built-in agent socket (root:root 0660), or as that socket's owner where it is another user's
+ * (Colima: the VM's user), and serves a 0666 socket in a volume only the sessions' relays mount, at most MAX (the bound toward the agent across sessions) at once. As a session's
  * relay it runs as the session's uid:gid and serves a 0600 socket in a volume only that session
  * mounts (read-only), at most MAX at once and RATE new connections a second, piping each to the
  * hub. Prints "sandboxd-relay ready" once LISTEN accepts and one connection to UPSTREAM succeeded
@@ -22,7 +22,9 @@
  *
  * The probe of a built-in socket: asks the agent at SOCKET for its identities (what `ssh-add -l`
  * asks) and prints "key <hex of the key blob>" for each, then "identities <count>". Exits 2 when
- * nothing answers on SOCKET, 3 on an answer that is not an agent's, 4 when it takes over 5 seconds.
+ * nothing answers on SOCKET, 3 on an answer that is not an agent's, 4 when it takes over 5 seconds,
+ * 5 when SOCKET may not be connected to by this user: it then prints "owner <uid> <gid> <mode>" of
+ * the socket (the link's target, as the engine mounted it), so the probe can ask again as its owner.
  */
 #include <errno.h>
 #include <poll.h>
@@ -268,8 +270,14 @@ static int identities(const char *path) {
   alarm(IDENTITIES_TIMEOUT_S);
   int agent = connect_to(path);
   if (agent < 0) {
-    fprintf(stderr, "sandboxd-relay: connect %s: %s\n", path, strerror(errno));
-    return 2;
+    int failed = errno;
+    fprintf(stderr, "sandboxd-relay: connect %s: %s\n", path, strerror(failed));
+    struct stat socket_stat;
+    if (failed != EACCES) return 2;
+    if (stat(path, &socket_stat) == 0) {
+      printf("owner %u %u %04o\n", (unsigned)socket_stat.st_uid, (unsigned)socket_stat.st_gid, (unsigned)(socket_stat.st_mode & 07777));
+    }
+    return 5;
   }
   const unsigned char request[] = {0, 0, 0, 1, SSH2_AGENTC_REQUEST_IDENTITIES};
   if (write(agent, request, sizeof request) != (ssize_t)sizeof request) {
