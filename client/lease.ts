@@ -1,4 +1,4 @@
-import type { AcquireResponse, HostSocketStatus, SessionInfo } from '../shared/contracts/sessions.js';
+import type { AcquireResponse, GitCredentialsStatus, HostSocketStatus, SessionInfo } from '../shared/contracts/sessions.js';
 import { sessionRoute } from '../shared/contracts/session-routes.js';
 import type { Plan } from '../shared/contracts/plan.js';
 import { SandboxdError } from '../shared/errors.js';
@@ -11,6 +11,8 @@ export interface Session {
   readonly plan: Plan;
   /** One status per requested socket: forwarded, or skipped with the reason. */
   readonly sockets: HostSocketStatus[];
+  /** Whether git in the container asks the host for https credentials, and for which hosts (null: none asked). */
+  readonly gitCredentials: GitCredentialsStatus;
   /** Idempotent; resolves once the daemon has dropped the lease (or is gone). */
   release(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
@@ -86,6 +88,7 @@ export async function holdLease(acquired: AcquireResponse, options: LeaseOptions
     },
     plan: acquired.plan,
     sockets: acquired.sockets,
+    gitCredentials: acquired.gitCredentials,
     release,
     [Symbol.asyncDispose]: release,
   };

@@ -32,6 +32,8 @@ export interface ForwardOptions extends ConnectionOptions {
   cwd?: string;
   /** Default: warnings to stderr as `sandboxd: …`, debug lines nowhere. */
   log?: AdapterLog;
+  /** Hosts whose https credentials the sandbox's git may ask the host for (default: SANDBOXD_GIT_CREDENTIALS). */
+  gitCredentials?: string[];
 }
 
 /** The name the credential proxy's socket has in the session: `/run/sandboxd/sockets/credential-proxy/`. */
@@ -116,6 +118,7 @@ async function startLaunch(config: LlxprtSandboxConfig, args: string[], options:
     containerUser: settings.containerUser,
     // llxprt mounts the work tree itself, at the same path.
     workdir: false,
+    gitCredentials: options.gitCredentials,
   };
   let session: Session | null = null;
   try {

@@ -52,6 +52,9 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       const sweeps = { containers: () => services.containers.sweep(), sessions: () => registry.sweep(), bridges: () => agentBridges.all.check() };
       stopSweeps = startSweeps(sweeps, settings.sweepIntervalMs, edges.timers, logger);
       agentBridges.start();
+      work.track(services.credentials.listen(), (error) => {
+        logger.error({ module: 'git-credential', err: error }, 'cannot listen for the sandboxes\' credential requests');
+      });
       work.track(guards.start(), (error) => {
         logger.error({ module: 'guard', err: error }, 'cannot check the repositories a previous daemon guarded');
       });
@@ -64,7 +67,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       // The sessions' sockets are recorded and kept in place for the next daemon before they end.
       await agentBridges.suspend();
       registry.endAll('shutdown');
-      await Promise.all([agentBridges.all.closeAll(), guards.close()]);
+      await Promise.all([agentBridges.all.closeAll(), guards.close(), services.credentials.close()]);
       // A removal or record write under way finishes, so the next daemon finds what it left.
       await work.settled();
     },

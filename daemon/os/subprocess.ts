@@ -11,6 +11,12 @@ export interface SubprocessOptions {
   /** Set when the command runs in the client's cwd, so a cwd that cannot be entered is the client's error. */
   clientCwd?: string;
   timeoutMs: number;
+  /** Written to its stdin, which is then closed (without it, stdin stays an open pipe). */
+  input?: string;
+  /** In a session of its own: no controlling terminal, so nothing it runs can open /dev/tty. */
+  detached?: boolean;
+  /** Past this much stdout or stderr the command is killed (default 4 MiB). */
+  maxOutputBytes?: number;
 }
 
 /** `exitCode` is null when the command was killed or could not start; one final newline is stripped. */
@@ -124,12 +130,18 @@ export function createSubprocessRunner(runner: RunnerOptions = {}): RunSubproces
                 env: options.env,
                 cwd: options.clientCwd,
                 timeout: options.timeoutMs,
-                maxBuffer: MAX_OUTPUT_BYTES,
+                maxBuffer: options.maxOutputBytes ?? MAX_OUTPUT_BYTES,
                 encoding: 'utf8',
                 windowsHide: true,
+                // execFile passes it on to spawn; its options type leaves it out.
+                ...(options.detached === true ? { detached: true } : {}),
               },
               settle,
             );
+            if (options.input !== undefined) {
+              child.stdin?.on('error', () => undefined);
+              child.stdin?.end(options.input);
+            }
           } catch (error) {
             // Invalid options and a cwd that is not a directory are thrown, not reported.
             settle(error as ExecFileException, '', '');

@@ -77,11 +77,13 @@ export function assemblePlan(parts: PlanParts): AcquireResponse {
       ssh: ssh.ssh,
       container: parts.container.container,
       refused: 0,
+      gitCredentials: ssh.gitCredentials?.status === 'served' ? ssh.gitCredentials.hosts : [],
     },
     plan: { ...body, args: flattenArgs(body) },
     leaseTtlMs: parts.leaseTtlMs,
     // A third of the lease: two heartbeats can be lost before it lapses.
     heartbeatIntervalMs: Math.max(1000, Math.floor(parts.leaseTtlMs / 3)),
     sockets: ssh.sockets,
+    gitCredentials: ssh.gitCredentials,
   };
 }

@@ -20,6 +20,7 @@ const GIT: GitHostFacts = { configs: [], files: [], plainHomeFiles: [], configWa
 const SSH: SshSection = {
   ssh: { status: 'forwarded', bridge: 'mount', socket: '/run/sandboxd/agent/agent.sock', hostAgentSocket: '/tmp/agent.sock', bridgeId: 'b1' },
   sockets: [],
+  gitCredentials: null,
   mounts: [mount('/run/relay', 'ssh agent', '/run/sandboxd/agent')],
   env: { SSH_AUTH_SOCK: '/run/sandboxd/agent/agent.sock' },
   flags: ['--add-host', 'x'],

@@ -47,6 +47,7 @@ const acquireBase: AcquireInput = {
   gitHooks: 'readonly',
   gitConfig: 'readonly',
   sockets: [],
+  gitCredentials: [],
   harden: false,
 };
 

@@ -20,6 +20,7 @@ const SESSION_COLUMNS: Column<SessionInfo>[] = [
   { header: 'AGE', value: (s) => formatAge(s.createdAt) },
   { header: 'SSH', value: (s) => (s.ssh.status === 'forwarded' ? `${s.ssh.bridge} ${s.ssh.bridgeId}` : `skipped: ${s.ssh.reason}`) },
   { header: 'REFUSED', value: (s) => String(s.refused) },
+  { header: 'GIT CREDENTIALS', value: (s) => (s.gitCredentials.length === 0 ? '-' : s.gitCredentials.join(',')) },
   { header: 'CONTAINER', value: (s) => (s.container === null ? '-' : (s.container.id?.slice(0, 12) ?? 'not started')) },
 ];
 
