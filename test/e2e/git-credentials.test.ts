@@ -15,6 +15,8 @@ afterAll(() => cleanup.run());
 
 const USER = 'lab';
 const TOKEN = `tok-${randomBytes(12).toString('hex')}`;
+/** The user's tokens for other origins, which no request of these sessions may reach. */
+const OTHER = `other-${randomBytes(12).toString('hex')}`;
 const SOCKET = '/run/sandboxd/git-credential/agent.sock';
 
 /**
@@ -54,8 +56,8 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
       ['[credential]', '\thelper = store', '[http]', `\tsslCAInfo = ${server.caFile}`, '[user]', '\tname = Lab', '\temail = lab@example.com', '[init]', '\tdefaultBranch = main', ''].join('\n'),
     );
     credentialsFile = path.join(sandbox.home, '.git-credentials');
-    storeBefore = `https://${USER}:${TOKEN}@${server.host}\n`;
-    writeFileSync(credentialsFile, storeBefore);
+    const others = [`127.0.0.1:${String(server.port + 1)}`, '127.0.0.1', 'git.example.com:8443', `${server.host}.evil.example`];
+    writeFileSync(credentialsFile, [`https://${USER}:${TOKEN}@${server.host}`, ...others.map((host) => `https://${USER}:${OTHER}@${host}`), ''].join('\n'));
     chmodSync(credentialsFile, 0o600);
     const bare = path.join(server.root, 'project.git');
     await hostGit('init', '-q', '--bare', '-b', 'main', bare);
@@ -147,6 +149,7 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
     const result = await inContainer(plain.plan, script);
     expect(result.stdout).toContain('ls-remote=128');
     expect(result.stdout).not.toContain(TOKEN);
+    expect(result.stdout).not.toContain(OTHER);
     expect(result.stdout).not.toContain('git-credential');
     expect(result.stdout.trimEnd().endsWith('end')).toBe(true);
     expect(result.stdout.split('\n').filter((line) => line.startsWith('/'))).toEqual([]);
@@ -170,7 +173,9 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
       ['protocol=https', `host=evil.example@${server.host}`],
       ['protocol=https', `host=${server.host}`, `host=evil.example`],
     ];
+    // The user's store holds tokens for the other ports and hosts too: only the match keeps them out.
     const result = await inContainer(named.plan, requests.map((lines) => `${ask(lines)}; echo ---`).join('\n'));
+    expect(result.stdout).not.toContain(OTHER);
     const answers = result.stdout.split('---').map((answer) => answer.trim()).filter((answer) => answer !== '');
     expect(answers[0]).toBe(`username=${USER}\npassword=${TOKEN}\nrc=0`);
     expect(answers.slice(1, requests.length)).toEqual(requests.slice(1).map(() => 'rc=0'));
