@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,12 +8,32 @@ import { execa } from 'execa';
 const CLIENT = fileURLToPath(new URL('./llxprt-client.js', import.meta.url));
 const ADAPTER = fileURLToPath(new URL('../../dist/client/llxprt/index.js', import.meta.url));
 
-export interface ImportCost {
-  /** Import of the adapter, from the first line of the program. */
+/**
+ * How the child runs (bench/llxprt-client.ts): in a process shaped like llxprt's, or bare; on
+ * Bun's socket or node:net; or bundled with the adapter as llxprt ships (`bun build`, Bun only).
+ */
+export type LaunchShape = 'llxprt' | 'bare' | 'node-net' | 'bundled';
+
+/**
+ * The child and the adapter in one file, as llxprt's `bun build` makes its CLI: the adapter is
+ * imported lazily, so it stays a lazily run part of the bundle.
+ */
+async function bundledClient(dir: string, bun: string): Promise<string> {
+  const entry = path.join(dir, 'llxprt-bundled-entry.mjs');
+  writeFileSync(entry, `globalThis.sandboxdAdapter = () => import(${JSON.stringify(ADAPTER)});\nawait import(${JSON.stringify(CLIENT)});\n`);
+  const outfile = path.join(dir, 'llxprt-bundled.js');
+  await execa(bun, ['build', entry, '--target=bun', '--outfile', outfile]);
+  return outfile;
+}
+
+export interface LaunchCost {
+  /** Import of the adapter, from the launch path's first line. */
   importMs: number[];
-  /** From the first line to the first byte of the first request at the daemon. */
+  /** From the first line to the first byte of the acquire at the daemon. */
   firstRequestMs: number[];
-  /** From the first line to llxprt's argument list merged (a warm daemon answered). */
+  /** From the acquire's first byte at the daemon to the last byte of its answer: the daemon's share. */
+  daemonMs: number[];
+  /** From the first line to llxprt's argument list merged: what the launch pays. */
   mergedMs: number[];
   /** CPU time (user + system) of the import, and of everything until the merge. */
   importCpuMs: number[];
@@ -26,51 +46,85 @@ interface Times {
   merged: number;
   cpuImported: number;
   cpuMerged: number;
+  forwarded: { sshAgent: boolean; credentialSocket?: string };
+}
+
+const clock = (): number => performance.timeOrigin + performance.now();
+
+/** The first and last moments of one connection through the proxy: the client's first byte, the daemon's last. */
+interface Passage {
+  firstIn: number;
+  lastOut: number;
 }
 
 /**
- * A socket in front of the daemon's that notes when each connection's first byte arrives and
- * passes everything through: the client cannot tell it from the daemon, and its clock is the
- * client's (both read performance.timeOrigin + performance.now()).
+ * A socket in front of the daemon's that notes when each connection's first byte arrives and when
+ * the daemon's last byte leaves, and passes everything through: the client cannot tell it from the
+ * daemon, and its clock is the client's (both read performance.timeOrigin + performance.now()).
  */
-async function timingProxy(dir: string, daemonSocket: string): Promise<{ socketPath: string; firstByte: number[]; close(): Promise<void> }> {
+async function timingProxy(dir: string, daemonSocket: string): Promise<{ socketPath: string; passages: Passage[]; close(): Promise<void> }> {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const socketPath = path.join(dir, 'sandboxd.sock');
-  const firstByte: number[] = [];
+  const passages: Passage[] = [];
   const server = net.createServer((client) => {
     const daemon = net.connect(daemonSocket);
-    client.once('data', () => firstByte.push(performance.timeOrigin + performance.now()));
-    client.pipe(daemon).pipe(client);
+    let passage: Passage | null = null;
+    client.on('data', (chunk) => {
+      if (passage === null) passages.push((passage = { firstIn: clock(), lastOut: 0 }));
+      daemon.write(chunk);
+    });
+    daemon.on('data', (chunk) => {
+      if (passage !== null) passage.lastOut = clock();
+      client.write(chunk);
+    });
+    client.on('end', () => daemon.end());
+    daemon.on('end', () => client.end());
     client.on('error', () => daemon.destroy());
     daemon.on('error', () => client.destroy());
   });
   await new Promise<void>((resolve) => server.listen(socketPath, resolve));
-  return { socketPath, firstByte, close: () => new Promise((resolve) => server.close(() => { resolve(); })) };
+  return { socketPath, passages, close: () => new Promise((resolve) => server.close(() => { resolve(); })) };
+}
+
+/** llxprt's credential proxy as the daemon meets it: a socket that listens, in llxprt's tmpdir. */
+async function credentialProxy(dir: string): Promise<{ socketPath: string; close(): Promise<void> }> {
+  const socketPath = path.join(dir, 'credential.sock');
+  const server = net.createServer((socket) => socket.end());
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  return { socketPath, close: () => new Promise((resolve) => server.close(() => { resolve(); })) };
 }
 
 /**
- * Runs the child `runs` times under `runtime` against a warm daemon on `daemonSocket`, through
- * a timing proxy in `dir` (the child's SANDBOXD_RUNTIME_DIR).
+ * Runs the child `runs` times under `runtime` in `shape` against a warm daemon on `daemonSocket`,
+ * through a timing proxy in `dir` (the child's SANDBOXD_RUNTIME_DIR).
  */
-export async function llxprtImportCost(runtime: string, env: NodeJS.ProcessEnv, daemonSocket: string, dir: string, runs: number): Promise<ImportCost> {
+export async function llxprtLaunchCost(runtime: string, shape: LaunchShape, env: NodeJS.ProcessEnv, daemonSocket: string, dir: string, runs: number): Promise<LaunchCost> {
   const proxy = await timingProxy(dir, daemonSocket);
-  const cost: ImportCost = { importMs: [], firstRequestMs: [], mergedMs: [], importCpuMs: [], mergedCpuMs: [] };
+  const credential = await credentialProxy(dir);
+  const cost: LaunchCost = { importMs: [], firstRequestMs: [], daemonMs: [], mergedMs: [], importCpuMs: [], mergedCpuMs: [] };
+  const flags = shape === 'bare' ? ['bare'] : shape === 'node-net' ? ['node-net'] : [];
+  const program = shape === 'bundled' ? [await bundledClient(dir, runtime), '-'] : [CLIENT, ADAPTER];
   try {
     for (let run = 0; run <= runs; run += 1) {
-      const before = proxy.firstByte.length;
-      const result = await execa(runtime, [CLIENT, ADAPTER, 'podman'], { env: { ...env, SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_NO_AUTOSTART: '1' }, timeout: 30_000 });
+      const before = proxy.passages.length;
+      const result = await execa(runtime, [...program, credential.socketPath, ...flags], { env: { ...env, SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_NO_AUTOSTART: '1' }, timeout: 30_000 });
       const times = JSON.parse(result.stdout) as Times;
-      const firstByte = proxy.firstByte[before];
-      if (firstByte === undefined) throw new Error(`the adapter under ${runtime} sent no request: ${result.stdout} ${result.stderr}`);
+      const acquire = proxy.passages[before];
+      if (acquire === undefined) throw new Error(`the adapter under ${runtime} sent no request: ${result.stdout} ${result.stderr}`);
+      if (!times.forwarded.sshAgent || times.forwarded.credentialSocket === undefined) {
+        throw new Error(`the launch under ${runtime} did not carry both sockets: ${result.stdout} ${result.stderr}`);
+      }
       // The first run warms the file cache and the daemon's answers for this client; not counted.
       if (run === 0) continue;
       cost.importMs.push(times.imported - times.start);
-      cost.firstRequestMs.push(firstByte - times.start);
+      cost.firstRequestMs.push(acquire.firstIn - times.start);
+      cost.daemonMs.push(acquire.lastOut - acquire.firstIn);
       cost.mergedMs.push(times.merged - times.start);
       cost.importCpuMs.push(times.cpuImported);
       cost.mergedCpuMs.push(times.cpuMerged);
     }
   } finally {
+    await credential.close();
     await proxy.close();
   }
   return cost;

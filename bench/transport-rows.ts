@@ -48,7 +48,7 @@ async function bundleTransports(outdir: string): Promise<string> {
  * SANDBOXD_BENCH_NODES (paths, `:`-separated; CI names a Node 24 installed beside the project) or
  * installed in node_modules, and Bun (llxprt's runtime).
  */
-async function runtimes(bun: string): Promise<{ name: string; command: string }[]> {
+export async function runtimes(bun: string): Promise<{ name: string; command: string }[]> {
   const installed = path.join(ROOT, 'node_modules', 'node', 'bin', 'node');
   const nodes = [process.execPath, ...(process.env.SANDBOXD_BENCH_NODES ?? '').split(':').filter((entry) => entry !== ''), ...(existsSync(installed) ? [installed] : [])];
   const found: { name: string; command: string }[] = [];

@@ -27,11 +27,19 @@ export interface AppliedPlan {
   inserted: { at: number; added: string[] };
 }
 
+/**
+ * Options that each decide the user namespace: podman refuses `--userns` beside `--uidmap` or
+ * `--gidmap`, so a caller that chose one keeps its choice and the plan's `--userns` is left out.
+ */
+const USER_NAMESPACE_OPTIONS = new Set(['userns', 'uidmap', 'gidmap', 'subuidname', 'subgidname']);
+
 /** What the arguments seen so far decide, and who decided it. */
 class Claims {
   private readonly targets = new Map<string, string>();
   private readonly env = new Map<string, string>();
   private readonly values = new Map<string, Set<string>>();
+  /** Who chose the user namespace, and with which option. */
+  private userNamespace: { by: string; option: string } | null = null;
 
   /** Why `option` must not be added, or null; records it as decided when it may. */
   claim(option: RunOption, by: string): Omit<SkippedPlanArgs, 'args'> | null {
@@ -48,6 +56,11 @@ class Claims {
       if (owner !== undefined) return { kind: 'env', key: name, reason: `${owner} sets ${name} already` };
       this.env.set(name, by);
       return null;
+    }
+    if (USER_NAMESPACE_OPTIONS.has(option.name)) {
+      const chosen = this.userNamespace;
+      if (chosen !== null && chosen.by !== by) return { kind: 'flag', key: option.name, reason: `${chosen.by} chose the user namespace already (--${chosen.option})` };
+      this.userNamespace = { by, option: option.name };
     }
     const seen = this.values.get(option.name);
     const value = option.value ?? '';

@@ -1,10 +1,5 @@
-import {
-  HEARTBEATS_ROUTE,
-  HeartbeatBatchResponse,
-  HeartbeatResponse,
-  MAX_HEARTBEAT_BATCH,
-  heartbeatRoute,
-} from '../shared/contracts/sessions.js';
+import { HEARTBEATS_ROUTE, MAX_HEARTBEAT_BATCH, heartbeatRoute } from '../shared/contracts/session-routes.js';
+import { HeartbeatBatchResponseShape, HeartbeatResponseShape } from '../shared/contracts/answer-shapes.js';
 import { SandboxdError } from '../shared/errors.js';
 import { request } from './transport.js';
 
@@ -37,7 +32,7 @@ async function oneByOne(socketPath: string, ids: readonly string[]): Promise<str
   const unknown: string[] = [];
   await Promise.all(
     ids.map((id) =>
-      request({ socketPath, method: 'POST', route: heartbeatRoute(id), idempotent: true }, HeartbeatResponse).catch((error: unknown) => {
+      request({ socketPath, method: 'POST', route: heartbeatRoute(id), idempotent: true }, HeartbeatResponseShape).catch((error: unknown) => {
         if (codeOf(error) === 'SESSION_NOT_FOUND') unknown.push(id);
       }),
     ),
@@ -61,7 +56,7 @@ export async function heartbeatOnce(socketPath: string, subjects: Iterable<Heart
     const batch = ids.slice(start, start + MAX_HEARTBEAT_BATCH);
     let unknown: string[];
     try {
-      unknown = (await request({ socketPath, method: 'POST', route: HEARTBEATS_ROUTE, body: { sessions: batch }, idempotent: true }, HeartbeatBatchResponse)).unknown;
+      unknown = (await request({ socketPath, method: 'POST', route: HEARTBEATS_ROUTE, body: { sessions: batch }, idempotent: true }, HeartbeatBatchResponseShape)).unknown;
     } catch (error) {
       if (codeOf(error) !== 'NOT_FOUND') return;
       unknown = await oneByOne(socketPath, batch);

@@ -1,7 +1,8 @@
-import net from 'node:net';
+import { connectWire, type Wire, type WireEvents } from './wire.js';
 
 /*
- * One HTTP/1.1 exchange over the daemon's Unix socket, on node's `net` alone. It is kept because
+ * One HTTP/1.1 exchange over the daemon's Unix socket, on a bare connection (client/wire.ts: Bun's
+ * own socket on Bun, node's `net` elsewhere). It is kept because
  * it still pays against node:http with a kept-alive agent: loading that client (agent, parser,
  * request and response streams) and sending through it costs a fresh process noticeably more, on
  * Node 24 with its compile cache and on Bun, and each request on a kept connection takes longer
@@ -57,45 +58,39 @@ const MAX_BODY_BYTES = 64 * 1024 * 1024;
 /** Idle connections kept per socket path: a client's heartbeats and its next acquire. */
 const MAX_IDLE = 2;
 
-const idle = new Map<string, net.Socket[]>();
-/** How each parked socket leaves the pool; taken off again when the socket is reused. */
-const leaving = new WeakMap<net.Socket, () => void>();
+const idle = new Map<string, Wire[]>();
 
-function dropIdle(socketPath: string, socket: net.Socket): void {
-  const sockets = idle.get(socketPath);
-  if (sockets === undefined) return;
-  const at = sockets.indexOf(socket);
-  if (at >= 0) sockets.splice(at, 1);
-  if (sockets.length === 0) idle.delete(socketPath);
+function dropIdle(socketPath: string, wire: Wire): void {
+  const wires = idle.get(socketPath);
+  if (wires === undefined) return;
+  const at = wires.indexOf(wire);
+  if (at >= 0) wires.splice(at, 1);
+  if (wires.length === 0) idle.delete(socketPath);
 }
 
 /** An idle connection never holds the process open, and one the daemon closes leaves the pool. */
-function park(socketPath: string, socket: net.Socket): void {
-  const sockets = idle.get(socketPath) ?? [];
-  if (sockets.length >= MAX_IDLE) {
-    socket.destroy();
+function park(socketPath: string, wire: Wire): void {
+  const wires = idle.get(socketPath) ?? [];
+  if (wires.length >= MAX_IDLE) {
+    wire.destroy();
     return;
   }
   const gone = (): void => {
-    dropIdle(socketPath, socket);
-    socket.destroy();
+    dropIdle(socketPath, wire);
+    wire.destroy();
   };
-  socket.once('end', gone).once('close', gone).once('error', gone);
-  socket.unref();
-  sockets.push(socket);
-  idle.set(socketPath, sockets);
-  leaving.set(socket, gone);
+  wire.events = { data: gone, end: gone, error: gone, close: gone };
+  wire.unref();
+  wires.push(wire);
+  idle.set(socketPath, wires);
 }
 
-function takeIdle(socketPath: string): net.Socket | null {
-  const socket = idle.get(socketPath)?.shift() ?? null;
-  if (socket === null) return null;
+function takeIdle(socketPath: string): Wire | null {
+  const wire = idle.get(socketPath)?.shift() ?? null;
+  if (wire === null) return null;
   if (idle.get(socketPath)?.length === 0) idle.delete(socketPath);
-  const gone = leaving.get(socket);
-  if (gone !== undefined) socket.off('end', gone).off('close', gone).off('error', gone);
-  leaving.delete(socket);
-  socket.ref();
-  return socket.destroyed || !socket.writable ? null : socket;
+  wire.ref();
+  return wire.usable ? wire : null;
 }
 
 /** Accumulates a response; `done` once the body is complete. */
@@ -174,7 +169,7 @@ const STALE = new Set(['ECONNRESET', 'EPIPE']);
 
 class StaleConnection extends Error {}
 
-function exchangeOn(socket: net.Socket, exchange: Exchange, keepAlive: boolean, reused: boolean, deadline: number): Promise<Reply> {
+function exchangeOn(wire: Wire, exchange: Exchange, keepAlive: boolean, reused: boolean, deadline: number): Promise<Reply> {
   return new Promise<Reply>((resolve, reject) => {
     const reader = new ReplyReader();
     let settled = false;
@@ -182,64 +177,59 @@ function exchangeOn(socket: net.Socket, exchange: Exchange, keepAlive: boolean, 
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      socket.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
       outcome();
     };
     const timer = setTimeout(() => {
       settle(() => {
-        socket.destroy();
+        wire.destroy();
         reject(new ExchangeTimeout(exchange.timeoutMs));
       });
     }, Math.max(0, deadline - Date.now()));
     const fail = (error: Error): void => {
       settle(() => {
-        socket.destroy();
+        wire.destroy();
         // A kept connection the daemon had closed before this request reached it: try a new one.
         reject(reused && !reader.received ? new StaleConnection(error.message) : error);
       });
     };
-    const onData = (chunk: Buffer): void => {
-      let done: { reply: Reply; trailing: boolean } | null;
-      try {
-        done = reader.feed(chunk);
-      } catch (error) {
-        fail(error as Error);
-        return;
-      }
-      if (done === null) return;
-      const { reply, trailing } = done;
-      settle(() => {
-        const closing = !keepAlive || trailing || reply.headers.get('connection')?.toLowerCase() === 'close';
-        if (closing) socket.destroy();
-        else park(exchange.socketPath, socket);
-        resolve(reply);
-      });
-    };
-    const onEnd = (): void => {
-      const reply = reader.finish();
-      if (reply !== null) {
+    const events: WireEvents = {
+      data: (chunk) => {
+        let done: { reply: Reply; trailing: boolean } | null;
+        try {
+          done = reader.feed(chunk);
+        } catch (error) {
+          fail(error as Error);
+          return;
+        }
+        if (done === null) return;
+        const { reply, trailing } = done;
         settle(() => {
-          socket.destroy();
+          const closing = !keepAlive || trailing || reply.headers.get('connection')?.toLowerCase() === 'close';
+          if (closing) wire.destroy();
+          else park(exchange.socketPath, wire);
           resolve(reply);
         });
-      } else fail(Object.assign(new Error('the daemon closed the connection before answering'), { code: 'ECONNRESET' }));
+      },
+      end: () => {
+        const reply = reader.finish();
+        if (reply !== null) {
+          settle(() => {
+            wire.destroy();
+            resolve(reply);
+          });
+        } else fail(Object.assign(new Error('the daemon closed the connection before answering'), { code: 'ECONNRESET' }));
+      },
+      error: fail,
+      close: () => {
+        fail(Object.assign(new Error('the connection closed before an answer'), { code: 'ECONNRESET' }));
+      },
     };
-    const onError = (error: Error): void => {
-      fail(error);
-    };
-    const onClose = (): void => {
-      fail(Object.assign(new Error('the connection closed before an answer'), { code: 'ECONNRESET' }));
-    };
-    socket.on('data', onData).once('end', onEnd).once('error', onError).once('close', onClose);
-    socket.write(requestText(exchange, keepAlive), (error) => {
-      if (error !== undefined && error !== null) fail(error);
+    wire.events = events;
+    wire.write(requestText(exchange, keepAlive), (error) => {
+      if (error !== undefined) fail(error);
       else exchange.onSent?.();
     });
   });
-}
-
-function connect(socketPath: string): net.Socket {
-  return net.connect({ path: socketPath });
 }
 
 /**
@@ -258,8 +248,7 @@ export async function exchange(request: Exchange): Promise<Reply> {
       if (!(error instanceof StaleConnection)) throw error;
     }
   }
-  const socket = connect(request.socketPath);
-  return exchangeOn(socket, request, keepAlive, false, deadline);
+  return exchangeOn(connectWire(request.socketPath), request, keepAlive, false, deadline);
 }
 
 /** Whether an error from `exchange` means nothing answers on the socket. */

@@ -2,7 +2,9 @@ import type { AcquireResponse, GitCredentialsStatus, HostSocketStatus, SessionIn
 import { sessionRoute } from '../shared/contracts/session-routes.js';
 import type { Plan } from '../shared/contracts/plan.js';
 import { SandboxdError } from '../shared/errors.js';
+import { startHeartbeats } from './heartbeats.js';
 import { request } from './transport.js';
+import { ReleaseResponseShape } from '../shared/contracts/answer-shapes.js';
 
 export interface Session {
   /** The current lease: a lease the daemon lost is renewed under a new id (same request, same bridges). */
@@ -26,14 +28,11 @@ export interface LeaseOptions {
   heartbeat: boolean;
 }
 
-/** zod loads with the schemas, only once the first answer is being checked. */
-const contracts = () => import('../shared/contracts/sessions.js');
-
 /**
  * Holds an acquired session's lease: heartbeats on the process's shared timer, a renewal when the
  * daemon lost it, and one release however often it is asked for.
  */
-export async function holdLease(acquired: AcquireResponse, options: LeaseOptions): Promise<Session> {
+export function holdLease(acquired: AcquireResponse, options: LeaseOptions): Session {
   const { socketPath } = options;
   let current = acquired.session;
   let stopHeartbeats: (() => void) | null = null;
@@ -54,7 +53,6 @@ export async function holdLease(acquired: AcquireResponse, options: LeaseOptions
     return renewing;
   };
   if (options.heartbeat) {
-    const { startHeartbeats } = await import('./heartbeats.js');
     // One timer and one request per interval for all of this process's sessions (client/heartbeats.ts).
     stopHeartbeats = startHeartbeats(socketPath, acquired.heartbeatIntervalMs, {
       id: () => (renewing === null ? current.id : null),
@@ -71,7 +69,7 @@ export async function holdLease(acquired: AcquireResponse, options: LeaseOptions
       // A renewal under way ends with the lease this release must drop.
       await renewing;
       try {
-        await request({ socketPath, method: 'DELETE', route: sessionRoute(current.id) }, async () => (await contracts()).ReleaseResponse);
+        await request({ socketPath, method: 'DELETE', route: sessionRoute(current.id) }, ReleaseResponseShape);
       } catch (error) {
         // A daemon that is gone has already dropped the lease.
         if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;

@@ -7,16 +7,16 @@ import { envFlag } from './env-flags.js';
 import { clientPaths, type ConnectionOptions } from './connection.js';
 import { holdLease, type Session } from './lease.js';
 import { request, sentUnanswered } from './transport.js';
+import { AcquireResponseShape } from '../shared/contracts/answer-shapes.js';
 
 export type { Session } from './lease.js';
 
 /*
- * Only what sending the acquire takes is loaded up front: the schemas (and zod) load while the
- * daemon works on the answer, and starting a daemon, replacing an older one and heartbeats (which
- * the lease starts) load when they are first needed. A program that embeds the client pays for
- * nothing else before its first request.
+ * Only what an acquire takes is loaded up front, and no zod: the answer is checked against its
+ * shape (shared/contracts/answer-shapes.ts). Starting a daemon, replacing an older one and
+ * heartbeats (which the lease starts) load when they are first needed. A program that embeds the
+ * client pays for nothing else on its way to a session.
  */
-const contracts = () => import('../shared/contracts/sessions.js');
 
 /** Acquire may wait for a cold tunnel, which is bounded at 20 s by the daemon. */
 const ACQUIRE_TIMEOUT_MS = 30_000;
@@ -64,7 +64,8 @@ export interface AcquireOptions extends ConnectionOptions {
   harden?: boolean;
 }
 
-function pickEnv(env: NodeJS.ProcessEnv): ClientEnv {
+/** The variables of this environment the daemon may use for the session (DESIGN §4). */
+export function pickEnv(env: NodeJS.ProcessEnv): ClientEnv {
   const picked: ClientEnv = {};
   for (const name of CLIENT_ENV_NAMES) {
     const value = env[name];
@@ -148,7 +149,7 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
   const post = (renews?: string) =>
     request(
       { socketPath: paths.socketPath, method: 'POST', route: SESSIONS_ROUTE, body: renews === undefined ? body : { ...body, renews }, timeoutMs: ACQUIRE_TIMEOUT_MS },
-      async () => (await contracts()).AcquireResponse,
+      AcquireResponseShape,
     );
   const autoStart = (options.autoStart ?? true) && !envFlag(env, 'SANDBOXD_NO_AUTOSTART');
   const start = async () => {

@@ -1,6 +1,7 @@
 import type * as z from 'zod/mini';
 import { SandboxdError } from '../shared/errors.js';
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
+import { checkShape, type Shape, type ShapeIssue } from '../shared/contracts/shape.js';
 import { exchange, ExchangeTimeout, MalformedReply, unreachable, type Reply } from './http1.js';
 import { assertTrustedSocket } from './trust.js';
 
@@ -32,9 +33,9 @@ export interface RequestOptions {
 const ONE_SHOT = { jitless: true } as const;
 
 /** Where an answer breaks the contract, in this client's words. */
-function contractBreak(issue: z.core.$ZodIssue | undefined): string {
+function contractBreak(issue: z.core.$ZodIssue | ShapeIssue | undefined): string {
   const where = issue === undefined || issue.path.length === 0 ? 'the answer' : issue.path.map(String).join('.');
-  if (issue?.code === 'unrecognized_keys') return `${where} carries ${issue.keys.join(', ')}, which this client does not know`;
+  if (issue?.code === 'unrecognized_keys') return `${where} carries ${(issue.keys ?? []).join(', ')}, which this client does not know`;
   return `${where} is not what this client reads`;
 }
 
@@ -48,9 +49,15 @@ function parseJson(text: string): unknown {
 
 /**
  * The answer's schema, or how to load it: loaded once the request is written, it (and zod) load
- * while the daemon works on the answer instead of before the request leaves.
+ * while the daemon works on the answer instead of before the request leaves. An answer a client
+ * reads on every launch is checked against its shape instead (shared/contracts/answer-shapes.ts),
+ * which needs no zod at all.
  */
 export type SchemaSource<T extends z.ZodMiniType> = T | (() => Promise<T>);
+
+function isShape(check: unknown): check is Shape<unknown> {
+  return typeof check === 'object' && check !== null && 'root' in check;
+}
 
 /** Failures of a request that acts (not a GET) which the daemon read and never answered. */
 const unanswered = new WeakSet<SandboxdError>();
@@ -65,12 +72,14 @@ export function sentUnanswered(error: unknown): boolean {
 
 /**
  * One JSON request over the daemon's Unix socket, with the response checked against its shared
- * schema (STYLE 1) and the daemon's protocol version checked on every reply. Nothing is sent to a
- * socket another user could have placed (client/trust.ts).
+ * schema (STYLE 1), or the shape generated from it, and the daemon's protocol version checked on
+ * every reply. Nothing is sent to a socket another user could have placed (client/trust.ts).
  */
-export async function request<T extends z.ZodMiniType>(options: RequestOptions, schema: SchemaSource<T>): Promise<z.output<T>> {
-  let loading: Promise<T> | undefined;
-  const expected = (): Promise<T> => (loading ??= schema instanceof Function ? schema() : Promise.resolve(schema));
+export async function request<T extends z.ZodMiniType>(options: RequestOptions, schema: SchemaSource<T>): Promise<z.output<T>>;
+export async function request<T>(options: RequestOptions, shape: Shape<T>): Promise<T>;
+export async function request(options: RequestOptions, answer: SchemaSource<z.ZodMiniType> | Shape<unknown>): Promise<unknown> {
+  let loading: Promise<z.ZodMiniType> | undefined;
+  const expected = (source: SchemaSource<z.ZodMiniType>): Promise<z.ZodMiniType> => (loading ??= source instanceof Function ? source() : Promise.resolve(source));
   const { socketPath, method, route } = options;
   await assertTrustedSocket(socketPath);
   const timeoutMs = options.timeoutMs ?? REQUEST_TIMEOUT_MS;
@@ -94,7 +103,7 @@ export async function request<T extends z.ZodMiniType>(options: RequestOptions, 
       onSent: () => {
         progress.sent = true;
         // Awaited once the answer is in; a request that fails first must not leave it unhandled.
-        expected().catch(() => undefined);
+        if (!isShape(answer)) expected(answer).catch(() => undefined);
       },
     });
   } catch (error) {
@@ -124,7 +133,7 @@ export async function request<T extends z.ZodMiniType>(options: RequestOptions, 
     if (error.success) throw SandboxdError.fromObject(error.data.error);
     throw new SandboxdError('INVALID_RESPONSE', `the daemon answered ${response.status} without an error body`);
   }
-  const parsed = (await expected()).safeParse(json, ONE_SHOT);
+  const parsed = isShape(answer) ? checkShape(answer, json) : (await expected(answer)).safeParse(json, ONE_SHOT);
   if (!parsed.success) {
     throw new SandboxdError('INVALID_RESPONSE', `the daemon's answer to ${method} ${route} does not match this client's protocol: ${contractBreak(parsed.error.issues[0])}`);
   }

@@ -113,6 +113,7 @@ async function realDaemonDeps(prepared: Prepared): Promise<DaemonDeps> {
   return {
     edges,
     uid: prepared.uid,
+    gid: process.getgid?.() ?? 0,
     identity: { pid: process.pid, startTime: pidRecord?.pid === process.pid ? pidRecord.startTime : null },
     strayAnswers: () => strayAnswers(strays),
     onTunnelChild: (id, record) => {

@@ -5,7 +5,8 @@
 // `sandboxd/llxprt`, `sandboxd/shared`) are one file each too (see the end), so the package needs
 // no runtime dependency: installing it fetches nothing and works offline.
 import { build } from 'esbuild';
-import { chmodSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import process from 'node:process';
 
 const OUT = 'dist/bin';
@@ -34,7 +35,7 @@ const builtinsWithoutFacade = {
  * a daemon does). Their exports are plain functions, classes and constants, so an object of
  * getters stands in for each.
  */
-const LAZY_BUILTINS = new Set(['node:child_process', 'node:fs/promises']);
+const LAZY_BUILTINS = new Set(['node:child_process', 'node:fs/promises', 'node:net', 'node:os']);
 
 function lazyBuiltin(name) {
   const getters = Object.keys(process.getBuiltinModule(name)).map((key) => `get ${key}() { return load().${key}; }`);
@@ -72,15 +73,61 @@ await build({
 });
 chmodSync(`${OUT}/sandboxd.js`, 0o755);
 
+/** The files an entry loads when it is imported: its static imports, followed from the entry. */
+async function eagerFiles(source) {
+  const { metafile } = await build({ ...SHARED, entryPoints: [source], outdir: 'dist', write: false, metafile: true, splitting: true });
+  const eager = new Set();
+  const visit = (file) => {
+    if (eager.has(file) || metafile.inputs[file] === undefined) return;
+    eager.add(file);
+    for (const imported of metafile.inputs[file].imports) if (imported.kind === 'import-statement' || imported.kind === 'require-call') visit(imported.path);
+  };
+  visit(source);
+  return [...eager].filter((file) => !file.startsWith('builtin:') && !file.startsWith('node_modules/'));
+}
+
+/**
+ * Every module an entry loads when it is imported goes into one chunk: each file the entry imports
+ * lazily also imports all of them (side-effect imports added as it is loaded). esbuild puts a module in
+ * the chunk of the entries that reach it, so without this the eager modules scatter over as many
+ * chunks as there are mixes of lazy entries using them, and each file costs an import its own
+ * resolve, read and compile.
+ */
+function oneEagerChunk(eager) {
+  const imports = eager.map((file) => `import ${JSON.stringify(path.resolve(file))};`).join('\n');
+  return {
+    name: 'one-eager-chunk',
+    setup(bundle) {
+      const lazy = new Set();
+      bundle.onResolve({ filter: /^\./ }, (args) => {
+        if (args.kind === 'dynamic-import') lazy.add(path.resolve(args.resolveDir, args.path.replace(/\.js$/, '.ts')));
+        return undefined;
+      });
+      bundle.onLoad({ filter: /\.ts$/ }, (args) => (lazy.has(args.path) ? { contents: `${imports}\n${readFileSync(args.path, 'utf8')}`, loader: 'ts' } : undefined));
+    },
+  };
+}
+
 // The library entries replace tsc's dist/client/index.js, dist/client/llxprt/index.js and
-// dist/shared/index.js with one file each (their types stay tsc's). `sandboxd/llxprt` is imported by
-// llxprt on every sandbox launch, and the zod it carries, tree-shaken, loads in a fraction of the
-// time of zod's own modules. What it loads only when needed (the answer's schemas, starting a
-// daemon) stays behind a lazy initialiser. No banner: the client imports no CommonJS, so this build
+// dist/shared/index.js (their types are scripts/declarations.js's). `sandboxd/llxprt` is imported
+// by llxprt on every sandbox launch: what a launch against a running daemon runs is the entry and
+// one chunk, and everything else (starting a daemon, an error's schema and zod with it) is a chunk
+// of its own, loaded when first needed. No banner: the client imports no CommonJS, so this build
 // also proves an ESM bundle of it needs no `require`.
-await build({
-  ...SHARED,
-  entryPoints: { 'client/index': 'client/index.ts', 'client/llxprt/index': 'client/llxprt/index.ts', 'shared/index': 'shared/index.ts' },
-  outdir: 'dist',
-  allowOverwrite: true,
-});
+const LIBRARY = [
+  ['client/index', 'client/index.ts'],
+  ['client/llxprt/index', 'client/llxprt/index.ts'],
+  ['shared/index', 'shared/index.ts'],
+];
+for (const [entry] of LIBRARY) rmSync(`dist/${path.dirname(entry)}/chunks`, { recursive: true, force: true });
+for (const [entry, source] of LIBRARY) {
+  await build({
+    ...SHARED,
+    plugins: [...SHARED.plugins, oneEagerChunk(await eagerFiles(source))],
+    entryPoints: { [entry]: source },
+    outdir: 'dist',
+    splitting: true,
+    chunkNames: `${path.dirname(entry)}/chunks/[name]-[hash]`,
+    allowOverwrite: true,
+  });
+}

@@ -8,12 +8,14 @@ import ts from 'typescript';
 
 /**
  * What client/ may import from daemon/: the OS helpers both sides use, and the few daemon modules
- * a command runs itself (the daemon's entry for `sandboxd daemon`, the agent socket and Podman
- * connection checks of `doctor`). Everything else of the daemon is reached over its HTTP API.
+ * a command runs itself (the daemon's entry for `sandboxd daemon`; the agent socket and Podman
+ * connection checks of `doctor`, and the image of its test container). Everything else of the
+ * daemon is reached over its HTTP API.
  */
 export const CLIENT_SURFACE = [
   'daemon/os/',
   'daemon/main.ts',
+  'daemon/bridges/relay-image.ts',
   'daemon/plan/agent-socket.ts',
   'daemon/podman/connections.ts',
   'daemon/podman/discover.ts',

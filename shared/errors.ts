@@ -76,7 +76,10 @@ export const ERROR_SPECS = {
     remedy: 'On a Mac: System Settings → Privacy & Security → Files and Folders (the folder) or Full Disk Access → add the node binary that runs sandboxd (`sandboxd doctor` names it), then `sandboxd restart`; or keep the project outside Desktop, Documents, Downloads and iCloud Drive.',
   },
   ENGINE_NOT_FOUND: { status: 422, remedy: 'Install the engine or add it to PATH.' },
-  DOCKER_INFO_FAILED: { status: 502, remedy: 'Check that `docker info` works in your shell (start Docker Desktop, OrbStack or `colima start`, or fix DOCKER_HOST / DOCKER_CONTEXT), or pass --ssh-agent off.' },
+  DOCKER_INFO_FAILED: {
+    status: 502,
+    remedy: 'Check that `docker info` works in your shell: start the engine (Linux: `sudo systemctl start docker`; macOS: Docker Desktop, OrbStack or `colima start`), or fix DOCKER_HOST / DOCKER_CONTEXT.',
+  },
   RELAY_CONTAINER_FAILED: { status: 502, remedy: 'See `sandboxd tunnels ls` for the relay container\'s last error; `sandboxd tunnels restart ID` retries.' },
   RUN_ARGS_UNPARSABLE: { status: 400, remedy: 'Write that run option as --name=value, so its value cannot be mistaken for the image.' },
   STATE_WRITE_FAILED: { status: 507, remedy: 'Free space in the state dir (or fix its permissions), or point SANDBOXD_STATE_DIR elsewhere; no plan was handed out.' },
@@ -99,6 +102,13 @@ export const ERROR_SPECS = {
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_SPECS;
+
+/** How to start a Docker engine where it runs: a service on Linux, an app or a VM on a Mac. */
+export function dockerStartRemedy(platform: 'linux' | 'darwin'): string {
+  return platform === 'darwin'
+    ? 'Start Docker Desktop, OrbStack or `colima start`, or point DOCKER_HOST / DOCKER_CONTEXT at an engine that runs.'
+    : 'Start the Docker service: `sudo systemctl start docker` (rootless Docker: `systemctl --user start docker`), or point DOCKER_HOST / DOCKER_CONTEXT at an engine that runs.';
+}
 
 /**
  * An error as it crosses the wire. Written out here rather than inferred from the schema: this

@@ -8,3 +8,4 @@ export * from './contracts/sessions.js';
 export * from './contracts/bridges.js';
 export * from './contracts/status.js';
 export { ENGLISH } from './contracts/messages.js';
+export type { ContractIssue, ContractParseOptions, ContractParseResult, ContractSchema } from './contracts/contract-schema.js';

@@ -65,7 +65,7 @@ export function cliEnv(sandbox: Sandbox, extra: Record<string, string> = {}): No
   return { ...process.env, ...sandbox.env, ...extra };
 }
 
-/** Runs the CLI as a shell would; `cwd` defaults to this repository (a git repository). */
+/** Runs the CLI as a shell would; `cwd` defaults to the test file's own empty directory (test/lab/own-cwd.ts). */
 export function cli(args: string[], env: NodeJS.ProcessEnv, timeout = 30_000, cwd?: string) {
   return execa(process.execPath, [CLI, ...args], { env, reject: false, timeout, extendEnv: false, ...(cwd === undefined ? {} : { cwd }) });
 }

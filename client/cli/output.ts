@@ -62,6 +62,8 @@ export interface Column<T> {
   whole?: boolean;
   /** Cut at the start, keeping the end: a path's file name says more than its first directories. */
   keepEnd?: boolean;
+  /** With keepEnd: the path's last component is never cut (the directory that tells tunnels apart). */
+  keepLast?: boolean;
   /** Shown only with `--no-trunc` (and always in `--json`): what no default width has room for. */
   wideOnly?: boolean;
 }
@@ -104,7 +106,11 @@ export function printTable<T>(allColumns: readonly Column<T>[], rows: readonly T
   }
   const cells = rows.map((row) => columns.map((column) => column.value(row)));
   const natural = columns.map((column, index) => Math.max(column.header.length, ...cells.map((line) => (line[index] ?? '').length)));
-  const floors = columns.map((column, index) => (column.whole === true ? (natural[index] ?? 0) : Math.max(column.header.length, MIN_COLUMN)));
+  const floors = columns.map((column, index) => {
+    if (column.whole === true) return natural[index] ?? 0;
+    const tail = column.keepLast === true ? Math.max(0, ...cells.map((line) => (line[index] ?? '').split('/').at(-1)?.length ?? 0).map((length) => length + 1)) : 0;
+    return Math.max(column.header.length, MIN_COLUMN, tail);
+  });
   const widths = fitWidths(natural, floors, limit);
   const format = (line: readonly string[]): string =>
     line.map((cell, index) => {

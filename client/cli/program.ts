@@ -9,6 +9,14 @@ function fullName(command: Command): string {
   return names.join(' ');
 }
 
+/** What a command adds to commander's "unknown option" (run: its run arguments go after `--`). */
+const UNKNOWN_OPTION_HINTS = new WeakMap<Command, string>();
+
+/** Says `hint` after "unknown option …" for `command`. */
+export function unknownOptionHint(command: Command, hint: string): void {
+  UNKNOWN_OPTION_HINTS.set(command, hint);
+}
+
 class UsageError extends Error {
   constructor(
     message: string,
@@ -25,7 +33,9 @@ class SandboxdCommand extends Command {
   }
 
   override error(message: string): never {
-    throw new UsageError(message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' '), fullName(this));
+    const text = message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ');
+    const hint = /^unknown option/.test(text) ? UNKNOWN_OPTION_HINTS.get(this) : undefined;
+    throw new UsageError(hint === undefined ? text : `${text} (${hint})`, fullName(this));
   }
 }
 

@@ -8,6 +8,7 @@ import type { PodmanConnection } from '../../daemon/podman/connections.js';
 import { VERSION } from '../../daemon/os/package-files.js';
 import type { AgentSocketCheck } from '../../daemon/plan/agent-socket.js';
 import { privacyDenied } from '../../daemon/os/privacy.js';
+import { engineStartRemedy, type ContainerProbe } from './container-check.js';
 
 export type CheckState = 'ok' | 'fail' | 'skip';
 
@@ -87,13 +88,45 @@ export function checkOtherDaemons(warnings: readonly { detail: string; remedy: s
   return fail(name, warnings.map((warning) => warning.detail).join('; '), warnings.map((warning) => warning.remedy).join(' '));
 }
 
-export function checkEngines(found: Readonly<Record<'podman' | 'docker', string | null>>): CheckResult[] {
+/** Which engine `run` and `plan` would use here, and why; null when none is on PATH. */
+export type EngineUse = { engine: 'podman' | 'docker'; why: string } | null;
+
+export function checkEngines(found: Readonly<Record<'podman' | 'docker', string | null>>, used: EngineUse): CheckResult[] {
   const none = found.podman === null && found.docker === null;
   return (['podman', 'docker'] as const).map((name) => {
     const file = found[name];
-    if (file !== null) return ok(name, file);
-    return none ? fail(name, 'not on PATH', ERROR_SPECS.ENGINE_NOT_FOUND.remedy) : skip(name, 'not on PATH');
+    if (file === null) return none ? fail(name, 'not on PATH', ERROR_SPECS.ENGINE_NOT_FOUND.remedy) : skip(name, 'not on PATH');
+    if (used === null || used.engine === name) return ok(name, used === null ? file : `${file}, the engine \`run\` uses (${used.why})`);
+    return skip(name, `${file}, not the engine \`run\` uses (${used.why})`);
   });
+}
+
+/**
+ * Would a run work here: a minimal container started through the engine `run` uses, the first
+ * failing step named once (the engine's server, the image, the container, its default network),
+ * with what fixes it in doctor's own shell.
+ */
+export function checkContainer(engine: 'podman' | 'docker' | null, probe: ContainerProbe | null, platform: Platform): CheckResult {
+  const name = 'container';
+  if (engine === null || probe === null) return skip(name, 'no engine to start one with');
+  switch (probe.step) {
+    case 'ok':
+      return ok(name, `${engine} started one (sandboxd's image ${probe.image}, with no network and with ${engine}'s default network)`);
+    case 'engine':
+      return fail(name, `${engine}'s server does not answer: ${probe.reason}`, engineStartRemedy(engine, platform));
+    case 'image':
+      return fail(name, `${engine} cannot load sandboxd's own image, so no container was tried: ${probe.reason}`, `Run \`${engine} info\` and \`${engine} images\` to see what its storage says.`);
+    case 'run':
+      return fail(name, `${engine} cannot start a container: ${probe.reason}`, `Run \`${probe.command}\` to see the whole error.`);
+    case 'network':
+      return fail(
+        name,
+        `${engine} starts containers with no network, but not with its default network: ${probe.reason}`,
+        engine === 'podman' && platform === 'linux'
+          ? 'Rootless Podman could not set up the network (slirp4netns or pasta needs /dev/net/tun). Give containers no network by default: put `netns = "none"` under `[containers]` in ~/.config/containers/containers.conf; or pass `--network none` to each run that needs none; or make /dev/net/tun usable.'
+          : `Run \`${probe.command}\` to see the whole error.`,
+      );
+  }
 }
 
 /** What Podman discovery answered for this shell: a connection, none (local Podman), or an error. */
@@ -124,8 +157,11 @@ export function checkMachineSsh(result: { exitCode: number | null; error: Sandbo
 export const NO_KEYS_REMEDY =
   'Add a key with `ssh-add`, or point SSH_AUTH_SOCK at the agent your ~/.ssh/config names in IdentityAgent (1Password, Secretive).';
 
+/** Doctor runs in the user's shell, where an agent of its own is what the remedy starts. */
+export const NO_AGENT_REMEDY = 'Start an agent with your key in this shell: `eval "$(ssh-agent -s)" && ssh-add`.';
+
 export function checkAgent(check: AgentSocketCheck): CheckResult {
-  if (!check.usable) return fail('ssh agent', check.reason, ERROR_SPECS.SSH_AGENT_UNAVAILABLE.remedy);
+  if (!check.usable) return fail('ssh agent', check.reason, NO_AGENT_REMEDY);
   if (check.keys === 0) return fail('ssh agent', `${check.realpath} answers but holds no keys`, NO_KEYS_REMEDY);
   return ok('ssh agent', `${check.realpath}: ${check.keys === null ? 'answers' : `${check.keys} key${check.keys === 1 ? '' : 's'}`}`);
 }
@@ -163,11 +199,11 @@ export function checkService(state: ServiceState): CheckResult {
   if (!state.installed) {
     return state.unreachable === null
       ? skip(name, 'not installed; clients start the daemon (`sandboxd install` starts it at login)')
-      : skip(name, `not installed; clients start the daemon (${state.kind} cannot be reached from this shell, so it cannot be installed from here: ${state.unreachable.reason})`);
+      : skip(name, `not installed; clients start the daemon. It cannot be installed from here: ${state.unreachable.reason}`);
   }
   const again = 'Run `sandboxd install` again: it names the node on your PATH and this sandboxd (clients start the daemon themselves meanwhile).';
   if (state.programProblem !== null) return fail(name, `installed (${where}), but ${state.programProblem}`, state.unreachable?.remedy ?? again);
-  if (state.unreachable !== null) return skip(name, `installed (${where}); ${state.kind} cannot be reached from this shell to say more: ${state.unreachable.reason}`);
+  if (state.unreachable !== null) return skip(name, `installed (${where}); nothing more can be asked from this shell (${state.unreachable.reason})`);
   const last = state.lastExit === null ? '' : `; ${state.lastExit}`;
   return state.loaded ? ok(name, `installed and loaded (${where})${last}`) : fail(name, `installed but not loaded (${where})${last}`, 'Run `sandboxd install` again.');
 }

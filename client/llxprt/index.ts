@@ -1,8 +1,9 @@
 import os from 'node:os';
 import { SandboxdError } from '../../shared/errors.js';
+import { AGENT_NOT_FORWARDED } from '../../shared/agent-warning.js';
 import { applyPlan, type AppliedPlan } from '../apply-plan.js';
 import type { ConnectionOptions } from '../connection.js';
-import { acquireSession, type AcquireOptions, type Session } from '../session.js';
+import { acquireSession, type Session } from '../session.js';
 import { NOT_A_CONTAINER, OPTED_OUT, describeFallback, isFallback, isQuiet, type Fallback } from './fallback.js';
 import { fitsLlxprtSpawn } from './spawn-fit.js';
 import { llxprtSettings } from './settings.js';
@@ -30,14 +31,31 @@ export interface ForwardOptions extends ConnectionOptions {
   setUidGid?: boolean;
   /** The directory llxprt mounts as the work tree (default process.cwd()). */
   cwd?: string;
+  /**
+   * The host socket of llxprt's credential proxy, carried into the same session as the agent. A
+   * function is called only once sandboxd is going to be asked (not for an opt-out or
+   * `sandbox-exec`): it may start the proxy, which must be listening when the session is made.
+   * Its failure leaves the socket to llxprt, whose own step then meets the same failure.
+   */
+  credentialSocket?: string | (() => Promise<string | undefined>);
   /** Default: warnings to stderr as `sandboxd: …`, debug lines nowhere. */
   log?: AdapterLog;
   /** Hosts whose https credentials the sandbox's git may ask the host for (default: SANDBOXD_GIT_CREDENTIALS). */
   gitCredentials?: string[];
 }
 
+/** What sandboxd carries for this launch; whatever it does not carry, llxprt's own steps do. */
+export interface Forwarded {
+  /** The container's SSH_AUTH_SOCK is sandboxd's: llxprt's own agent step must not run. */
+  sshAgent: boolean;
+  /** The path to give the container as LLXPRT_CREDENTIAL_SOCKET, or undefined: llxprt's own bridge carries it. */
+  credentialSocket: string | undefined;
+}
+
 /** The name the credential proxy's socket has in the session: `/run/sandboxd/sockets/credential-proxy/`. */
 export const CREDENTIAL_SOCKET_NAME = 'credential-proxy';
+
+const NOTHING: Forwarded = { sshAgent: false, credentialSocket: undefined };
 
 const STDERR_LOG: AdapterLog = {
   warn: (message) => {
@@ -46,21 +64,15 @@ const STDERR_LOG: AdapterLog = {
   debug: () => undefined,
 };
 
-/** One container launch: the session, and what of it the launch's argument list holds. */
+/** One container launch: its session and what sandboxd carries for it. */
 interface Launch {
   session: Session;
-  request: AcquireOptions;
-  inserted: AppliedPlan['inserted'];
-  sshForwarded: boolean;
-  log: AdapterLog;
-  /** Warnings already shown, so the credential step's second plan does not repeat them. */
-  warned: Set<string>;
+  forwarded: Forwarded;
 }
 
 /**
  * llxprt changes one `args` array in place from its first step to its spawn, so that array is the
- * launch's handle: the credential step finds the agent step's session by it, and nothing has to
- * be threaded through llxprt's functions.
+ * launch's handle: a second call for it, or a release, finds the session by it.
  */
 const launches = new WeakMap<readonly string[], Launch>();
 
@@ -69,9 +81,8 @@ function asFallback(error: unknown): Fallback {
   return { code: 'INTERNAL', reason: `sandboxd failed unexpectedly: ${error instanceof Error ? error.message : String(error)}`, remedy: null };
 }
 
-/** `left` names what llxprt does itself instead, e.g. `llxprt forwards the agent itself`. */
-function report(log: AdapterLog, fallback: Fallback, left: string): void {
-  const line = `${left}: ${describeFallback(fallback)}`;
+function report(log: AdapterLog, fallback: Fallback): void {
+  const line = `not used, llxprt forwards the agent and the credential proxy itself: ${describeFallback(fallback)}`;
   if (isQuiet(fallback.code)) log.debug(line);
   else log.warn(line);
 }
@@ -85,18 +96,47 @@ function agentForwarded(session: Session, applied: AppliedPlan): boolean {
   return session.info.ssh.status === 'forwarded' && !applied.skipped.some((entry) => entry.kind === 'env' && entry.key === 'SSH_AUTH_SOCK');
 }
 
-function warnOnce(launch: Launch, warnings: readonly string[]): void {
-  for (const warning of warnings) {
-    if (launch.warned.has(warning)) continue;
-    launch.warned.add(warning);
-    launch.log.warn(warning);
+/** The credential socket's path in the container, or undefined with the reason said at debug level. */
+function credentialCarried(session: Session, asked: boolean, log: AdapterLog): string | undefined {
+  if (!asked) return undefined;
+  const socket = session.sockets.find((entry) => entry.name === CREDENTIAL_SOCKET_NAME);
+  if (socket?.status === 'forwarded') return socket.socket;
+  log.debug(`the credential proxy is left to llxprt: sandboxd does not carry it: ${socket?.status === 'skipped' ? socket.reason : 'the daemon said nothing of it'}`);
+  return undefined;
+}
+
+/**
+ * The plan's warning for a credential socket the daemon skipped: llxprt carries that socket
+ * itself, so it is no news to its user (the debug line says why).
+ */
+function skippedSocketWarning(session: Session): string | null {
+  const socket = session.sockets.find((entry) => entry.name === CREDENTIAL_SOCKET_NAME);
+  return socket?.status === 'skipped' ? `socket ${socket.name} is not forwarded: ${socket.reason}` : null;
+}
+
+/** The proxy's host socket, once it listens; undefined (said at debug level) when it cannot be had. */
+async function credentialHostSocket(option: ForwardOptions['credentialSocket'], log: AdapterLog): Promise<string | undefined> {
+  try {
+    const socket = typeof option === 'function' ? await option() : option;
+    return socket === '' ? undefined : socket;
+  } catch (error) {
+    log.debug(`the credential proxy is left to llxprt: it did not start: ${error instanceof Error ? error.message : String(error)}`);
+    return undefined;
   }
 }
 
-/** What the plan adds to `args`, or why llxprt's own path runs instead. */
-function planFor(args: readonly string[], session: Session, env: NodeJS.ProcessEnv): AppliedPlan | Fallback {
-  const applied = applyPlan(args, session.plan);
-  return fitsLlxprtSpawn(applied, env, process.platform) ?? applied;
+/**
+ * The plan's warnings, each once, as llxprt's user must see them; its notices (what sandboxd set
+ * that needs no action), why the agent was not forwarded when llxprt's own step carries it, and a
+ * credential socket llxprt carries itself are for debugging only.
+ */
+function sayPlan(plan: Session['plan'], forwarded: Forwarded, leftToLlxprt: string | null, log: AdapterLog): void {
+  for (const warning of new Set(plan.warnings)) {
+    if (warning === leftToLlxprt) continue;
+    if (!forwarded.sshAgent && warning.startsWith(AGENT_NOT_FORWARDED)) log.debug(warning);
+    else log.warn(warning);
+  }
+  for (const notice of new Set(plan.notices)) log.debug(notice);
 }
 
 async function startLaunch(config: LlxprtSandboxConfig, args: string[], options: ForwardOptions, log: AdapterLog): Promise<Launch | Fallback> {
@@ -106,34 +146,37 @@ async function startLaunch(config: LlxprtSandboxConfig, args: string[], options:
   const env = options.env ?? process.env;
   const settings = llxprtSettings(env, { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, home: env.HOME ?? os.homedir() }, options.setUidGid);
   if (settings.optedOut) return { code: OPTED_OUT, reason: `LLXPRT_SANDBOXD is ${env.LLXPRT_SANDBOXD ?? ''}`, remedy: null };
-  const request: AcquireOptions = {
-    autoStart: options.autoStart,
-    daemonCommand: options.daemonCommand,
-    image: config.image === '' ? undefined : config.image,
-    env,
-    engine: config.command,
-    cwd: options.cwd ?? process.cwd(),
-    label: 'llxprt',
-    sshAgent: settings.sshAgent,
-    containerUser: settings.containerUser,
-    // llxprt mounts the work tree itself, at the same path.
-    workdir: false,
-    gitCredentials: options.gitCredentials,
-  };
+  const credential = await credentialHostSocket(options.credentialSocket, log);
   let session: Session | null = null;
   try {
-    session = await acquireSession(request);
-    const applied = planFor(args, session, env);
-    if (isFallback(applied)) {
+    session = await acquireSession({
+      autoStart: options.autoStart,
+      daemonCommand: options.daemonCommand,
+      image: config.image === '' ? undefined : config.image,
+      env,
+      engine: config.command,
+      cwd: options.cwd ?? process.cwd(),
+      label: 'llxprt',
+      sshAgent: settings.sshAgent,
+      containerUser: settings.containerUser,
+      // llxprt mounts the work tree itself, at the same path.
+      workdir: false,
+      sockets: credential === undefined ? undefined : [{ name: CREDENTIAL_SOCKET_NAME, hostPath: credential }],
+      gitCredentials: options.gitCredentials,
+    });
+    const applied = applyPlan(args, session.plan);
+    const misfit = fitsLlxprtSpawn(applied, env, process.platform);
+    if (misfit !== null) {
       await releaseQuietly(session);
-      return applied;
+      return misfit;
     }
     args.splice(applied.inserted.at, 0, ...applied.inserted.added);
-    const launch: Launch = { session, request, inserted: applied.inserted, sshForwarded: agentForwarded(session, applied), log, warned: new Set() };
-    warnOnce(launch, session.plan.warnings);
+    const forwarded: Forwarded = { sshAgent: agentForwarded(session, applied), credentialSocket: credentialCarried(session, credential !== undefined, log) };
+    const leftToLlxprt = forwarded.credentialSocket === undefined ? skippedSocketWarning(session) : null;
+    sayPlan(session.plan, forwarded, leftToLlxprt, log);
     const { ssh } = session.info;
-    if (!launch.sshForwarded) log.debug(`the agent is left to llxprt: ${ssh.status === 'skipped' ? ssh.reason : 'llxprt\'s arguments set SSH_AUTH_SOCK'}`);
-    return launch;
+    if (!forwarded.sshAgent) log.debug(`the agent is left to llxprt: ${ssh.status === 'skipped' ? ssh.reason : "llxprt's arguments set SSH_AUTH_SOCK"}`);
+    return { session, forwarded };
   } catch (error) {
     if (session !== null) await releaseQuietly(session);
     return asFallback(error);
@@ -141,79 +184,25 @@ async function startLaunch(config: LlxprtSandboxConfig, args: string[], options:
 }
 
 /**
- * llxprt's agent step (sandbox-exec.ts, prepareContainerNetworkAndEnv), in place of its own
- * setupSshAgentForwarding: acquires a sandboxd session for this launch and merges its plan (the
- * agent, git's identity and config, the repository's protections) into `args` in place, with
- * llxprt's own arguments winning. Resolves true when the container's SSH_AUTH_SOCK is sandboxd's,
- * so llxprt skips its own agent step; false when llxprt's own step should run: sandboxd is not
- * used (the line it prints says why) or forwards no agent. Never rejects. The session ends when
- * this process does: the daemon watches its pid, so nothing needs releasing.
+ * llxprt's launch (sandbox-exec.ts, before its agent step): one sandboxd session carries the SSH
+ * agent and llxprt's credential proxy into the container and gives it git's identity and config
+ * and the repository's protections; its plan is merged into `args` in place, llxprt's own
+ * arguments winning. Resolves to what sandboxd carries: llxprt's own agent step runs only when
+ * `sshAgent` is false, its own credential bridge only when `credentialSocket` is undefined. Where
+ * sandboxd is not used, both are (the line it prints says why). Never rejects. The session ends
+ * when this process does: the daemon watches its pid, so nothing needs releasing.
  */
-export async function forwardSshAgent(config: LlxprtSandboxConfig, args: string[], options: ForwardOptions = {}): Promise<boolean> {
+export async function forwardThroughSandboxd(config: LlxprtSandboxConfig, args: string[], options: ForwardOptions = {}): Promise<Forwarded> {
   const running = launches.get(args);
-  if (running !== undefined) return running.sshForwarded;
+  if (running !== undefined) return running.forwarded;
   const log = options.log ?? STDERR_LOG;
   const launch = await startLaunch(config, args, options, log);
   if (isFallback(launch)) {
-    report(log, launch, 'not used, llxprt forwards the agent itself');
-    return false;
+    report(log, launch);
+    return NOTHING;
   }
   launches.set(args, launch);
-  return launch.sshForwarded;
-}
-
-/** The second session's plan and the socket it carries, or why the launch keeps its first. */
-function swapFor(without: readonly string[], launch: Launch, next: Session): { applied: AppliedPlan; socket: string } | string {
-  const applied = planFor(without, next, launch.request.env ?? process.env);
-  if (isFallback(applied)) return describeFallback(applied);
-  const socket = next.sockets[0];
-  if (socket?.status !== 'forwarded') return `sandboxd does not carry it: ${socket?.status === 'skipped' ? socket.reason : 'the daemon said nothing of it'}`;
-  if (agentForwarded(next, applied) !== launch.sshForwarded) return 'the agent would no longer be forwarded as llxprt was told';
-  return { applied, socket: socket.socket };
-}
-
-/**
- * llxprt's credential step (sandbox-containers.ts, setupCredentialProxy), once its proxy listens
- * on `hostSocket`: carries that socket into the container the way the agent is carried (a relay
- * on Linux, a tunnel into a Podman machine), whatever the container's user. Resolves to the path
- * to give the container as LLXPRT_CREDENTIAL_SOCKET, with `args` updated in place; undefined
- * when llxprt's own bridge must carry it (sandboxd is not used for this launch, or cannot bridge
- * it, as on Docker Desktop). Never rejects.
- *
- * The session is taken again with the socket and the first one given back: the socket exists only
- * now, after the agent step, and a session's sockets are fixed when it is acquired.
- */
-export async function forwardCredentialSocket(args: string[], hostSocket: string): Promise<string | undefined> {
-  const launch = launches.get(args);
-  if (launch === undefined) return undefined;
-  const { at, added } = launch.inserted;
-  if (args.slice(at, at + added.length).join('\0') !== added.join('\0')) {
-    launch.log.debug('the credential proxy is left to llxprt: its arguments moved since the agent step');
-    return undefined;
-  }
-  const without = [...args.slice(0, at), ...args.slice(at + added.length)];
-  let next: Session | null = null;
-  try {
-    next = await acquireSession({ ...launch.request, sockets: [{ name: CREDENTIAL_SOCKET_NAME, hostPath: hostSocket }] });
-    const swap = swapFor(without, launch, next);
-    if (typeof swap === 'string') {
-      await releaseQuietly(next);
-      launch.log.debug(`the credential proxy is left to llxprt: ${swap}`);
-      return undefined;
-    }
-    args.splice(at, added.length);
-    args.splice(swap.applied.inserted.at, 0, ...swap.applied.inserted.added);
-    const first = launch.session;
-    launch.session = next;
-    launch.inserted = swap.applied.inserted;
-    await releaseQuietly(first);
-    warnOnce(launch, next.plan.warnings);
-    return swap.socket;
-  } catch (error) {
-    if (next !== null) await releaseQuietly(next);
-    report(launch.log, asFallback(error), 'the credential proxy is left to llxprt');
-    return undefined;
-  }
+  return launch.forwarded;
 }
 
 /**

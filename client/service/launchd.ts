@@ -86,6 +86,8 @@ export function launchdManager(options: { home: string; uid: number; template: (
     reachableArgv: ['launchctl', 'print', domain],
     unreachableRemedy:
       'The gui/<uid> launchd domain exists only while you are logged in to the Mac\'s desktop (ssh alone has none). Log in graphically and run `sandboxd install` from a Terminal there, or skip it: clients start the daemon themselves.',
+    // launchd is every Mac's init.
+    absent: () => Promise.resolve(null),
     program: async () => {
       const content = await fs.readFile(plist, 'utf8').catch(() => null);
       return content === null ? null : parseProgramArguments(content);

@@ -1,4 +1,5 @@
 import { promises as fs } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import type { Platform } from '../../shared/paths.js';
@@ -15,11 +16,22 @@ export interface ManagerInputs {
   uid: number;
 }
 
+/** The user's login name: USER where it names this uid's account, else the account's own. */
+function loginName(env: NodeJS.ProcessEnv, uid: number): string {
+  try {
+    const account = os.userInfo();
+    return account.uid === uid ? account.username : (env.USER ?? account.username);
+  } catch {
+    return env.USER ?? env.LOGNAME ?? String(uid);
+  }
+}
+
 /** launchd on macOS, systemd's user instance on Linux. */
 export function serviceManager({ platform, env, home, uid }: ManagerInputs): ServiceManager {
   if (platform === 'darwin') return launchdManager({ home, uid, template: () => readTemplate('launchd', 'sandboxd.plist') });
   return systemdManager({
     unitDir: systemdUnitDir(env, home),
+    user: loginName(env, uid),
     templates: () => ({ service: readTemplate('systemd', 'sandboxd.service'), socket: readTemplate('systemd', 'sandboxd.socket') }),
   });
 }
@@ -39,6 +51,12 @@ export async function assertReachable(manager: ServiceManager, run: CommandRunne
   const [file = '', ...args] = manager.reachableArgv;
   const result = await run(file, args);
   if (result.exitCode === 0) return;
+  const absent = await manager.absent();
+  if (absent !== null) {
+    throw new SandboxdError('SERVICE_MANAGER_UNREACHABLE', absent, {
+      remedy: 'Skip `sandboxd install`: every sandboxd command and the library start the daemon when it is needed (auto-start).',
+    });
+  }
   const said = (result.stderr.trim() || result.stdout.trim()).split('\n').slice(-2).join(' ');
   throw new SandboxdError('SERVICE_MANAGER_UNREACHABLE', `${manager.kind} cannot be reached from this shell: \`${manager.reachableArgv.join(' ')}\` failed${said === '' ? '' : `: ${said}`}`, {
     remedy: manager.unreachableRemedy,

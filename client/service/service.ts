@@ -49,6 +49,11 @@ export interface ServiceManager {
   readonly reachableArgv: string[];
   /** What to do when it does not: a remedy that does not fail the same way. */
   readonly unreachableRemedy: string;
+  /**
+   * Why this manager cannot exist on this machine at all (systemd is not the init system), or
+   * null: then no shell of the user's would reach it, and auto-start is the way.
+   */
+  absent(): Promise<string | null>;
   /** The installed service's command (program, entry, arguments), or null when it is not installed. */
   program(): Promise<string[] | null>;
   /** argv whose output says how the service's last run ended. */

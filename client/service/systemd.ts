@@ -73,8 +73,26 @@ function lastExit(output: string): string | null {
   return `${values.get('ActiveState') ?? 'unknown'}, last exit status ${status} (${result})`;
 }
 
+/** Where systemd, as PID 1, says it runs (sd_booted(3)). */
+export const SYSTEMD_BOOTED_DIR = '/run/systemd/system';
+
+export interface SystemdOptions {
+  unitDir: string;
+  templates: () => { service: string; socket: string };
+  /** The user's login name, for the remedy's `loginctl enable-linger`. */
+  user: string;
+  /** Exists when systemd is the init system (default SYSTEMD_BOOTED_DIR). */
+  bootedDir?: string;
+}
+
+/** PID 1's name, for saying what runs instead of systemd. */
+async function initName(): Promise<string | null> {
+  const comm = await fs.readFile('/proc/1/comm', 'utf8').catch(() => null);
+  return comm === null || comm.trim() === '' ? null : comm.trim();
+}
+
 /** systemd's user instance: the socket is enabled, the service starts on the first connection. */
-export function systemdManager(options: { unitDir: string; templates: () => { service: string; socket: string } }): ServiceManager {
+export function systemdManager(options: SystemdOptions): ServiceManager {
   const servicePath = path.join(options.unitDir, SYSTEMD_SERVICE);
   const socketPath = path.join(options.unitDir, SYSTEMD_SOCKET);
   const systemctl = (...args: string[]): string[] => ['systemctl', '--user', ...args];
@@ -103,8 +121,13 @@ export function systemdManager(options: { unitDir: string; templates: () => { se
     loadedArgv: systemctl('is-enabled', '--quiet', SYSTEMD_SOCKET),
     // Talks to the user's manager over its bus: fails (`Failed to connect to bus`) where there is none.
     reachableArgv: systemctl('show-environment'),
-    unreachableRemedy:
-      'No user systemd answers in this shell (`su -`, `sudo -u` and cron shells have no user bus). Enable lingering (as root: `loginctl enable-linger <user>`) and run `sandboxd install` again, or run it from a login of the user (ssh, a desktop session); or skip it: clients start the daemon themselves.',
+    unreachableRemedy: `No user systemd answers in this shell (\`su -\`, \`sudo -u\` and cron shells have no user bus). Enable lingering (as root: \`loginctl enable-linger ${options.user}\`) and run \`sandboxd install\` again, or run it from a login of the user (ssh, a desktop session); or skip it: clients start the daemon themselves.`,
+    absent: async () => {
+      const booted = await fs.stat(options.bootedDir ?? SYSTEMD_BOOTED_DIR).then((stat) => stat.isDirectory(), () => false);
+      if (booted) return null;
+      const init = await initName();
+      return `systemd is not the init system here (no ${options.bootedDir ?? SYSTEMD_BOOTED_DIR}${init === null ? '' : `; PID 1 is ${init}`}), so no user systemd can start sandboxd at login`;
+    },
     program: async () => {
       const unit = await fs.readFile(servicePath, 'utf8').catch(() => null);
       return unit === null ? null : parseExecStart(unit);

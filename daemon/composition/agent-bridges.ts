@@ -7,6 +7,7 @@ import { BridgePool } from '../bridges/bridge-pool.js';
 import { Bridges } from '../bridges/bridges.js';
 import { DockerBridges } from '../bridges/docker-bridges.js';
 import { HelperRecords } from '../bridges/helper-records.js';
+import { removeLeftoverHelpers } from '../bridges/leftover-helpers.js';
 import { ownerLabel } from './containers.js';
 import { UpstreamGates } from '../bridges/bounds.js';
 import { ensureSecureDir } from '../os/secure-dir.js';
@@ -93,17 +94,20 @@ export class AgentBridges {
   private startup: Promise<void> = Promise.resolve();
   /** One bound toward each host socket, across every bridge that serves it. */
   private readonly gates = new UpstreamGates();
+  /** The relay containers this daemon's Docker bridges made and has not removed yet. */
+  private readonly helperRecords: HelperRecords;
 
   constructor(private readonly options: AgentBridgesOptions) {
     const logger = options.logger.child({ module: 'pool' });
     this.relays = new BridgePool<AgentRelay>({ idleMs: options.idleMs, logger });
     this.tunnels = new BridgePool<Tunnel>({ idleMs: options.idleMs, logger });
+    this.helperRecords = new HelperRecords(path.join(options.paths.stateDir, 'helpers.json'), options.logger.child({ module: 'helpers' }));
     this.docker = new DockerBridges({
       engines: options.engines,
       run: options.edges.run,
       stateDir: options.paths.stateDir,
       owner: ownerLabel(options.uid, options.paths.stateDir),
-      records: new HelperRecords(path.join(options.paths.stateDir, 'helpers.json'), options.logger.child({ module: 'helpers' })),
+      records: this.helperRecords,
       workDir: path.join(options.paths.runtimeDir, 'relay-image'),
       idleMs: options.idleMs,
       logger: options.logger,
@@ -149,6 +153,12 @@ export class AgentBridges {
     this.keeping = true;
     this.kept.release();
     await this.docker.removeSpares();
+  }
+
+  /** Every bridge stopped, then every helper container and volume the records still name removed (a purge): none is kept. */
+  async removeAll(): Promise<void> {
+    await this.all.closeAll();
+    await removeLeftoverHelpers({ run: this.options.edges.run, owner: ownerLabel(this.options.uid, this.options.paths.stateDir), records: this.helperRecords, keep: [], logger: this.options.logger.child({ module: 'helpers' }) });
   }
 
   /** Reads what the relays in engines' VMs counted (`sessions ls`, `tunnels ls`). */

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { SandboxdPaths } from '../../shared/paths.js';
-import { stableHash } from '../os/text.js';
+import { ownerLabel } from '../os/owner-label.js';
 import type { Logger } from '../os/logger.js';
 import { findExecutable } from '../os/executables.js';
 import type { ProcessProbe } from '../os/process-identity.js';
@@ -9,8 +9,10 @@ import { ensureSecureDir } from '../os/secure-dir.js';
 import type { Clock } from '../sessions/session-registry.js';
 import type { RunSubprocess } from '../os/subprocess.js';
 import { ContainerStore, type DaemonIdentity } from '../containers/container-store.js';
-import { listOwned, removeLabelled, removeOwned } from '../containers/engine-cli.js';
+import { listOwned, removeLabelled, removeOwned, removeStopped } from '../containers/engine-cli.js';
 import { SessionContainers } from '../sessions/session-containers.js';
+
+export { ownerLabel } from '../os/owner-label.js';
 
 export interface ContainerWiring {
   paths: SandboxdPaths;
@@ -34,14 +36,6 @@ export interface ContainerWiring {
 /** After the start-up sweep, containers that no record names are looked for again this often. */
 const UNRECORDED_SWEEP_MS = 60 * 60 * 1000;
 
-/**
- * One value per user and state dir: a start-up sweep matches only its own containers, never those
- * of another user on a shared engine or of a second daemon with another SANDBOXD_STATE_DIR.
- */
-export function ownerLabel(uid: number, stateDir: string): string {
-  return stableHash(`${String(uid)}\0${stateDir}`, 16);
-}
-
 /** The real edges of SessionContainers: the records file, the session's engine CLI, the cidfile dir. */
 export function createSessionContainers(wiring: ContainerWiring): SessionContainers {
   const logger = wiring.logger.child({ module: 'containers' });
@@ -63,6 +57,7 @@ export function createSessionContainers(wiring: ContainerWiring): SessionContain
     load: () => store.load(),
     save: (records) => store.save(records),
     remove: (record, labels) => removeLabelled(record, labels, engineCli),
+    removeStopped: (record, labels) => removeStopped(record, labels, engineCli),
     listOwned: (target) => listOwned(target, owner, engineCli),
     removeOwned: (target, ids) => removeOwned(target, owner, ids, engineCli),
     ensureDir: (dir) => ensureSecureDir(dir),

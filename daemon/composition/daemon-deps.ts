@@ -38,6 +38,8 @@ export interface DaemonDeps {
   logPath: string | null;
   settings: DaemonSettings;
   uid: number;
+  /** The user's primary gid (default: this process's): the group a mapped container user writes with. */
+  gid?: number;
   /** This daemon's pid and start time, as its container records name it. */
   identity: DaemonIdentity;
   /** Whether a daemon of an earlier layout answers: what it may own is left alone. */

@@ -5,6 +5,10 @@ import type { SessionRegistry } from '../sessions/session-registry.js';
 import { startSweeps } from './background.js';
 import type { DaemonDeps } from './daemon-deps.js';
 import { registerRoutes } from './routes.js';
+import { purgeAll } from './purge.js';
+import { findExecutable } from '../os/executables.js';
+import { ownerLabel } from '../os/owner-label.js';
+import type { PurgeRequest, PurgeResponse } from '../../shared/contracts/purge.js';
 import { buildServices } from './services.js';
 
 export interface Daemon {
@@ -36,11 +40,18 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     },
     isClosing: () => closing,
   });
-  registerRoutes(app, deps, services, () => {
+  const drain = (): number => {
     draining = true;
     logger.info({ sessions: registry.size }, 'a newer client asked this daemon to make way; it stops once its last session ends');
     return registry.size;
-  });
+  };
+  const purge = (request: PurgeRequest): Promise<PurgeResponse> => {
+    // No session starts while everything of the daemon's is being removed; the purge ends in a stop.
+    closing = true;
+    const engineCli = { home: deps.hostHome, run: edges.run, findExecutable };
+    return purgeAll(request, { registry, containers: services.containers, bridges: agentBridges, work, owner: ownerLabel(deps.uid, deps.paths.stateDir), engineCli, logger });
+  };
+  registerRoutes(app, deps, services, drain, purge);
   let stopSweeps = (): void => undefined;
   return {
     app,

@@ -11,10 +11,12 @@ import { GeneratedConfigStore } from '../plan/git/git-config-store.js';
 import { createGitFactsCache, sessionGit } from '../plan/git/git-host.js';
 import { discoverConnection } from '../podman/discover.js';
 import { createDiscoveryCache, perAcquire } from '../podman/discovery-cache.js';
+import { createPodmanVersions } from '../podman/podman-version.js';
 import type { SessionContainers } from '../sessions/session-containers.js';
 import { SessionRegistry } from '../sessions/session-registry.js';
 import { SessionService } from '../sessions/session-service.js';
 import type { KeptSession } from '../bridges/endpoint-records.js';
+import { userEngine } from '../sessions/user-engine.js';
 import { AgentBridges } from './agent-bridges.js';
 import { CredentialServer } from '../credentials/credential-server.js';
 import { hostFill } from '../credentials/host-fill.js';
@@ -50,6 +52,7 @@ function buildCaches(deps: DaemonDeps, quiet: QuietTime) {
     discovery: perAcquire(createDiscoveryCache((input) => discoverConnection(input, { home, run: edges.run }), { home, now, defer: quiet.later })),
     gitFacts: createGitFactsCache(now, sessionGit(deps.platform, edges.run), quiet.later),
     engines: new DockerEngines({ run: edges.run, platform: deps.platform, home, clock: edges.clock, defer: quiet.later }),
+    podmanVersions: createPodmanVersions({ run: edges.run, home, now, defer: quiet.later }),
   };
 }
 
@@ -113,10 +116,13 @@ function buildRegistry(deps: DaemonDeps, parts: { guards: RepoGuards; containers
     onEnd: (info, reason) => {
       agentBridges.changed();
       guards.release(info.id);
-      work.track(containers.ended(info.id, reason), (error) => {
+      const ended = containers.ended(info.id, reason);
+      work.track(ended, (error) => {
         logger.error({ err: error, sessionId: info.id }, 'cannot remove the container of a session that ended');
       });
       if (registry.size === 0) parts.onEmpty();
+      // Listed until its container is gone; a released one's container is the client's.
+      return reason === 'released' || reason === 'shutdown' ? undefined : ended;
     },
     onStartTime: (info, startTime) => {
       work.track(containers.started(info.id, startTime), (error) => {
@@ -182,6 +188,14 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
       logger,
       defer: quiet.later,
     }),
+    userEngine: (input) =>
+      userEngine(input, {
+        platform: deps.platform,
+        uid: deps.uid,
+        podmanVersion: caches.podmanVersions,
+        identifyDocker: (session) => caches.engines.identify(session),
+      }),
+    hostUser: { uid: deps.uid, gid: deps.gid ?? deps.uid },
     emptyDir: deps.paths.emptyDir,
     leaseTtlMs: settings.leaseTtlMs,
   });

@@ -19,6 +19,8 @@ export const DockerInfo = z.looseObject({
   Labels: z._default(z.nullable(z.array(z.string())), null),
   Plugins: z.optional(z.nullable(z.looseObject({ Log: z.optional(z.nullable(z.array(z.string()))) }))),
   ProductLicense: z.optional(z.string()),
+  /** `name=rootless` among them: a rootless engine, whose container uids other than 0 are sub-uids. */
+  SecurityOptions: z.optional(z.nullable(z.array(z.string()))),
   /** Set by docker CLIs ≥ 23 when the server could not be reached; the JSON is then the client's alone. */
   ServerErrors: z.optional(z.nullable(z.array(z.string()))),
 });

@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
-import { SandboxdError } from '../../shared/errors.js';
+import { dockerStartRemedy, SandboxdError } from '../../shared/errors.js';
 import type { Platform } from '../../shared/paths.js';
 import { clip } from '../os/text.js';
 import { FingerprintCache } from '../cache/fingerprint-cache.js';
@@ -69,28 +69,36 @@ export function createEngineIdentifier(deps: EngineIdentifierDeps): FingerprintC
     now: () => deps.now(),
     ttlMs: deps.ttlMs ?? IDENTITY_TTL_MS,
     defer: deps.defer,
-    compute: async (view) => {
-      const docker = await findExecutable('docker', view.path);
-      if (docker === null) {
-        throw new SandboxdError('ENGINE_NOT_FOUND', `docker is not on the session's PATH (searched: ${clip(view.path) || '(empty)'})`, {
-          remedy: 'Install the docker CLI, or make sure the PATH of the calling shell contains it.',
-        });
-      }
-      const endpoint = await resolveEndpoint(view);
-      const socketStamp = await stampOf(unixSocketOf(endpoint.host));
-      const env = dockerEnv(view, view.sshAuthSock);
-      const result = await deps.run(docker, ['info', '--format', '{{json .}}'], { env, timeoutMs: DOCKER_INFO_TIMEOUT_MS });
-      if (result.exitCode === null && result.stdout === '') {
-        throw new SandboxdError('DOCKER_INFO_FAILED', `\`docker info\` did not answer within ${DOCKER_INFO_TIMEOUT_MS} ms (engine at ${endpoint.host ?? 'an unknown endpoint'})`);
-      }
-      const info = parseDockerInfo(result.stdout, result.stderr, result.exitCode);
-      const identity = identifyEngine({
-        info,
-        endpoint: endpoint.host,
-        host: { platform: deps.platform, kernelRelease, rootDirOnHost: await exists(info.DockerRootDir) },
-        socketStamp,
-      });
-      return { identity, docker, env, watched: endpoint.watched };
-    },
+    compute: (view) =>
+      identify(view, deps, kernelRelease).catch((error: unknown) => {
+        // Starting the engine is what fixes it, and how depends on where it runs.
+        if (!(error instanceof SandboxdError && error.code === 'DOCKER_INFO_FAILED')) throw error;
+        throw new SandboxdError(error.code, error.message, { remedy: dockerStartRemedy(deps.platform), cause: error });
+      }),
   });
+}
+
+/** One `docker info` of the session's docker, and what engine it describes. */
+async function identify(view: IdentifyRequest, deps: EngineIdentifierDeps, kernelRelease: string): Promise<IdentifiedEngine> {
+  const docker = await findExecutable('docker', view.path);
+  if (docker === null) {
+    throw new SandboxdError('ENGINE_NOT_FOUND', `docker is not on the session's PATH (searched: ${clip(view.path) || '(empty)'})`, {
+      remedy: 'Install the docker CLI, or make sure the PATH of the calling shell contains it.',
+    });
+  }
+  const endpoint = await resolveEndpoint(view);
+  const socketStamp = await stampOf(unixSocketOf(endpoint.host));
+  const env = dockerEnv(view, view.sshAuthSock);
+  const result = await deps.run(docker, ['info', '--format', '{{json .}}'], { env, timeoutMs: DOCKER_INFO_TIMEOUT_MS });
+  if (result.exitCode === null && result.stdout === '') {
+    throw new SandboxdError('DOCKER_INFO_FAILED', `\`docker info\` did not answer within ${DOCKER_INFO_TIMEOUT_MS} ms (engine at ${endpoint.host ?? 'an unknown endpoint'})`);
+  }
+  const info = parseDockerInfo(result.stdout, result.stderr, result.exitCode);
+  const identity = identifyEngine({
+    info,
+    endpoint: endpoint.host,
+    host: { platform: deps.platform, kernelRelease, rootDirOnHost: await exists(info.DockerRootDir) },
+    socketStamp,
+  });
+  return { identity, docker, env, watched: endpoint.watched };
 }

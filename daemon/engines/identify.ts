@@ -21,6 +21,8 @@ export interface EngineIdentity {
   /** Changes when the engine restarts: the key of everything cached per engine. */
   instance: string;
   architecture: string;
+  /** The engine runs without root: its container root is the user, other uids are sub-uids. */
+  rootless: boolean;
   bridge: EngineBridge;
 }
 
@@ -70,6 +72,7 @@ export function identifyEngine(input: IdentifyInput): EngineIdentity {
     endpoint,
     instance: `eng_${stableHash([kind, id, endpoint, input.socketStamp ?? ''].join('\n'), 16)}`,
     architecture: info.Architecture,
+    rootless: (info.SecurityOptions ?? []).some((option) => option.split(',').includes('name=rootless')),
     bridge: bridgeFor(profile, input, endpoint),
   };
 }

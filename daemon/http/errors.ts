@@ -95,7 +95,10 @@ export function parseInput<T extends z.ZodMiniType>(schema: T, value: unknown, w
   const issues = result.error.issues.slice(0, 5);
   // A route parameter (`session id`) is the whole value: named once, as the person gave it.
   if (issues.every((issue) => issue.path.length <= 1 && what.endsWith(` ${String(issue.path[0] ?? 'id')}`))) {
-    throw new SandboxdError('BAD_REQUEST', `the ${what} ${issues.map(plainIssue).join(' and ')}`);
+    const key = issues[0]?.path[0];
+    const given = key === undefined || typeof value !== 'object' || value === null ? undefined : (value as Record<PropertyKey, unknown>)[key];
+    const shown = typeof given === 'string' ? ` ${JSON.stringify(clip(given, 80))}` : '';
+    throw new SandboxdError('BAD_REQUEST', `the ${what}${shown} ${issues.map(plainIssue).join(' and ')}`);
   }
   const detail = issues.map((issue) => (issue.path.length === 0 ? plainIssue(issue) : `${issue.path.join('.')}: ${plainIssue(issue)}`)).join('; ');
   throw new SandboxdError('BAD_REQUEST', `invalid ${what}: ${detail}`);

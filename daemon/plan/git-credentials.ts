@@ -33,10 +33,12 @@ export interface CredentialsSection {
   env: Record<string, string>;
   flags: string[];
   warnings: string[];
+  /** What was set that needs no action: which hosts are served. */
+  notices: string[];
   leases: Lease[];
 }
 
-const NONE: CredentialsSection = { status: null, mounts: [], env: {}, flags: [], warnings: [], leases: [] };
+const NONE: CredentialsSection = { status: null, mounts: [], env: {}, flags: [], warnings: [], notices: [], leases: [] };
 
 /**
  * Command-scope config (GIT_CONFIG_COUNT, git ≥ 2.31), which git reads after every file, the
@@ -105,9 +107,9 @@ export async function planGitCredentials(input: AcquireInput, sessionId: string,
     mounts: [{ source: served.mountSource, target: CONTAINER_CREDENTIAL_DIR, readOnly: true, purpose: 'git credentials', relabel: served.relabel }],
     env: credentialHelperEnv(hosts),
     flags: served.flags,
-    warnings: [
+    warnings: served.warnings,
+    notices: [
       `git: HTTPS credentials for ${hosts.join(', ')} come from your host's git credential helpers (get only; store and erase are dropped); code in the sandbox can read those tokens and use them for whatever they allow`,
-      ...served.warnings,
     ],
     leases: [lease],
   };

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import type { AcquireInput, HostSocketStatus } from '../../shared/contracts/sessions.js';
-import { agentNotForwarded, type Mount, type SshStatus } from '../../shared/contracts/plan.js';
+import { AGENT_REMEDY, agentNotForwarded, type Mount, type SshStatus } from '../../shared/contracts/plan.js';
 import { CONTAINER_AGENT_DIR, type Lease } from '../bridges/bridge.js';
 import type { GitCredentialsStatus } from '../../shared/contracts/sessions.js';
 import { planGitCredentials, type CredentialDeps } from './git-credentials.js';
@@ -16,6 +16,8 @@ export interface SshSection {
   sockets: HostSocketStatus[];
   /** The session's git credential socket, carried by the same bridges (null: none asked for). */
   gitCredentials: GitCredentialsStatus;
+  /** What was set that needs no action (which hosts' credentials are served). */
+  notices: string[];
   mounts: Mount[];
   env: Record<string, string>;
   flags: string[];
@@ -23,7 +25,7 @@ export interface SshSection {
   leases: Lease[];
 }
 
-type AgentSection = Omit<SshSection, 'sockets' | 'gitCredentials'>;
+type AgentSection = Omit<SshSection, 'sockets' | 'gitCredentials' | 'notices'>;
 
 /** What the session's own sockets need beyond the bridges: its id and the daemon's credential server. */
 export interface SessionSockets {
@@ -56,6 +58,7 @@ export async function planSsh(input: AcquireInput, deps: SshDeps, session: Sessi
     env: { ...sockets.env, ...credentials.env, ...agent.env },
     flags: mergeFlagGroups(agent.flags, [...sockets.flagGroups, credentials.flags].filter((flags) => flags.length > 0)),
     warnings: [...new Set([...agent.warnings, ...sockets.warnings, ...credentials.warnings])],
+    notices: credentials.notices,
     leases: [...agent.leases, ...sockets.leases, ...credentials.leases],
   };
 }
@@ -75,7 +78,7 @@ async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSecti
   const check = await deps.inspect(input.client.sshAuthSock);
   if (!check.usable) {
     if (input.sshAgent === 'on') throw new SandboxdError('SSH_AGENT_UNAVAILABLE', `ssh-agent is on but ${check.reason}`);
-    return skipped(check.reason);
+    return { ...skipped(check.reason), warnings: [agentNotForwarded(check.reason, `To forward one, ${AGENT_REMEDY}; or run without it: \`--ssh-agent off\`.`)] };
   }
   const served = await deps.serve(check.realpath, input, 'agent', null);
   if ('unavailable' in served) {

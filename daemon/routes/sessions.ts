@@ -54,9 +54,9 @@ export function registerSessionRoutes(app: FastifyInstance, service: SessionServ
     if (remove === 'container') {
       // A lease a previous daemon held (its client still alive) can be removed too.
       if (!registry.has(id) && !containers.has(id)) throw new SandboxdError('SESSION_NOT_FOUND', `no session ${id}`);
-      const removal = containers.ended(id, 'removed');
+      // Ending it starts the removal (and keeps it listed until then); this shares that removal.
       registry.end(id, 'removed');
-      return { removed: true, containers: await removal };
+      return { removed: true, containers: await containers.ended(id, 'removed') };
     }
     if (registry.end(id, 'released')) return { released: true };
     // The client released a lease a previous daemon granted: its container stays the client's.

@@ -10,6 +10,7 @@ import { engineEnv } from '../containers/engine-cli.js';
 import { cloudCredentialMounts } from '../plan/extras.js';
 import { relabelFor } from '../plan/flatten.js';
 import type { GitHostFacts, GitHostInput } from '../plan/git/git-host.js';
+import type { UserMappingEngine } from '../plan/user-namespace.js';
 import type { SshDeps } from '../plan/host-sockets.js';
 import type { CredentialDeps } from '../plan/git-credentials.js';
 import { canonicalIfExists, resolveMountSpecs } from '../plan/mount-spec.js';
@@ -37,6 +38,8 @@ export interface AcquireFactsDeps {
   containers: Pick<SessionContainers, 'prepare' | 'abandon'>;
   /** Where the session's containers run (a Podman connection's VM, or here) and what it sees. */
   site(input: AcquireInput): Promise<ContainerSite>;
+  /** How the session's engine maps container uids onto host users (user-engine.ts). */
+  userEngine(input: AcquireInput): Promise<UserMappingEngine>;
 }
 
 /** The `run` flags and description of the container the session's record names. */
@@ -67,6 +70,8 @@ export interface AcquireFacts extends CheckedRequest {
   guardWarnings: string[];
   git: GitHostFacts;
   cloud: { mounts: Mount[]; env: Record<string, string> };
+  /** Whose files a container user other than root writes on this engine. */
+  userEngine: UserMappingEngine;
   /** The container record, still being written while the plan is assembled; awaited before it leaves. */
   container: Promise<PreparedContainer>;
 }
@@ -139,6 +144,7 @@ export async function gatherFacts(input: AcquireInput, sessionId: string, deps: 
       ? cloudCredentialMounts({ hostHome: deps.hostHome, containerHome: containerHome ?? deps.hostHome, googleApplicationCredentials: input.client.env?.GOOGLE_APPLICATION_CREDENTIALS, relabel })
       : { mounts: [], env: {} },
   );
-  const [request, start, where, agent, repo, credentials] = await settleAll([checked, startTime, site, ssh, git, cloud]);
-  return { ...request, startTime: start, site: where, ssh: agent, ...repo, cloud: credentials, container };
+  const users = checked.then(() => deps.userEngine(input));
+  const [request, start, where, agent, repo, credentials, userEngine] = await settleAll([checked, startTime, site, ssh, git, cloud, users]);
+  return { ...request, startTime: start, site: where, ssh: agent, ...repo, cloud: credentials, userEngine, container };
 }

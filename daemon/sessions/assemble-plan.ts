@@ -9,6 +9,7 @@ import { dedupeMounts, flattenArgs } from '../plan/flatten.js';
 import type { GitSection } from '../plan/git/git-section.js';
 import { repoWarnings, type RepoPolicy } from '../plan/git/git.js';
 import { hardenFlags } from '../plan/harden.js';
+import type { UserMapping } from '../plan/user-namespace.js';
 import { expressibleMounts } from '../plan/mount-args.js';
 import { workdirMount } from '../plan/workdir.js';
 import type { AcquireFacts, PreparedContainer } from './acquire-facts.js';
@@ -36,6 +37,8 @@ export interface PlanParts {
   site: { globalArgs: string[]; mounts: Mount[]; warnings: string[] };
   /** What holding the repository's guard reported. */
   holdWarnings: string[];
+  /** Who the container user is on the host (user-namespace.ts). */
+  users: UserMapping;
   container: PreparedContainer;
   /** Wall-clock ms. */
   now: number;
@@ -54,7 +57,7 @@ export function assemblePlan(parts: PlanParts): AcquireResponse {
     env: { ...planEnv, ...passed.env },
     spawnEnv: passed.spawnEnv,
     globalArgs: parts.site.globalArgs,
-    flags: [...ssh.flags, ...(input.workdir ? ['--workdir', facts.cwd] : []), ...parts.container.flags, ...(input.harden ? hardenFlags() : [])],
+    flags: [...ssh.flags, ...(input.workdir ? ['--workdir', facts.cwd] : []), ...parts.users.flags, ...parts.container.flags, ...(input.harden ? hardenFlags() : [])],
     warnings: [
       ...facts.guardWarnings,
       ...parts.holdWarnings,
@@ -62,8 +65,10 @@ export function assemblePlan(parts: PlanParts): AcquireResponse {
       ...git.warnings,
       ...(facts.git.repo === null ? [] : repoWarnings(facts.git.repo, repoPolicy(input))),
       ...parts.site.warnings,
+      ...parts.users.warnings,
       ...passed.warnings,
     ],
+    notices: [...parts.users.notices, ...git.notices, ...ssh.notices],
   };
   const now = new Date(parts.now).toISOString();
   return {

@@ -10,6 +10,11 @@ import type { Clock, EndReason } from './session-registry.js';
 import type { ContainerChange, ContainerRecord, DaemonIdentity, LoadedRecords } from '../containers/container-store.js';
 import { OWNER_LABEL, SESSION_LABEL, type EngineTarget, type OwnedContainer } from '../containers/engine-cli.js';
 
+/** The engine writes a cidfile in the daemon's own dir; what is not a regular file there holds no id. */
+async function readCidfile(cidfile: string): Promise<string> {
+  return ((await readStateFile(cidfile, { maxBytes: 4096 }).catch(() => null)) ?? '').trim();
+}
+
 /** What `prepare` needs to know about the session whose plan is being built. */
 export interface ContainerRequest extends EngineTarget {
   sessionId: string;
@@ -53,6 +58,8 @@ export interface SessionContainersDeps {
   save(changes: readonly ContainerChange[]): Promise<void>;
   /** `rm -f` of the containers labelled with `key` and the owner; the ids removed. */
   remove(record: ContainerRecord, labels: { session: string; owner: string }): Promise<string[]>;
+  /** Removes those of them that never started or have exited; says how many still run. */
+  removeStopped(record: ContainerRecord, labels: { session: string; owner: string }): Promise<{ removed: string[]; running: number }>;
   /** The session containers carrying the owner label on a target's engine. */
   listOwned(target: EngineTarget): Promise<OwnedContainer[]>;
   /** `rm -f` of owner-labelled containers by id. */
@@ -89,7 +96,8 @@ function stateWriteFailed(dir: string, cause: unknown): SandboxdError {
  * Which container belongs to which session: the plan labels the container and names a
  * fresh cidfile; when a session ends because its client died, its lease expired or the user
  * removed it, the container is removed with it. A released session's container is the client's
- * business and is left alone (its record is kept aside while the container exists). Records
+ * while it runs (its record is kept aside while the container exists), and is removed once it
+ * never started or has exited: no container outlives its session by accident. Records
  * outlive the daemon (`save`), so the next one finishes the job; a record another live daemon
  * wrote is never acted on.
  */
@@ -111,6 +119,8 @@ export class SessionContainers {
   private readonly dirty = new Map<string, ContainerChange['kind']>();
   /** Removal failed (engine unreachable): kept on disk for the next daemon, not retried each sweep. */
   private readonly failed = new Set<string>();
+  /** Sessions whose end is under way: a second `ended` shares it (sessions rm while the registry ends it). */
+  private readonly ending = new Map<string, Promise<string[]>>();
   private readonly startedAt: number;
   /** Monotonic ms when the next look for containers no record names is due. */
   private unrecordedDueAt = Number.NEGATIVE_INFINITY;
@@ -190,14 +200,27 @@ export class SessionContainers {
 
   /**
    * The session is over. `shutdown` keeps the records for the next daemon (clients renew their
-   * leases with it); `released` sets them aside and leaves the container alone; anything else
-   * removes the container. The records leave the map at once, so a second call finds nothing.
+   * leases with it); `released` sets them aside and removes only a container that never started
+   * or has exited (one still running is the client's); anything else removes the container. A
+   * second call while the first is under way shares it.
    */
-  async ended(sessionId: string, reason: EndReason): Promise<string[]> {
-    if (reason === 'shutdown') return [];
+  ended(sessionId: string, reason: EndReason): Promise<string[]> {
+    if (reason === 'shutdown') return Promise.resolve([]);
+    const under = this.ending.get(sessionId);
+    if (under !== undefined) return under;
+    const work = this.end(sessionId, reason).finally(() => {
+      this.ending.delete(sessionId);
+    });
+    this.ending.set(sessionId, work);
+    return work;
+  }
+
+  private async end(sessionId: string, reason: EndReason): Promise<string[]> {
     await this.ready;
     const records = this.ofSession(sessionId);
     if (records.length === 0) return [];
+    // Only a container the engine created can be left behind: the rest cost no engine call.
+    const created = reason === 'released' ? await this.created(records) : [];
     for (const record of records) this.deleteRecord(record.key, reason === 'released' ? record : null);
     const removed: string[] = [];
     const errors: unknown[] = [];
@@ -218,7 +241,48 @@ export class SessionContainers {
       this.deps.logger.error({ err: error, sessionId }, 'cannot keep the record of a container that could not be removed');
     });
     if (errors.length > 0) throw errors[0];
+    if (created.length > 0) await this.tidyReleased(sessionId, created);
     return removed;
+  }
+
+  /** The records whose cidfile the engine wrote: their container was created. */
+  private async created(records: readonly ContainerRecord[]): Promise<ContainerRecord[]> {
+    const written = await Promise.all(
+      records.map(async (record) => this.ids.has(record.key) || CONTAINER_ID.test(await readCidfile(this.cidfile(record.key)))),
+    );
+    return records.filter((_record, index) => written[index] === true);
+  }
+
+  /**
+   * A released session's container that never started (a run interrupted before it could) or has
+   * exited goes now; one that runs stays the client's. A record whose containers are all gone is
+   * forgotten; one with none yet stays aside (a client may start it a while after its plan).
+   */
+  private async tidyReleased(sessionId: string, records: readonly ContainerRecord[]): Promise<void> {
+    let forgot = false;
+    for (const record of records) {
+      try {
+        const { removed, running } = await this.deps.removeStopped(record, { session: record.key, owner: this.deps.owner });
+        if (removed.length === 0) continue;
+        this.deps.logger.info({ sessionId, containers: removed }, 'removed the released session\'s container, which was not running');
+        if (running === 0 && this.released.get(record.key) === record) {
+          this.forgetReleased(record.key);
+          forgot = true;
+        }
+      } catch (error) {
+        this.deps.logger.warn({ err: error, sessionId }, 'cannot look at the released session\'s container; the next sweep does');
+      }
+    }
+    if (!forgot) return;
+    await this.persist().catch((error: unknown) => {
+      this.deps.logger.error({ err: error, sessionId }, 'cannot forget the record of a released container that was removed');
+    });
+  }
+
+  private forgetReleased(key: string): void {
+    this.released.delete(key);
+    this.releasedMissingSince.delete(key);
+    this.dirty.set(key, 'forget-released');
   }
 
   /**
@@ -241,6 +305,17 @@ export class SessionContainers {
     });
   }
 
+  /** Every engine a record names (released ones too), each once: where a purge looks. */
+  async targets(): Promise<EngineTarget[]> {
+    await this.ready;
+    const targets = new Map<string, EngineTarget>();
+    for (const record of [...this.records.values(), ...this.released.values()]) {
+      const { engine, path: searchPath, env, globalArgs } = record;
+      targets.set(targetKey(record), { engine, path: searchPath, env, globalArgs });
+    }
+    return [...targets.values()];
+  }
+
   /** What `sessions ls` shows: the container a renewed lease took over, else the session's own. */
   async describe(sessionId: string): Promise<SessionContainer | null> {
     await this.ready;
@@ -251,8 +326,7 @@ export class SessionContainers {
     // The engine writes the id once: after that every heartbeat answers from memory.
     const known = this.ids.get(record.key);
     if (known !== undefined) return { id: known, cidfile };
-    // The engine writes it in the daemon's own dir; what is not a regular file there is no id.
-    const text = ((await readStateFile(cidfile, { maxBytes: 4096 }).catch(() => null)) ?? '').trim();
+    const text = await readCidfile(cidfile);
     if (!CONTAINER_ID.test(text)) return { id: null, cidfile };
     if (this.records.has(record.key)) this.ids.set(record.key, text);
     return { id: text, cidfile };
@@ -350,12 +424,22 @@ export class SessionContainers {
           through = false;
         }
       }
-      const gone = this.releasedGone(released, new Set(owned.map((container) => container.session)));
-      for (const key of gone) {
-        this.released.delete(key);
-        this.releasedMissingSince.delete(key);
-        this.dirty.set(key, 'forget-released');
+      // A released session's container that has exited since is gone once its session is.
+      const exited = owned.filter((container) => container.stopped && this.released.has(container.session));
+      let cleared: string[] = [];
+      if (exited.length > 0) {
+        try {
+          await this.deps.removeOwned(target, exited.map((container) => container.id));
+          this.deps.logger.info({ containers: exited.map((container) => container.id) }, 'removed exited containers of released sessions');
+          cleared = [...new Set(exited.map((container) => container.session))];
+        } catch (error) {
+          this.deps.logger.error({ err: error }, 'cannot remove exited containers of released sessions');
+          through = false;
+        }
       }
+      const present = new Set(owned.filter((container) => !cleared.includes(container.session) || !container.stopped).map((container) => container.session));
+      const gone = [...cleared.filter((key) => !present.has(key)), ...this.releasedGone(released.filter((key) => !cleared.includes(key)), present)];
+      for (const key of gone) this.forgetReleased(key);
       if (gone.length > 0) await this.persist();
     }
     return through;

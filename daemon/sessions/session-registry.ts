@@ -31,8 +31,11 @@ export interface SessionRegistryOptions {
   logger: Logger;
   /** Told after a session started. */
   onAdd?: (info: SessionInfo) => void;
-  /** Told after a session ended, with why (its container goes or stays by the reason). */
-  onEnd?: (info: SessionInfo, reason: EndReason) => void;
+  /**
+   * Told after a session ended, with why (its container goes or stays by the reason). The promise
+   * of a container's removal keeps the session listed until the container is gone.
+   */
+  onEnd?: (info: SessionInfo, reason: EndReason) => Promise<unknown> | undefined;
   /** Told when a sweep learned the start time of a client acquired without it (macOS). */
   onStartTime?: (info: SessionInfo, startTime: string) => void;
 }
@@ -49,6 +52,8 @@ export type EndReason = 'released' | 'client-exited' | 'lease-expired' | 'remove
  */
 export class SessionRegistry {
   private readonly sessions = new Map<string, SessionRecord>();
+  /** Ended sessions whose container is still being removed: listed, never renewed or heartbeaten. */
+  private readonly ending = new Map<string, SessionRecord>();
   /**
    * From construction, not from the first sweep: a daemon stopped before it ever swept (a laptop
    * asleep right after the start) would otherwise expire every lease at once on waking.
@@ -110,7 +115,16 @@ export class SessionRegistry {
     this.sessions.delete(id);
     for (const lease of record.leases) lease.release();
     this.log(id).info({ reason }, 'session ended');
-    this.options.onEnd?.(infoOf(record), reason);
+    const removal = this.options.onEnd?.(infoOf(record), reason);
+    if (removal !== undefined) {
+      // A session is never shown ended while its container may still run.
+      this.ending.set(id, record);
+      const gone = (): void => {
+        if (this.ending.get(id) === record) this.ending.delete(id);
+      };
+      // Its failure is the caller's to report; listed or not, the session has ended.
+      void removal.then(gone, gone);
+    }
     return true;
   }
 
@@ -118,8 +132,9 @@ export class SessionRegistry {
     return this.sessions.has(id);
   }
 
+  /** Open sessions, and ended ones whose container is still being removed. */
   list(): SessionInfo[] {
-    return [...this.sessions.values()].map(infoOf);
+    return [...this.sessions.values(), ...this.ending.values()].map(infoOf);
   }
 
   /** Each session's own sockets, as a next daemon should serve them again (those its bridges can keep). */

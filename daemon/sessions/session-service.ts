@@ -2,6 +2,7 @@ import type { AcquireInput, AcquireResponse } from '../../shared/contracts/sessi
 import { randomId } from '../os/text.js';
 import { planGitSection } from '../plan/git/git-section.js';
 import { guardTarget } from '../plan/git/git.js';
+import { userMapping } from '../plan/user-namespace.js';
 import { gatherFacts, type AcquireFacts, type AcquireFactsDeps } from './acquire-facts.js';
 import { assemblePlan, repoPolicy, sessionMounts, type PlanParts } from './assemble-plan.js';
 import { DisposalStack } from './disposal-stack.js';
@@ -15,9 +16,13 @@ export interface SessionServiceDeps extends AcquireFactsDeps {
   /** Stores a generated GIT_CONFIG_GLOBAL file and returns its host path. */
   writeGitConfig(content: string): Promise<string>;
   leaseTtlMs: number;
+  /** The user the daemon and its clients run as: whose files the container should write. */
+  hostUser: { uid: number; gid: number };
 }
 
 type Sections = Pick<PlanParts, 'git' | 'site'>;
+
+const ROOT = { uid: 0, gid: 0 } as const;
 
 /**
  * Builds a session's plan and registers the lease that keeps its bridges alive: gather the facts in
@@ -70,7 +75,13 @@ export class SessionService {
     });
     const holdWarnings = await deps.guard.hold(sessionId, guardTarget(facts.git.repo, facts.cwd, repoPolicy(input), sections.site.mounts));
     const container = await facts.container;
-    const answer = assemblePlan({ sessionId, input, facts, ...sections, holdWarnings, container, now: deps.clock.now(), leaseTtlMs: deps.leaseTtlMs });
+    const users = userMapping({
+      engine: facts.userEngine,
+      user: input.containerUser ?? ROOT,
+      host: deps.hostUser,
+      writesHostFiles: sections.site.mounts.some((mount) => !mount.readOnly),
+    });
+    const answer = assemblePlan({ sessionId, input, facts, ...sections, holdWarnings, users, container, now: deps.clock.now(), leaseTtlMs: deps.leaseTtlMs });
     deps.registry.add(answer.session, facts.startTime, facts.ssh.leases);
     return answer;
   }

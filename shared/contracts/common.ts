@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import { REFINEMENTS } from './refinements.js';
 
 export const Engine = z.enum(['docker', 'podman']);
 export type Engine = z.infer<typeof Engine>;
@@ -7,12 +8,12 @@ export type Engine = z.infer<typeof Engine>;
 export const AbsolutePath = z.string().check(
   z.minLength(1),
   z.maxLength(4096),
-  z.refine((value) => value.startsWith('/'), 'must be an absolute path'),
-  z.refine((value) => !value.includes('\0'), 'must not contain NUL'),
+  z.refine(REFINEMENTS.absolute, 'must be an absolute path'),
+  z.refine(REFINEMENTS.noNul, 'must not contain NUL'),
 );
 
 /** Free text that reaches an exec'd process (env, argv): NUL would make the exec itself fail. */
-export const ExecText = (max: number) => z.string().check(z.maxLength(max), z.refine((value) => !value.includes('\0'), 'must not contain NUL'));
+export const ExecText = (max: number) => z.string().check(z.maxLength(max), z.refine(REFINEMENTS.noNul, 'must not contain NUL'));
 
 /** A whole number of things or milliseconds. */
 export const Count = z.int().check(z.minimum(0));

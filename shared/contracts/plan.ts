@@ -27,20 +27,17 @@ export const Plan = z.strictObject({
   flags: z.array(z.string()),
   /** mounts, env (and `-e NAME` for spawnEnv) and flags flattened in that order, ready to splice after `run`. */
   args: z.array(z.string()),
+  /** What will fail or differ in the container, each with what fixes it: printed on every run. */
   warnings: z.array(z.string()),
+  /**
+   * What sandboxd set for the container that needs no action (each override it makes, such as
+   * git's safe.directory): printed by `plan` and `run -v`, never on a plain run.
+   */
+  notices: z.array(z.string()),
 });
 export type Plan = z.infer<typeof Plan>;
 
-/**
- * How a plan's warning about a skipped agent begins: the skip reason follows, then the remedy. A
- * client that prints the reason itself (`sandboxd run`) prints that warning as the remedy only.
- */
-export const AGENT_NOT_FORWARDED = 'the ssh agent is not forwarded: ';
-
-/** A reason and a remedy as one warning: a reason that ends in its own punctuation gets no period. */
-export function agentNotForwarded(reason: string, remedy: string): string {
-  return `${AGENT_NOT_FORWARDED}${reason}${/[.?!]$/.test(reason) ? '' : '.'} ${remedy}`;
-}
+export { AGENT_NOT_FORWARDED, AGENT_REMEDY, agentNotForwarded } from '../agent-warning.js';
 
 export const SshBridgeKind = z.enum(['mount', 'tunnel', 'desktop']);
 export type SshBridgeKind = z.infer<typeof SshBridgeKind>;

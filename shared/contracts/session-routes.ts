@@ -8,6 +8,8 @@ export const sessionRoute = (id: string): string => `${SESSIONS_ROUTE}/${encodeU
 export const heartbeatRoute = (id: string): string => `${sessionRoute(id)}/heartbeat`;
 /** One heartbeat for every session a client process holds (`heartbeatRoute` stays for one). */
 export const HEARTBEATS_ROUTE = '/v1/heartbeats';
+/** Ids per batch: a thousand session ids (about 23 KB) stay well under the 64 KiB body limit; a client sends more in several. */
+export const MAX_HEARTBEAT_BATCH = 1000;
 
 /** How the agent reaches the container; `auto` decides from engine, platform and connection. */
 export const SSH_BRIDGE_SETTINGS = ['auto', 'mount', 'tunnel', 'desktop', 'none'] as const;

@@ -2,9 +2,9 @@ import * as z from 'zod/mini';
 import { AbsolutePath, Count, Engine, ExecText, Id, Timestamp } from './common.js';
 import { isNormalCredentialHost, MAX_GIT_CREDENTIAL_HOST_LENGTH, MAX_GIT_CREDENTIAL_HOSTS } from '../git-credential-hosts.js';
 import { Plan, SshStatus } from './plan.js';
-import { CLIENT_ENV_NAMES, SSH_BRIDGE_SETTINGS, sessionRoute } from './session-routes.js';
+import { CLIENT_ENV_NAMES, MAX_HEARTBEAT_BATCH, SSH_BRIDGE_SETTINGS, sessionRoute } from './session-routes.js';
 
-export { CLIENT_ENV_NAMES, HEARTBEATS_ROUTE, SESSIONS_ROUTE, SSH_BRIDGE_SETTINGS, heartbeatRoute, sessionRoute } from './session-routes.js';
+export { CLIENT_ENV_NAMES, HEARTBEATS_ROUTE, MAX_HEARTBEAT_BATCH, SESSIONS_ROUTE, SSH_BRIDGE_SETTINGS, heartbeatRoute, sessionRoute } from './session-routes.js';
 
 export const SshAgentSetting = z.enum(['auto', 'on', 'off']);
 export type SshAgentSetting = z.infer<typeof SshAgentSetting>;
@@ -211,9 +211,6 @@ export type AcquireResponse = z.infer<typeof AcquireResponse>;
 
 export const HeartbeatResponse = z.strictObject({ session: SessionInfo });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
-
-/** Ids per batch: a thousand session ids (about 23 KB) stay well under the 64 KiB body limit; a client sends more in several. */
-export const MAX_HEARTBEAT_BATCH = 1000;
 
 export const HeartbeatBatchRequest = z.strictObject({ sessions: z.array(Id).check(z.minLength(1), z.maxLength(MAX_HEARTBEAT_BATCH)) });
 export type HeartbeatBatchRequest = z.infer<typeof HeartbeatBatchRequest>;

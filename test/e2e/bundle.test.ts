@@ -16,11 +16,11 @@ const RUNTIMES = { Node: process.execPath, Bun: BUN } as const;
  * its own, and is shipped as one file without sandboxd's layout.
  */
 const ENTRY = `
-import { forwardSshAgent } from ${JSON.stringify(path.join(ROOT, 'dist/client/llxprt/index.js'))};
+import { forwardThroughSandboxd } from ${JSON.stringify(path.join(ROOT, 'dist/client/llxprt/index.js'))};
 const args = ['run', '--rm', '--volume', '/srv:/srv'];
 const lines = [];
 const log = { warn: (line) => lines.push(line), debug: (line) => lines.push('debug: ' + line) };
-const forwarded = await forwardSshAgent({ command: 'podman' }, args, { cwd: process.cwd(), log });
+const forwarded = (await forwardThroughSandboxd({ command: 'podman' }, args, { cwd: process.cwd(), log })).sshAgent;
 console.log(JSON.stringify({ forwarded, runtime: process.versions.bun === undefined ? 'node' : 'bun', agent: args.includes('SSH_AUTH_SOCK=/run/sandboxd/ssh/agent.sock'), lines }));
 `;
 
@@ -110,7 +110,7 @@ describe('a bundled client, with no banner and nothing configured, run from else
     const { outcome, sandbox } = await runBundle(bare[bundler], RUNTIMES[runtime], {});
     expect(outcome).toMatchObject({ forwarded: false, agent: false });
     expect(outcome.lines).toEqual([
-      `not used, llxprt forwards the agent itself: cannot find the sandboxd executable. Looked at: the daemonCommand option (not given), SANDBOXD_BIN (not set), \`sandboxd\` in PATH (/usr/bin:/bin); no sandboxd package with a built dist/bin/sandboxd.js in ${path.dirname(bare[bundler])} or any directory above it, or in their node_modules (Set SANDBOXD_BIN to the path of the \`sandboxd\` executable, or put \`sandboxd\` on PATH.)`,
+      `not used, llxprt forwards the agent and the credential proxy itself: cannot find the sandboxd executable. Looked at: the daemonCommand option (not given), SANDBOXD_BIN (not set), \`sandboxd\` in PATH (/usr/bin:/bin); no sandboxd package with a built dist/bin/sandboxd.js in ${path.dirname(bare[bundler])} or any directory above it, or in their node_modules (Set SANDBOXD_BIN to the path of the \`sandboxd\` executable, or put \`sandboxd\` on PATH.)`,
     ]);
     expect(daemonsFor(sandbox.env.SANDBOXD_RUNTIME_DIR)).toEqual([]);
   });

@@ -1,5 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import net from 'node:net';
 import path from 'node:path';
@@ -7,41 +7,17 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { acquireSession, applyPlan, listSessions, listTunnels, type Session } from '../../dist/client/index.js';
 import { SESSION_MAX_OPEN } from '../../daemon/bridges/bounds.js';
 import { Cleanup, cli, cliEnv, daemonPid, makeSandbox, pidAlive, startAgent, waitFor, type Agent } from '../helpers.js';
+import { DESKTOP_SOCKET, takeDesktopPath } from '../lab/desktop-path.js';
 import { dockerLabUnavailable, startDockerd, type Dockerd } from '../lab/dockerd.js';
 import { buildHolder, HOLDER_IN_CONTAINER } from '../lab/holder.js';
 import { ATTACK, ATTACKER_TOOLS } from './agent-attack.js';
 import { lab } from './lab.js';
 
-/** Docker Desktop's fixed path in its VM; on Linux the "VM" is this host, so tests here run one at a time. */
-const DESKTOP_SOCKET = '/run/host-services/ssh-auth.sock';
-const unavailable = dockerLabUnavailable(lab) ?? (await desktopPathInUse());
-
-/**
- * A socket left at the fixed path by a run that was killed (its cleanup never ran) answers nothing:
- * it is removed. One that answers belongs to something running, which these tests must not take.
- */
-async function desktopPathInUse(): Promise<string | null> {
-  if (!existsSync(DESKTOP_SOCKET)) return null;
-  const answers = await new Promise<boolean>((resolve) => {
-    const probe = net.connect(DESKTOP_SOCKET, () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.setTimeout(2_000, () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.on('error', () => {
-      resolve(false);
-    });
-  });
-  if (answers) return `${DESKTOP_SOCKET} exists already and something answers on it`;
-  rmSync(path.dirname(DESKTOP_SOCKET), { recursive: true, force: true });
-  return null;
-}
 const execFileAsync = async (file: string, args: string[], options: { env: NodeJS.ProcessEnv; timeout: number }): Promise<string> => (await promisify(execFile)(file, args, options)).stdout;
 const fileCleanup = new Cleanup();
 const cleanup = new Cleanup();
+// Docker Desktop's path is fixed, so one run at a time emulates it: another run waits its turn.
+const unavailable = dockerLabUnavailable(lab) ?? (await takeDesktopPath(fileCleanup, 420));
 let dockerd: Dockerd;
 
 beforeAll(async () => {
@@ -56,7 +32,6 @@ afterAll(() => fileCleanup.run(), 120_000);
  * releases made it 0755 (test/fixtures/mac/docker-desktop.ssh-auth-sock.in-container.ls.txt).
  */
 async function desktopSocket(agent: Agent | 'hang', mode = 0o660): Promise<void> {
-  mkdirSync(path.dirname(DESKTOP_SOCKET), { recursive: true });
   const open = new Set<net.Socket>();
   const server = net.createServer((client) => {
     open.add(client);
@@ -71,8 +46,8 @@ async function desktopSocket(agent: Agent | 'hang', mode = 0o660): Promise<void>
   chmodSync(DESKTOP_SOCKET, mode);
   cleanup.add(async () => {
     for (const client of open) client.destroy();
+    // Closing a listener on a path removes its socket file.
     await new Promise((resolve) => server.close(resolve));
-    rmSync(path.dirname(DESKTOP_SOCKET), { recursive: true, force: true });
   });
 }
 
@@ -176,8 +151,9 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
     const fake = desktopCli(sandbox.dir);
     const env = cliEnv(sandbox, { SSH_AUTH_SOCK: shellAgent.socket, DOCKER_HOST: dockerd.host, PATH: fake.path });
     const plan = async (args: string[] = []): Promise<PlanJson> => {
-      // Outside any repository, so the plan's warnings are the bridge's alone.
-      const result = await cli(['plan', '--engine', 'docker', '--json', ...args], env, 60_000, sandbox.dir);
+      // Outside any repository and with no work tree (the sandbox dir holds HOME), so the plan's
+      // warnings are the bridge's alone.
+      const result = await cli(['plan', '--engine', 'docker', '--no-workdir', '--json', ...args], env, 60_000, sandbox.dir);
       expect(result.stderr).toBe('');
       return JSON.parse(result.stdout) as PlanJson;
     };
@@ -275,7 +251,7 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
   it('a built-in socket root without capabilities may not write (another user\'s): the probe says why, and no relay is started', async () => {
     const { sandbox, env } = await setup('foreign');
     const before = await helpers('relay');
-    const result = await cli(['plan', '--engine', 'docker', '--ssh-agent', 'on', '--json', ...planAs1000], env, 90_000, sandbox.dir);
+    const result = await cli(['plan', '--engine', 'docker', '--ssh-agent', 'on', '--no-workdir', '--json', ...planAs1000], env, 90_000, sandbox.dir);
     const { error } = JSON.parse(result.stdout) as { error: { code: string; message: string } };
     expect(error.code).toBe('SSH_BRIDGE_UNSUPPORTED');
     expect(error.message).toBe(`ssh-agent is on but Docker Desktop: nothing answers on ${DESKTOP_SOCKET} in the engine's VM: sandboxd-relay: connect /run/sandboxd/probe.sock: Permission denied`);

@@ -225,9 +225,10 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
     expect(verified.stderr).toContain('Good "git" signature for mac@example.com');
 
     const plan = await execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--json'], { cwd: dir, env, extendEnv: false });
-    const warnings = (JSON.parse(plan.stdout) as { plan: { warnings: string[] } }).plan.warnings;
-    expect(warnings).toContain('git: credential helper "osxkeychain" is a host program; it is reset in the sandbox');
-    expect(warnings).toContain(
+    // Overrides need no action: the plan names them as notices.
+    const notices = (JSON.parse(plan.stdout) as { plan: { notices: string[] } }).plan.notices;
+    expect(notices).toContain('git: credential helper "osxkeychain" is a host program; it is reset in the sandbox');
+    expect(notices).toContain(
       'git: gpg.ssh.program "/Applications/1Password.app/Contents/MacOS/op-ssh-sign" is a host program; the sandbox signs with ssh-keygen through the forwarded agent',
     );
   });

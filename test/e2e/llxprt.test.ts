@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { forwardCredentialSocket, forwardSshAgent, releaseSandboxd, type AdapterLog, type ForwardOptions } from '../../dist/client/llxprt/index.js';
+import { forwardThroughSandboxd, releaseSandboxd, type AdapterLog, type ForwardOptions } from '../../dist/client/llxprt/index.js';
 import { mountDestination, parseRunArgs } from '../../client/run-args.js';
 import { Cleanup, cli, cliEnv, daemonsFor, makeSandbox, startAgent, startDaemon, waitFor, type Agent, type Sandbox } from '../helpers.js';
 import { labMissing, podmanLab } from './lab.js';
@@ -34,6 +34,7 @@ function recordingLog(): AdapterLog & { warnings: string[]; debugLines: string[]
 interface LlxprtLaunch {
   /** The one array llxprt changes in place from its first step to its spawn. */
   args: string[];
+  /** Whether llxprt's own agent step was skipped: the container's agent is sandboxd's. */
   forwarded: boolean;
   /** What the credential step gave the container as LLXPRT_CREDENTIAL_SOCKET. */
   credentialSocket: string;
@@ -48,18 +49,20 @@ interface LaunchShape {
   /** The host socket llxprt's credential proxy listens on (in its tmpdir). */
   proxySocket: string;
   env: NodeJS.ProcessEnv;
-  options?: Omit<ForwardOptions, 'env' | 'cwd' | 'setUidGid'>;
+  options?: Omit<ForwardOptions, 'env' | 'cwd' | 'setUidGid' | 'credentialSocket'>;
   extraFlags?: string[];
 }
 
 /**
- * llxprt's launcher, step by step, in its order and with its argument shapes (../shared/llxprt.md,
- * read at llxprt-code f80a695): prepareContainerImageAndArgs builds `args`;
- * prepareContainerNetworkAndEnv runs the agent step, where the adapter goes, else llxprt's own
- * Linux forwarding; then the name, addContainerEnvVars, setupCredentialProxy (the adapter's second
- * call, then llxprt's own `--env LLXPRT_CREDENTIAL_SOCKET=…` and capability env file) and
- * setupContainerUser. The spawn (runLlxprtContainer) adds only the image and command: no global
- * arguments, no environment of its own.
+ * llxprt's launcher with docs/integrations/llxprt.patch applied, step by step, in its order and
+ * with its argument shapes (../shared/llxprt.md, read at llxprt-code f80a695):
+ * prepareContainerImageAndArgs builds `args`; the patch's sandboxd step takes one session for the
+ * agent and the credential proxy (started first, as createAndStartProxy does: here a socket that
+ * listens) and merges it; prepareContainerNetworkAndEnv runs llxprt's own Linux agent forwarding
+ * only where sandboxd does not forward the agent; then the name, addContainerEnvVars,
+ * setupCredentialProxy (`--env LLXPRT_CREDENTIAL_SOCKET=…`, sandboxd's path when it carries the
+ * socket, and the capability env file) and setupContainerUser. The spawn (runLlxprtContainer)
+ * adds only the image and command: no global arguments, no environment of its own.
  */
 async function llxprtLaunch(shape: LaunchShape): Promise<LlxprtLaunch> {
   const { home, cwd, env } = shape;
@@ -74,9 +77,15 @@ async function llxprtLaunch(shape: LaunchShape): Promise<LlxprtLaunch> {
   }
   args.push('--volume', `${tmp}:${tmp}`);
 
-  const forwarded = await forwardSshAgent({ command: 'podman', image: shape.image }, args, { ...shape.options, env, cwd, setUidGid: shape.setUidGid });
+  const sandboxd = await forwardThroughSandboxd({ command: 'podman', image: shape.image }, args, {
+    ...shape.options,
+    env,
+    cwd,
+    setUidGid: shape.setUidGid,
+    credentialSocket: () => Promise.resolve(shape.proxySocket),
+  });
   const agentSetting = env.LLXPRT_SANDBOX_SSH_AGENT ?? env.SANDBOX_SSH_AGENT;
-  if (!forwarded && agentSetting !== 'off' && env.SSH_AUTH_SOCK !== undefined && env.SSH_AUTH_SOCK !== '' && existsSync(env.SSH_AUTH_SOCK)) {
+  if (!sandboxd.sshAgent && agentSetting !== 'off' && env.SSH_AUTH_SOCK !== undefined && env.SSH_AUTH_SOCK !== '' && existsSync(env.SSH_AUTH_SOCK)) {
     // llxprt's own Linux agent step (setupSshAgentLinux).
     args.push('--volume', `${env.SSH_AUTH_SOCK}:/ssh-agent:z`, '--env', 'SSH_AUTH_SOCK=/ssh-agent');
   }
@@ -84,8 +93,7 @@ async function llxprtLaunch(shape: LaunchShape): Promise<LlxprtLaunch> {
   args.push('--name', 'llxprt-sandbox-0', '--hostname', 'llxprt-sandbox-0');
   args.push('--env', 'TERM=xterm-256color', '--env', 'GIT_DISCOVERY_ACROSS_FILESYSTEM=1', '--env', 'SANDBOX=llxprt-sandbox-0');
 
-  const carried = await forwardCredentialSocket(args, shape.proxySocket);
-  const credentialSocket = carried ?? shape.proxySocket;
+  const credentialSocket = sandboxd.credentialSocket ?? shape.proxySocket;
   args.push('--env', `LLXPRT_CREDENTIAL_SOCKET=${credentialSocket}`);
   const envFile = path.join(home, 'capability.env');
   writeFileSync(envFile, 'LLXPRT_CAPABILITY_TOKEN=0123456789abcdef\n', { mode: 0o600 });
@@ -95,7 +103,17 @@ async function llxprtLaunch(shape: LaunchShape): Promise<LlxprtLaunch> {
   // (useradd + su, which the lab image stands in for with --user: the host user is root here).
   if (shape.setUidGid) args.push('--user', String(process.getuid?.() ?? 0), '--env', `HOME=${home}`);
   perTest.add(() => releaseSandboxd(args));
-  return { args, forwarded, credentialSocket };
+  return { args, forwarded: sandboxd.sshAgent, credentialSocket };
+}
+
+/** The daemon's log lines of one kind (`msg`), as the daemon wrote them. */
+function daemonLog(env: NodeJS.ProcessEnv, msg: string): { sessionId?: string; clientPid?: number }[] {
+  const file = path.join(env.SANDBOXD_LOG_DIR ?? '', 'sandboxd.log');
+  if (!existsSync(file)) return [];
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line.includes(`"msg":${JSON.stringify(msg)}`))
+    .map((line) => JSON.parse(line) as { sessionId?: string; clientPid?: number });
 }
 
 /** executeContainerSandbox: `spawn(config.command, args, { stdio: 'inherit' })` once the image and command are pushed. */
@@ -117,7 +135,11 @@ async function sessionsOf(env: NodeJS.ProcessEnv): Promise<{ id: string; label: 
   return JSON.parse((await cli(['sessions', 'ls', '--json'], env)).stdout) as { id: string; label: string | null; clientPid: number }[];
 }
 
-const OVERRIDE_WARNINGS = [
+/** What forwardThroughSandboxd resolves to when llxprt's own steps carry everything. */
+const NOTHING = { sshAgent: false, credentialSocket: undefined };
+
+/** The overrides a plan makes in a repository: notices, for debugging, never warnings of every launch. */
+const OVERRIDE_NOTICES = [
   expect.stringMatching(/^git: safe\.directory is set to .*\/project, .*\/project\/\.git in the sandbox/),
   expect.stringMatching(/^git: core\.sshCommand is set to "ssh -o UserKnownHostsFile=/),
 ];
@@ -167,13 +189,13 @@ describe.skipIf(labMissing)('llxprt\'s launcher with the adapter, against the re
     const launch = await llxprtLaunch({ home: sandbox.home, cwd: project, image, setUidGid: false, proxySocket: proxy.socket, env, options: { log } });
     expect(launch.forwarded).toBe(true);
     expect(launch.credentialSocket).toBe(CREDENTIAL_IN_CONTAINER);
-    // Only the overrides the plan makes in a repository, each named (docs: git in the sandbox).
-    expect(log.warnings).toEqual(OVERRIDE_WARNINGS);
+    // The overrides the plan makes in a repository are named for debugging; nothing needs action.
+    expect(log.warnings).toEqual([]);
+    expect(log.debugLines).toEqual(expect.arrayContaining(OVERRIDE_NOTICES));
     const mounted = destinations(launch.args);
     expect(new Set(mounted).size).toBe(mounted.length);
     expect(envValues(launch.args, 'SSH_AUTH_SOCK')).toEqual(['/run/sandboxd/ssh/agent.sock']);
     expect(envValues(launch.args, 'LLXPRT_CREDENTIAL_SOCKET')).toEqual([CREDENTIAL_IN_CONTAINER]);
-    // The credential step took the session again with the socket and gave the first one back.
     const sessions = await sessionsOf(env);
     expect(sessions.filter((session) => session.label === 'llxprt')).toHaveLength(1);
     expect(launch.args.filter((arg) => arg.startsWith('sandboxd.session='))).toEqual([`sandboxd.session=${sessions[0]?.id ?? ''}`]);
@@ -204,6 +226,19 @@ describe.skipIf(labMissing)('llxprt\'s launcher with the adapter, against the re
     ]);
   });
 
+  it('one launch is one session: the agent and the credential proxy come in one acquire', async () => {
+    const ours = (entries: { clientPid?: number }[]) => entries.filter((entry) => entry.clientPid === process.pid);
+    const before = ours(daemonLog(env, 'session acquired')).length;
+    const launch = await llxprtLaunch({ home: sandbox.home, cwd: project, image, setUidGid: false, proxySocket: proxy.socket, env, options: { log: recordingLog() } });
+    expect(launch).toMatchObject({ forwarded: true, credentialSocket: CREDENTIAL_IN_CONTAINER });
+    const id = launch.args.find((arg) => arg.startsWith('sandboxd.session='))?.slice('sandboxd.session='.length);
+    expect(id).toBeDefined();
+    // Once the daemon has logged the session's end, it has logged every acquire before it.
+    await releaseSandboxd(launch.args);
+    await waitFor(() => daemonLog(env, 'session ended').some((entry) => entry.sessionId === id), 'the daemon to log the end of the launch\'s session');
+    expect(ours(daemonLog(env, 'session acquired')).slice(before).map((entry) => (entry as { sessionId?: string }).sessionId)).toEqual([id]);
+  });
+
   it('SANDBOX_SET_UID_GID: the plan is the host user\'s, whose HOME is the host home', async () => {
     const launch = await llxprtLaunch({ home: sandbox.home, cwd: project, image, setUidGid: true, proxySocket: proxy.socket, env, options: { log: recordingLog() } });
     expect(launch.args.join(' ')).not.toContain('/home/node');
@@ -222,8 +257,9 @@ describe.skipIf(labMissing)('llxprt\'s launcher with the adapter, against the re
     const vmEnv = { ...env, CONTAINERS_CONF: conf, CONTAINER_CONNECTION: 'vm' };
     const log = recordingLog();
     const launch = await llxprtLaunch({ home: sandbox.home, cwd: project, image, setUidGid: false, proxySocket: proxy.socket, env: vmEnv, options: { log } });
-    // Only the overrides the plan makes in a repository, each named (docs: git in the sandbox).
-    expect(log.warnings).toEqual(OVERRIDE_WARNINGS);
+    // The overrides the plan makes in a repository are named for debugging; nothing needs action.
+    expect(log.warnings).toEqual([]);
+    expect(log.debugLines).toEqual(expect.arrayContaining(OVERRIDE_NOTICES));
     expect(launch).toMatchObject({ forwarded: true, credentialSocket: CREDENTIAL_IN_CONTAINER });
     expect(parseRunArgs(launch.args).options.filter((option) => option.name === 'network').map((option) => option.value)).toEqual(['none']);
     // The agent's and the proxy's, beside the relays earlier launches left idle in this daemon.
@@ -241,10 +277,10 @@ describe.skipIf(labMissing)('llxprt\'s launcher with the adapter, against the re
     // llxprt's spawn does not pass: llxprt's own path runs, and the user is told how to align them.
     const forced = recordingLog();
     const args = ['run', '--rm'];
-    expect(await forwardSshAgent({ command: 'podman' }, args, { env: { ...env, CONTAINERS_CONF: conf, SANDBOXD_SSH_BRIDGE: 'tunnel' }, cwd: project, log: forced })).toBe(false);
+    expect(await forwardThroughSandboxd({ command: 'podman' }, args, { env: { ...env, CONTAINERS_CONF: conf, SANDBOXD_SSH_BRIDGE: 'tunnel' }, cwd: project, log: forced })).toEqual(NOTHING);
     expect(args).toEqual(['run', '--rm']);
     expect(forced.warnings).toEqual([
-      'not used, llxprt forwards the agent itself: the plan runs the container with `podman --connection vm run`, a connection llxprt\'s podman would not choose by itself (set CONTAINER_CONNECTION=vm, or unset SANDBOXD_SSH_BRIDGE)',
+      'not used, llxprt forwards the agent and the credential proxy itself: the plan runs the container with `podman --connection vm run`, a connection llxprt\'s podman would not choose by itself (set CONTAINER_CONNECTION=vm, or unset SANDBOXD_SSH_BRIDGE)',
     ]);
   });
 
@@ -258,26 +294,44 @@ describe.skipIf(labMissing)('llxprt\'s launcher with the adapter, against the re
     expect(result.stdout.split('\n')).toEqual(['agent=none', 'host@example.com']);
   });
 
-  it('a credential socket that is not there: llxprt\'s own value stands, the session and its arguments are kept', async () => {
+  it('a credential socket that is not there: llxprt\'s own value stands, the agent is still sandboxd\'s, and the user is not told', async () => {
     const log = recordingLog();
     const gone = path.join(sandbox.dir, 'gone.sock');
     const launch = await llxprtLaunch({ home: sandbox.home, cwd: project, image, setUidGid: false, proxySocket: gone, env, options: { log } });
     expect(launch.forwarded).toBe(true);
     expect(launch.credentialSocket).toBe(gone);
     expect(log.debugLines).toContain(`the credential proxy is left to llxprt: sandboxd does not carry it: socket credential-proxy ${gone} does not exist`);
+    // llxprt carries it itself: the plan's warning about the socket is no news to its user.
+    expect(log.warnings).toEqual([]);
+    expect(log.debugLines).toEqual(expect.arrayContaining(OVERRIDE_NOTICES));
     expect(envValues(launch.args, 'SSH_AUTH_SOCK')).toEqual(['/run/sandboxd/ssh/agent.sock']);
     expect((await sessionsOf(env)).filter((session) => session.label === 'llxprt')).toHaveLength(1);
+  });
+
+  it('a credential proxy that does not start: the session carries the agent, and llxprt\'s own step meets the failure', async () => {
+    const log = recordingLog();
+    const args = ['run', '--rm', '--volume', `${project}:${project}`];
+    const forwarded = await forwardThroughSandboxd({ command: 'podman' }, args, {
+      env,
+      cwd: project,
+      log,
+      credentialSocket: () => Promise.reject(new Error('EADDRINUSE')),
+    });
+    perTest.add(() => releaseSandboxd(args));
+    expect(forwarded).toEqual({ sshAgent: true, credentialSocket: undefined });
+    expect(log.debugLines).toContain('the credential proxy is left to llxprt: it did not start: EADDRINUSE');
+    expect(log.warnings).toEqual([]);
+    expect(log.debugLines).toEqual(expect.arrayContaining(OVERRIDE_NOTICES));
   });
 
   it('a Podman connection that does not exist: llxprt\'s own path runs, and the user is told why', async () => {
     const log = recordingLog();
     const args = ['run', '--rm', '--volume', `${project}:${project}`];
-    const forwarded = await forwardSshAgent({ command: 'podman' }, args, { env: { ...env, CONTAINER_CONNECTION: 'no-such-machine' }, cwd: project, log });
-    expect(forwarded).toBe(false);
+    const forwarded = await forwardThroughSandboxd({ command: 'podman' }, args, { env: { ...env, CONTAINER_CONNECTION: 'no-such-machine' }, cwd: project, log, credentialSocket: proxy.socket });
+    expect(forwarded).toEqual(NOTHING);
     expect(args).toEqual(['run', '--rm', '--volume', `${project}:${project}`]);
     expect(log.warnings).toHaveLength(1);
-    expect(log.warnings[0]).toMatch(/^not used, llxprt forwards the agent itself: .*no-such-machine.* \(List them with `podman system connection list`\.\)$/);
-    expect(await forwardCredentialSocket(args, proxy.socket)).toBeUndefined();
+    expect(log.warnings[0]).toMatch(/^not used, llxprt forwards the agent and the credential proxy itself: .*no-such-machine.* \(List them with `podman system connection list`\.\)$/);
   });
 
   it('llxprt exits without a word: the daemon ends its session', async () => {
@@ -286,9 +340,9 @@ describe.skipIf(labMissing)('llxprt\'s launcher with the adapter, against the re
       [
         '--input-type=module',
         '-e',
-        `const { forwardSshAgent } = await import(${JSON.stringify(ADAPTER)});
-         const forwarded = await forwardSshAgent({ command: 'podman' }, ['run', '--rm'], { cwd: ${JSON.stringify(project)} });
-         console.log(forwarded ? 'forwarded' : 'not forwarded');
+        `const { forwardThroughSandboxd } = await import(${JSON.stringify(ADAPTER)});
+         const forwarded = await forwardThroughSandboxd({ command: 'podman' }, ['run', '--rm'], { cwd: ${JSON.stringify(project)} });
+         console.log(forwarded.sshAgent ? 'forwarded' : 'not forwarded');
          process.stdin.once('data', () => process.exit(0));`,
       ],
       { env, stdio: ['pipe', 'pipe', 'inherit'] },
@@ -305,32 +359,34 @@ describe.skipIf(labMissing)('llxprt\'s launcher with the adapter, against the re
   });
 });
 
-describe('what llxprt pays before sandboxd is asked', () => {
+describe('what a launch loads', () => {
   /**
-   * A program that imports the adapter and runs llxprt's agent step, noting what it had loaded
-   * when its first byte went to the daemon: zod marks globalThis when it loads, and Node lists the
-   * builtins it loaded. Structure, not timing: the figures are the bench's (rows 10).
+   * A program that imports the adapter and runs llxprt's launch step, noting what it loaded and
+   * how it connected: zod marks globalThis when it loads, Node lists the builtins it loaded, and
+   * both ways to connect are counted. Structure, not timing: the figures are the bench's (rows 10).
    */
   const PROBE = `
-    import net from 'node:net';
-    const loaded = () => ({ zod: '__zod_globalConfig' in globalThis, childProcess: process.moduleLoadList?.includes('NativeModule child_process') ?? null });
-    let atFirstWrite = null;
-    const write = net.Socket.prototype.write;
-    net.Socket.prototype.write = function (...args) {
-      atFirstWrite ??= loaded();
-      return write.apply(this, args);
-    };
-    const { forwardSshAgent } = await import(${JSON.stringify(ADAPTER)});
+    const loaded = () => ({ zod: '__zod_globalConfig' in globalThis, childProcess: process.moduleLoadList?.includes('NativeModule child_process') ?? false });
+    const connects = { bun: 0, net: 0 };
+    const bun = globalThis.Bun;
+    if (bun !== undefined) {
+      const own = bun.connect;
+      bun.connect = (...args) => { connects.bun += 1; return own.apply(bun, args); };
+    }
+    const net = await import('node:net');
+    const netConnect = net.Socket.prototype.connect;
+    net.Socket.prototype.connect = function (...args) { connects.net += 1; return netConnect.apply(this, args); };
+    const { forwardThroughSandboxd } = await import(${JSON.stringify(ADAPTER)});
     const afterImport = loaded();
     const args = ['run', '--rm'];
-    const forwarded = await forwardSshAgent({ command: 'podman' }, args, { cwd: process.cwd(), log: { warn: (line) => console.error(line), debug: () => undefined } });
-    console.log(JSON.stringify({ afterImport, atFirstWrite, atEnd: loaded(), merged: args.length > 2, forwarded }));
+    const forwarded = await forwardThroughSandboxd({ command: 'podman' }, args, { cwd: process.cwd(), log: { warn: (line) => console.error(line), debug: () => undefined } });
+    console.log(JSON.stringify({ afterImport, atEnd: loaded(), merged: args.length > 2, forwarded: forwarded.sshAgent, connects }));
   `;
 
   it.each([
-    ['Node', process.execPath],
-    ['Bun', path.join(import.meta.dirname, '../../node_modules/.bin/bun')],
-  ])('%s: the request goes out before zod loads, and a warm acquire never loads child_process', async (_runtime, binary) => {
+    ['Node', process.execPath, { bun: 0, net: 1 }],
+    ['Bun', path.join(import.meta.dirname, '../../node_modules/.bin/bun'), { bun: 1, net: 0 }],
+  ])('%s: a launch against a running daemon loads neither zod nor child_process, and connects once, on the runtime\'s own socket', async (_runtime, binary, connects) => {
     const sandbox = makeSandbox(perTest);
     const agent = await startAgent(sandbox.dir, perTest);
     const env = cliEnv(sandbox, { SSH_AUTH_SOCK: agent.socket });
@@ -340,10 +396,10 @@ describe('what llxprt pays before sandboxd is asked', () => {
     expect(result.stderr).toBe('');
     expect(JSON.parse(result.stdout)).toEqual({
       afterImport: { zod: false, childProcess: false },
-      atFirstWrite: { zod: false, childProcess: false },
-      atEnd: { zod: true, childProcess: false },
+      atEnd: { zod: false, childProcess: false },
       merged: true,
       forwarded: true,
+      connects,
     });
   });
 });
@@ -351,38 +407,47 @@ describe('what llxprt pays before sandboxd is asked', () => {
 describe('the adapter: when llxprt\'s own path runs', () => {
   const args = () => ['run', '--rm', '--volume', '/tmp:/tmp'];
 
-  it('LLXPRT_SANDBOXD=0 opts out without touching the daemon, at debug level', async () => {
+  /** llxprt's credential proxy as the patch hands it over: started only when sandboxd is asked. */
+  const proxyStarter = () => {
+    const starts: string[] = [];
+    return { starts, start: () => Promise.resolve(`/tmp/proxy-${String(starts.push('started'))}.sock`) };
+  };
+
+  it('LLXPRT_SANDBOXD=0 opts out without touching the daemon or starting the proxy, at debug level', async () => {
     const sandbox = makeSandbox(perTest);
     const log = recordingLog();
     const launch = args();
-    expect(await forwardSshAgent({ command: 'podman' }, launch, { env: cliEnv(sandbox, { LLXPRT_SANDBOXD: '0' }), cwd: sandbox.dir, log })).toBe(false);
+    const proxy = proxyStarter();
+    expect(await forwardThroughSandboxd({ command: 'podman' }, launch, { env: cliEnv(sandbox, { LLXPRT_SANDBOXD: '0' }), cwd: sandbox.dir, log, credentialSocket: proxy.start })).toEqual(NOTHING);
     expect(launch).toEqual(args());
-    expect(log).toMatchObject({ warnings: [], debugLines: ['not used, llxprt forwards the agent itself: LLXPRT_SANDBOXD is 0'] });
-    expect(await forwardCredentialSocket(launch, '/tmp/x.sock')).toBeUndefined();
+    expect(proxy.starts).toEqual([]);
+    expect(log).toMatchObject({ warnings: [], debugLines: ['not used, llxprt forwards the agent and the credential proxy itself: LLXPRT_SANDBOXD is 0'] });
     expect(daemonsFor(sandbox.env.SANDBOXD_RUNTIME_DIR)).toEqual([]);
   });
 
   it('sandbox-exec is not a container engine: left to llxprt, at debug level', async () => {
     const log = recordingLog();
-    expect(await forwardSshAgent({ command: 'sandbox-exec' }, args(), { log })).toBe(false);
-    expect(log).toMatchObject({ warnings: [], debugLines: ['not used, llxprt forwards the agent itself: llxprt\'s sandbox runs with sandbox-exec, not a container engine'] });
+    const proxy = proxyStarter();
+    expect(await forwardThroughSandboxd({ command: 'sandbox-exec' }, args(), { log, credentialSocket: proxy.start })).toEqual(NOTHING);
+    expect(proxy.starts).toEqual([]);
+    expect(log).toMatchObject({ warnings: [], debugLines: ['not used, llxprt forwards the agent and the credential proxy itself: llxprt\'s sandbox runs with sandbox-exec, not a container engine'] });
   });
 
   it('not running with auto-start off: DAEMON_NOT_RUNNING, at debug level', async () => {
     const sandbox = makeSandbox(perTest);
     const log = recordingLog();
-    expect(await forwardSshAgent({ command: 'podman' }, args(), { env: cliEnv(sandbox, { SANDBOXD_NO_AUTOSTART: '1' }), cwd: sandbox.dir, log })).toBe(false);
+    expect(await forwardThroughSandboxd({ command: 'podman' }, args(), { env: cliEnv(sandbox, { SANDBOXD_NO_AUTOSTART: '1' }), cwd: sandbox.dir, log })).toEqual(NOTHING);
     expect(log.warnings).toEqual([]);
-    expect(log.debugLines[0]).toMatch(/^not used, llxprt forwards the agent itself: sandboxd is not running/);
+    expect(log.debugLines[0]).toMatch(/^not used, llxprt forwards the agent and the credential proxy itself: sandboxd is not running/);
   });
 
   it('not installed where it is looked for: the user sees where it looked', async () => {
     const sandbox = makeSandbox(perTest);
     const log = recordingLog();
     const missing = path.join(sandbox.dir, 'no-sandboxd');
-    expect(await forwardSshAgent({ command: 'podman' }, args(), { env: cliEnv(sandbox, { SANDBOXD_BIN: missing }), cwd: sandbox.dir, log })).toBe(false);
+    expect(await forwardThroughSandboxd({ command: 'podman' }, args(), { env: cliEnv(sandbox, { SANDBOXD_BIN: missing }), cwd: sandbox.dir, log })).toEqual(NOTHING);
     expect(log.warnings).toEqual([
-      `not used, llxprt forwards the agent itself: SANDBOXD_BIN is ${missing}, which is not an executable file (Set SANDBOXD_BIN to the path of the \`sandboxd\` executable, or unset it.)`,
+      `not used, llxprt forwards the agent and the credential proxy itself: SANDBOXD_BIN is ${missing}, which is not an executable file (Set SANDBOXD_BIN to the path of the \`sandboxd\` executable, or unset it.)`,
     ]);
     expect(daemonsFor(sandbox.env.SANDBOXD_RUNTIME_DIR)).toEqual([]);
   });
@@ -401,10 +466,10 @@ describe('the adapter: when llxprt\'s own path runs', () => {
     await new Promise<void>((resolve) => server.listen(path.join(rt, 'sandboxd.sock'), resolve));
     perTest.add(() => new Promise((resolve) => server.close(resolve)));
     const log = recordingLog();
-    expect(await forwardSshAgent({ command: 'podman' }, args(), { env: cliEnv(sandbox), cwd: sandbox.dir, log })).toBe(false);
+    expect(await forwardThroughSandboxd({ command: 'podman' }, args(), { env: cliEnv(sandbox), cwd: sandbox.dir, log })).toEqual(NOTHING);
     expect(log.warnings).toHaveLength(1);
     // The client first tries to replace an older idle daemon; this one answers with its own error.
-    expect(log.warnings).toEqual(['not used, llxprt forwards the agent itself: this daemon serves protocols 98 and 99 (x)']);
+    expect(log.warnings).toEqual(['not used, llxprt forwards the agent and the credential proxy itself: this daemon serves protocols 98 and 99 (x)']);
   });
 
   it('llxprt arguments it cannot read (SANDBOX_FLAGS): RUN_ARGS_UNPARSABLE, the arguments untouched and the session given back', async () => {
@@ -413,9 +478,9 @@ describe('the adapter: when llxprt\'s own path runs', () => {
     await startDaemon(env, perTest);
     const log = recordingLog();
     const launch = ['run', '--brand-new-flag', 'x', '--rm'];
-    expect(await forwardSshAgent({ command: 'podman' }, launch, { env, cwd: sandbox.dir, log })).toBe(false);
+    expect(await forwardThroughSandboxd({ command: 'podman' }, launch, { env, cwd: sandbox.dir, log })).toEqual(NOTHING);
     expect(launch).toEqual(['run', '--brand-new-flag', 'x', '--rm']);
-    expect(log.warnings[0]).toMatch(/^not used, llxprt forwards the agent itself: unknown run option --brand-new-flag/);
+    expect(log.warnings[0]).toMatch(/^not used, llxprt forwards the agent and the credential proxy itself: unknown run option --brand-new-flag/);
     expect(await sessionsOf(env)).toEqual([]);
   });
 });

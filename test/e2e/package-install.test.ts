@@ -1,13 +1,26 @@
-import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Cleanup, ROOT } from '../helpers.js';
-import { createTestUser, labImageTar } from '../lab/test-user.js';
+import { createTestUser, labImageTar, packTarball } from '../lab/test-user.js';
 import { lab, labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
 afterAll(() => cleanup.run());
+
+/** Nothing but loopback answers here anyway; a bogus registry and offline mode make any fetch fail. */
+const OFFLINE = { npm_config_offline: 'true', npm_config_registry: 'http://127.0.0.1:9/', npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' };
+
+/** A fresh directory, removed at the end, readable by every user. */
+function scratch(prefix: string): string {
+  const dir = mkdtempSync(`/tmp/${prefix}`);
+  chmodSync(dir, 0o755);
+  cleanup.add(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
 
 /**
  * The package as a person installs it: the tarball `npm pack` makes, installed by a normal account
@@ -17,20 +30,10 @@ afterAll(() => cleanup.run());
 describe.skipIf(labMissing)('the packed tarball, installed offline by a non-root user with a user prefix', () => {
   it('installs with no dependency to fetch, and `sandboxd run` from it forwards the agent', async () => {
     const { image } = podmanLab();
-    const packDir = mkdtempSync('/tmp/sbx-pack-');
-    chmodSync(packDir, 0o755);
-    cleanup.add(() => {
-      rmSync(packDir, { recursive: true, force: true });
-    });
-    await execa('npm', ['pack', '--silent', '--pack-destination', packDir], { cwd: ROOT, timeout: 60_000 });
-    const [tarball] = readdirSync(packDir).filter((name) => name.endsWith('.tgz'));
-    expect(tarball).toBeDefined();
+    const tarball = await packTarball(cleanup);
     const user = await createTestUser(cleanup, { tar: await labImageTar(lab.dir, cleanup), name: image });
 
     const prefix = path.join(user.home, '.local');
-    // Nothing but loopback answers here anyway; the bogus registry and offline mode make sure an
-    // install that needed a dependency fails instead of finding one in a cache.
-    const offline = { npm_config_offline: 'true', npm_config_registry: 'http://127.0.0.1:9/', npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' };
     const nodeDir = path.dirname(process.execPath);
     const PATH = `${path.join(prefix, 'bin')}:${nodeDir}:/usr/local/bin:/usr/bin:/bin`;
     const asUser = (file: string, args: string[], env: Record<string, string> = {}) =>
@@ -42,7 +45,7 @@ describe.skipIf(labMissing)('the packed tarball, installed offline by a non-root
         cwd: user.home,
       });
 
-    const installed = await asUser('npm', ['install', '--global', '--prefix', prefix, path.join(packDir, tarball ?? '')], offline);
+    const installed = await asUser('npm', ['install', '--global', '--prefix', prefix, tarball], OFFLINE);
     expect({ code: installed.exitCode, stderr: installed.stderr }).toMatchObject({ code: 0 });
     expect(installed.stdout).toContain('added 1 package');
     expect(readdirSync(path.join(prefix, 'lib/node_modules/sandboxd'))).not.toContain('node_modules');
@@ -63,5 +66,83 @@ describe.skipIf(labMissing)('the packed tarball, installed offline by a non-root
     const { pid } = JSON.parse(status.stdout) as { pid: number };
     expect(readFileSync(`/proc/${String(pid)}/cmdline`, 'utf8').split('\0')).toContain(path.join(prefix, 'bin/sandboxd'));
     await asUser('sandboxd', ['stop']);
+  });
+});
+
+/**
+ * A program's own project, as llxprt's packages/cli is one: `npm install` of the tarball with
+ * npm's default resolution (no --legacy-peer-deps, no --force), offline, beside the zod 3 llxprt
+ * depends on and in a project with no zod; then its TypeScript reads the package's declarations
+ * with nothing skipped, and its runtime imports the entries.
+ */
+describe('the packed tarball in a program\'s own project, beside zod 3 or no zod', () => {
+  /** A program that uses the three entries the way a TypeScript caller would. */
+  const CONSUMER = `
+import { forwardThroughSandboxd, type Forwarded, type AdapterLog } from 'sandboxd/llxprt';
+import { acquireSession, applyPlan, type Session, type SessionInfo } from 'sandboxd/client';
+import { AcquireResponse, ENGLISH, type ContractSchema, type Plan } from 'sandboxd/shared';
+
+const log: AdapterLog = { warn: (line: string) => process.stderr.write(line), debug: () => undefined };
+export const launch: Promise<Forwarded> = forwardThroughSandboxd({ command: 'podman' }, ['run'], { setUidGid: true, credentialSocket: '/tmp/proxy.sock', log });
+export async function session(): Promise<string[]> {
+  const held: Session = await acquireSession({ engine: 'podman', label: 'mine' });
+  const info: SessionInfo = held.info;
+  return applyPlan(['run', info.id], held.plan).args;
+}
+const schema: ContractSchema<{ plan: Plan }> = AcquireResponse;
+export const checked: boolean = schema.safeParse({}, ENGLISH).success;
+`;
+  const TSCONFIG = {
+    compilerOptions: {
+      target: 'ES2022',
+      module: 'NodeNext',
+      moduleResolution: 'NodeNext',
+      strict: true,
+      noEmit: true,
+      skipLibCheck: false,
+      types: ['node'],
+      typeRoots: [path.join(ROOT, 'node_modules/@types')],
+    },
+    files: ['consumer.ts'],
+  };
+
+  /** zod 3.25.76 as npm sees it (name and version): what llxprt depends on; npm's resolution reads no more. */
+  async function zod3Tarball(): Promise<string> {
+    const dir = scratch('sbx-zod3-');
+    const source = path.join(dir, 'zod');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'package.json'), JSON.stringify({ name: 'zod', version: '3.25.76', main: 'index.js' }));
+    writeFileSync(path.join(source, 'index.js'), 'module.exports = { version: 3 };\n');
+    await execa('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: source, timeout: 60_000 });
+    return path.join(dir, 'zod-3.25.76.tgz');
+  }
+
+  const npm = (args: string[], cwd: string) => execa('npm', args, { cwd, env: { ...process.env, ...OFFLINE, npm_config_cache: path.join(cwd, '.npm-cache') }, reject: false, timeout: 120_000 });
+
+  it.each(['zod 3', 'no zod'] as const)('beside %s: installs with npm\'s default resolution, reads its declarations and runs', async (beside) => {
+    const tarball = await packTarball(cleanup);
+    const project = scratch('sbx-project-');
+    writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'a-program', version: '1.0.0', type: 'module', private: true }));
+    if (beside === 'zod 3') expect((await npm(['install', await zod3Tarball()], project)).exitCode).toBe(0);
+
+    const installed = await npm(['install', tarball], project);
+    expect({ code: installed.exitCode, stderr: installed.stderr }).toMatchObject({ code: 0 });
+    expect(installed.stderr).not.toContain('ERESOLVE');
+    const dependencies = (JSON.parse(readFileSync(path.join(project, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }).dependencies;
+    expect(Object.keys(dependencies).sort()).toEqual(beside === 'zod 3' ? ['sandboxd', 'zod'] : ['sandboxd']);
+    const modules = readdirSync(path.join(project, 'node_modules')).filter((name) => !name.startsWith('.'));
+    expect(modules.sort()).toEqual(beside === 'zod 3' ? ['sandboxd', 'zod'] : ['sandboxd']);
+    if (beside === 'zod 3') expect((JSON.parse(readFileSync(path.join(project, 'node_modules/zod/package.json'), 'utf8')) as { version: string }).version).toBe('3.25.76');
+
+    // The program's compiler reads every published declaration (skipLibCheck off) and finds no zod.
+    writeFileSync(path.join(project, 'consumer.ts'), CONSUMER);
+    writeFileSync(path.join(project, 'tsconfig.json'), JSON.stringify(TSCONFIG));
+    const tsc = await execa(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', project], { cwd: project, reject: false, timeout: 120_000 });
+    expect({ code: tsc.exitCode, out: tsc.stdout }).toEqual({ code: 0, out: '' });
+
+    // Its runtime loads each entry from the installed package.
+    const script = "const [l, c, s] = await Promise.all([import('sandboxd/llxprt'), import('sandboxd/client'), import('sandboxd/shared')]); console.log(typeof l.forwardThroughSandboxd, typeof c.acquireSession, s.AcquireResponse.safeParse({}).success)";
+    const run = await execa(process.execPath, ['--input-type=module', '-e', script], { cwd: project, reject: false, timeout: 30_000 });
+    expect({ code: run.exitCode, stdout: run.stdout, stderr: run.stderr }).toEqual({ code: 0, stdout: 'function function false', stderr: '' });
   });
 });

@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSyn
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
-import { CLI, Cleanup, cli, cliEnv, exitOf, makeSandbox, pidAlive, startAgent, startDaemon, waitFor, type Sandbox } from '../helpers.js';
+import { CLI, Cleanup, ROOT, cli, cliEnv, exitOf, makeSandbox, pidAlive, startAgent, startDaemon, waitFor, type Sandbox } from '../helpers.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -68,6 +68,7 @@ describe('sandboxd install / uninstall on Linux (systemd user units)', () => {
       expect(result.exitCode, result.stderr).toBe(0);
       expect(result.stdout).toContain('sandboxd installed (systemd');
     }
+    // One after another: the manager must answer, and reload the units before the socket is enabled.
     const install = ['--user show-environment', '--user daemon-reload', '--user enable --now sandboxd.socket'];
     expect(calls()).toEqual([...install, ...install]);
     const service = readFileSync(path.join(unitDir, 'sandboxd.service'), 'utf8');
@@ -84,15 +85,17 @@ describe('sandboxd install / uninstall on Linux (systemd user units)', () => {
     expect(removed.exitCode, removed.stderr).toBe(0);
     expect(existsSync(path.join(unitDir, 'sandboxd.service'))).toBe(false);
     expect(existsSync(path.join(unitDir, 'sandboxd.socket'))).toBe(false);
-    expect(calls().slice(6)).toEqual([
-      '--user show-environment',
-      '--user is-enabled --quiet sandboxd.socket',
-      '--user show sandboxd.service --property=ActiveState,ExecMainStatus,Result',
-      '--user disable --now sandboxd.socket',
-      '--user stop sandboxd.service',
-      '--user daemon-reload',
+    // doctor asks whether the manager answers, then asks two things at once (in either order).
+    const [reachable, ...doctorAsked] = calls().slice(6, 9);
+    expect(reachable).toBe('--user show-environment');
+    expect(doctorAsked.sort()).toEqual(['--user is-enabled --quiet sandboxd.socket', '--user show sandboxd.service --property=ActiveState,ExecMainStatus,Result']);
+    // uninstall stops the socket before the service it would start again, and reloads last.
+    expect(calls().slice(9)).toEqual(['--user disable --now sandboxd.socket', '--user stop sandboxd.service', '--user daemon-reload']);
+    expect((await cli(['uninstall'], env)).stdout.split('\n')).toEqual([
+      'sandboxd was not installed as a service',
+      'no daemon was running',
+      'clients start the daemon themselves again; to remove sandboxd: `sandboxd uninstall --purge`, then `npm uninstall -g sandboxd`',
     ]);
-    expect((await cli(['uninstall'], env)).stdout).toBe('sandboxd is not installed as a service');
   });
 
   it('names the node the PATH gives (a link an upgrade repoints), not its realpath into a version directory', async () => {
@@ -158,7 +161,7 @@ describe('sandboxd install / uninstall on Linux (systemd user units)', () => {
     const { env } = serviceLab();
     const agent = await startAgent(path.join(env.SANDBOXD_STATE_DIR ?? '', '..'), cleanup);
     const holder = spawn(process.execPath, ['-e', `
-      const { acquireSession } = await import(${JSON.stringify(path.resolve('dist/client/index.js'))});
+      const { acquireSession } = await import(${JSON.stringify(path.join(ROOT, 'dist/client/index.js'))});
       await acquireSession({ engine: 'podman', sshAgent: 'off', heartbeat: true });
       console.log('held');
       setInterval(() => {}, 1000);

@@ -265,7 +265,7 @@ describe('sessions (real daemon on a real Unix socket)', () => {
     let stderr = '';
     daemon.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     await waitFor(() => stderr.includes('listening on') || daemon.exitCode !== null, 'the daemon to listen');
-    const body = JSON.stringify({ engine: 'docker', client: { pid: process.pid, cwd: ROOT, path: process.env.PATH }, sshAgent: 'off' });
+    const body = JSON.stringify({ engine: 'docker', client: { pid: process.pid, cwd: sandbox.dir, path: process.env.PATH }, sshAgent: 'off' });
     const replies = await Promise.all(
       Array.from({ length: 800 }, () => raw(socket, 'POST', '/v1/sessions', body, JSON_HEADERS).catch((error: unknown) => error as Error)),
     );

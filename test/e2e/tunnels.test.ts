@@ -6,7 +6,7 @@ import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession, listTunnels } from '../../dist/client/index.js';
 import { Cleanup, cli, cliEnv, daemonPid, makeSandbox, pidAlive, startAgent, waitFor, type Sandbox } from '../helpers.js';
-import { startRemotePodman, startVmTmp } from '../lab/remote-podman.js';
+import { startRemotePodman, startVmTmp, vmFilesDir } from '../lab/remote-podman.js';
 import { removeTunnelRoot, removeTunnelRoots, startSshd, tunnelRootsOf, writeContainersConf, type Sshd } from '../lab/sshd.js';
 import { labMissing, podmanLab } from './lab.js';
 
@@ -37,12 +37,7 @@ async function tunnelLab(service = false, vmTmpOf?: number): Promise<Lab> {
     removeTunnelRoots(sandbox.env.SANDBOXD_STATE_DIR);
   });
   // A VM with its own /tmp cannot see the sandbox (which is in this host's /tmp): its sshd's files go to /run.
-  const sshdDir = vmTmpOf === undefined ? path.join(sandbox.dir, 'vm') : `/run/sbx-vm-${randomBytes(6).toString('hex')}`;
-  if (vmTmpOf !== undefined) {
-    cleanup.add(() => {
-      rmSync(sshdDir, { recursive: true, force: true });
-    });
-  }
+  const sshdDir = vmTmpOf === undefined ? path.join(sandbox.dir, 'vm') : vmFilesDir(cleanup);
   const sshd = await startSshd(sshdDir, cleanup, vmTmpOf === undefined ? {} : { mountNamespaceOf: vmTmpOf });
   const socketPath = service ? (await startRemotePodman(podmanEnv, [], cleanup)).socketPath : '/run/podman/podman.sock';
   const conf = writeContainersConf(
@@ -397,12 +392,10 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
       lutimesSync(entry, old, old);
     };
     for (const name of readdirSync(vm.tmp)) age(path.join(vm.tmp, name));
-    const conf = path.join(`/proc/${String(vm.pid)}/root/run`, `sbx-tmpfiles-${randomBytes(4).toString('hex')}.conf`);
+    // The rule file is outside /tmp, in a directory the VM and this host share.
+    const conf = path.join(vmFilesDir(cleanup), 'tmpfiles.conf');
     writeFileSync(conf, 'q /tmp 1777 root root amAM:10d\n');
-    cleanup.add(() => {
-      rmSync(conf, { force: true });
-    });
-    await execa('nsenter', [`--mount=/proc/${String(vm.pid)}/ns/mnt`, 'systemd-tmpfiles', '--clean', path.join('/run', path.basename(conf))]);
+    await execa('nsenter', [`--mount=/proc/${String(vm.pid)}/ns/mnt`, 'systemd-tmpfiles', '--clean', conf]);
     expect(existsSync(path.join(vm.tmp, 'sandboxd-idle'))).toBe(false);
     expect(await agentLists(path.join(inVm(vmDir), 'agent.sock'))).toContain(agent.fingerprint);
     expect((await listTunnels(env))[0]).toMatchObject({ state: 'ready', restarts: 0 });

@@ -6,7 +6,7 @@ import { Cleanup, pidAlive, waitFor } from '../helpers.js';
 import type { LabInfo } from './global-setup.js';
 
 export interface Dockerd {
-  /** `unix:///run/sbx-<name>.sock`: what a session's DOCKER_HOST names. */
+  /** `unix://<the engine's dir>/docker.sock`, this run's own: what a session's DOCKER_HOST names. */
   host: string;
   socket: string;
   /** The lab image, loaded from the podman lab. */
@@ -35,7 +35,7 @@ export async function startDockerd(name: string, lab: LabInfo, cleanup: Cleanup)
   if (podman === null) throw new Error('the podman lab is missing');
   const dir = path.join(lab.dir, `dockerd-${name}`);
   mkdirSync(dir, { recursive: true });
-  const socket = `/run/sbx-${name}.sock`;
+  const socket = path.join(dir, 'docker.sock');
   const host = `unix://${socket}`;
   const pidfile = path.join(dir, 'dockerd.pid');
   const env = { ...process.env, DOCKER_HOST: host };
@@ -68,7 +68,6 @@ export async function startDockerd(name: string, lab: LabInfo, cleanup: Cleanup)
     spawnSync('umount', ['-R', path.join(dir, 'data')], { stdio: 'ignore' });
     spawnSync('umount', ['-R', path.join(dir, 'exec')], { stdio: 'ignore' });
     rmSync(dir, { recursive: true, force: true });
-    rmSync(socket, { force: true });
   });
   await start();
   const saved = spawnSync('podman', ['save', podman.image], { env: { ...process.env, ...podman.env }, maxBuffer: 512 * 1024 * 1024, timeout: 120_000 });

@@ -9,6 +9,11 @@ export interface LabInfo {
   podman: { env: Record<string, string>; image: string } | null;
   reason: string | null;
   dir: string;
+  /**
+   * This run's own directory under /run, for what must live outside /tmp (a "VM" of the lab covers
+   * /tmp with its own): removed after the run, with whatever a killed test left in it.
+   */
+  runDir: string;
 }
 
 declare module 'vitest' {
@@ -32,7 +37,8 @@ function podmanAvailable(): string | null {
  */
 export default function setup(project: TestProject): () => void {
   const dir = mkdtempSync('/tmp/sbx-lab-');
-  let info: LabInfo = { podman: null, reason: podmanAvailable(), dir };
+  const runDir = mkdtempSync('/run/sbx-lab-');
+  let info: LabInfo = { podman: null, reason: podmanAvailable(), dir, runDir };
   if (info.reason === null) {
     const containersConf = path.join(dir, 'containers.conf');
     const storageConf = path.join(dir, 'storage.conf');
@@ -51,8 +57,8 @@ export default function setup(project: TestProject): () => void {
     const imported = spawnSync('podman', ['import', '-', LAB_IMAGE], { input: tar.stdout, env: { ...process.env, ...env }, timeout: 60_000 });
     info =
       imported.status === 0
-        ? { podman: { env, image: LAB_IMAGE }, reason: null, dir }
-        : { podman: null, reason: `podman import failed: ${imported.stderr.toString()}`, dir };
+        ? { podman: { env, image: LAB_IMAGE }, reason: null, dir, runDir }
+        : { podman: null, reason: `podman import failed: ${imported.stderr.toString()}`, dir, runDir };
   }
   project.provide('lab', info);
   return () => {
@@ -65,5 +71,6 @@ export default function setup(project: TestProject): () => void {
       // vfs storage leaves nothing mounted in the usual case
     }
     rmSync(dir, { recursive: true, force: true });
+    rmSync(runDir, { recursive: true, force: true });
   };
 }

@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { inject } from 'vitest';
 import { Cleanup, waitFor } from '../helpers.js';
 
 export interface RemotePodman {
@@ -25,18 +25,25 @@ function answers(socketPath: string): Promise<boolean> {
 }
 
 /**
+ * A directory of the "VM"'s own, outside this host's /tmp (which a VM may cover with its own):
+ * under this run's dir in /run, removed by the cleanup (and with the run's dir after the run).
+ */
+export function vmFilesDir(cleanup: Cleanup): string {
+  const dir = mkdtempSync(path.join(inject('lab').runDir, 'vm-'));
+  cleanup.add(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
+
+/**
  * Stands in for a Podman machine's VM (or a remote host): `podman system service` on its own API
  * socket, in its own mount namespace where each of `hidden` is covered by an empty tmpfs, as a
  * directory the VM does not share. It is started without CONTAINER_CONNECTION, so it runs the
  * containers itself; the lab's sshd reaches its socket, and podman clients reach it over ssh.
  */
 export async function startRemotePodman(engineEnv: Record<string, string>, hidden: readonly string[], cleanup: Cleanup): Promise<RemotePodman> {
-  const dir = `/run/sbx-${randomBytes(6).toString('hex')}`;
-  mkdirSync(dir, { mode: 0o700 });
-  cleanup.add(() => {
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const socketPath = path.join(dir, 'podman.sock');
+  const socketPath = path.join(vmFilesDir(cleanup), 'podman.sock');
   // Test-side shell, not the daemon's: the values are the test's own paths, passed as arguments.
   const script = 'sock="$1"; shift; for d in "$@"; do mount -t tmpfs -o size=1m,mode=0755 sbx-hidden "$d" || exit 1; done; exec podman system service --time=0 "unix://$sock"';
   const child = spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', script, 'sh', socketPath, ...hidden], {

@@ -57,68 +57,81 @@ export async function startSshd(dir: string, cleanup: Cleanup, options: { mountN
   const authorized = path.join(dir, 'authorized_keys');
   copyFileSync(`${clientKey}.pub`, authorized);
   chmodSync(authorized, 0o600);
-  const port = await freePort();
   const configPath = path.join(dir, 'sshd_config');
-  writeFileSync(
-    configPath,
-    [
-      `Port ${port}`,
-      'ListenAddress 127.0.0.1',
-      `HostKey ${hostKey}`,
-      `AuthorizedKeysFile ${authorized}`,
-      `PidFile ${path.join(dir, 'sshd.pid')}`,
-      'PasswordAuthentication no',
-      'KbdInteractiveAuthentication no',
-      'UsePAM no',
-      'StrictModes no',
-      'PermitRootLogin yes',
-      'AllowStreamLocalForwarding yes',
-      'ClientAliveInterval 5',
-      // bash reads root's ~/.bashrc for an sshd command only below SHLVL 2: this machine's runs
-      // `pyenv rehash`, whose lock a killed login (the chaos here) leaves, and then every login waits 60 s.
-      'SetEnv SHLVL=1',
-      '',
-    ].join('\n'),
-  );
-  const sshd: Sshd = {
+  const pidFile = path.join(dir, 'sshd.pid');
+  const configure = (port: number): void => {
+    writeFileSync(
+      configPath,
+      [
+        `Port ${String(port)}`,
+        'ListenAddress 127.0.0.1',
+        `HostKey ${hostKey}`,
+        `AuthorizedKeysFile ${authorized}`,
+        `PidFile ${pidFile}`,
+        'PasswordAuthentication no',
+        'KbdInteractiveAuthentication no',
+        'UsePAM no',
+        'StrictModes no',
+        'PermitRootLogin yes',
+        'AllowStreamLocalForwarding yes',
+        'ClientAliveInterval 5',
+        // bash reads root's ~/.bashrc for an sshd command only below SHLVL 2: this machine's runs
+        // `pyenv rehash`, whose lock a killed login (the chaos here) leaves, and then every login waits 60 s.
+        'SetEnv SHLVL=1',
+        '',
+      ].join('\n'),
+    );
+  };
+  /**
+   * Starts sshd and resolves once it wrote its pid file, which it does after it bound its port: a
+   * connect alone could reach another listener that took the port since freePort() let it go.
+   * Resolves to false when sshd exited instead (the port was taken meanwhile).
+   */
+  const launch = async (): Promise<boolean> => {
+    rmSync(pidFile, { force: true });
+    const argv = ['/usr/sbin/sshd', '-D', '-f', configPath, '-E', path.join(dir, 'sshd.log')];
+    // In the mount namespace of a remote podman's "VM", so what ssh sees is what its containers see.
+    const [file, ...args] = options.mountNamespaceOf === undefined ? argv : ['nsenter', `--mount=/proc/${String(options.mountNamespaceOf)}/ns/mnt`, ...argv];
+    const child = spawn(file ?? '/usr/sbin/sshd', args, { stdio: 'ignore' });
+    child.unref();
+    const outcome = await waitFor(() => {
+      if (child.exitCode !== null || child.signalCode !== null) return 'exited';
+      try {
+        return Number(readFileSync(pidFile, 'utf8').trim()) === child.pid ? 'listening' : null;
+      } catch {
+        return null;
+      }
+    }, 'sshd to listen');
+    return outcome === 'listening';
+  };
+  const stop = async (): Promise<void> => {
+    for (const pid of pidsOf(configPath)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    await waitFor(() => pidsOf(configPath).length === 0, 'sshd to stop');
+  };
+  cleanup.add(stop);
+  const log = (): string => readFileSync(path.join(dir, 'sshd.log'), 'utf8');
+  let port = 0;
+  for (let attempt = 1; ; attempt += 1) {
+    port = await freePort();
+    configure(port);
+    if (await launch()) break;
+    if (attempt === 3) throw new Error(`sshd did not start on a free port 3 times: ${log()}`);
+  }
+  return {
     port,
     clientKey,
     configPath,
     async start() {
-      const argv = ['/usr/sbin/sshd', '-D', '-f', configPath, '-E', path.join(dir, 'sshd.log')];
-      // In the mount namespace of a remote podman's "VM", so what ssh sees is what its containers see.
-      const [file, ...args] = options.mountNamespaceOf === undefined ? argv : ['nsenter', `--mount=/proc/${String(options.mountNamespaceOf)}/ns/mnt`, ...argv];
-      const child = spawn(file ?? '/usr/sbin/sshd', args, { stdio: 'ignore' });
-      child.unref();
-      await waitFor(
-        () =>
-          new Promise<boolean>((resolve) => {
-            const socket = net.connect(port, '127.0.0.1');
-            socket.once('connect', () => {
-              socket.destroy();
-              resolve(true);
-            });
-            socket.once('error', () => {
-              resolve(false);
-            });
-          }),
-        'sshd to listen',
-      );
+      if (!(await launch())) throw new Error(`sshd did not start again on port ${String(port)}: ${log()}`);
     },
-    async stop() {
-      for (const pid of pidsOf(configPath)) {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-      }
-      await waitFor(() => pidsOf(configPath).length === 0, 'sshd to stop');
-    },
+    stop,
   };
-  cleanup.add(() => sshd.stop());
-  await sshd.start();
-  return sshd;
 }
 
 /** A containers.conf of the test's own: the lab's engine settings plus the given connections. */

@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
-import { CLI, type Cleanup } from '../helpers.js';
+import { CLI, ROOT, type Cleanup } from '../helpers.js';
 
 /**
  * The shells a user runs sandboxd from: a login shell that has XDG_RUNTIME_DIR (a
@@ -159,4 +159,19 @@ export async function labImageTar(labDir: string, cleanup: Cleanup): Promise<str
   await execa('tar', ['-C', path.join(labDir, 'rootfs'), '-cf', tar, '.']);
   chmodSync(tar, 0o644);
   return tar;
+}
+
+/** The tarball `npm pack` makes of this checkout, readable by any user: what a person installs. */
+export async function packTarball(cleanup: Cleanup): Promise<string> {
+  const dir = mkdtempSync('/tmp/sbx-pack-');
+  chmodSync(dir, 0o755);
+  cleanup.add(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  await execa('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: ROOT, timeout: 120_000 });
+  const [name] = readdirSync(dir).filter((file) => file.endsWith('.tgz'));
+  if (name === undefined) throw new Error(`npm pack left no tarball in ${dir}`);
+  const tarball = path.join(dir, name);
+  chmodSync(tarball, 0o644);
+  return tarball;
 }

@@ -130,6 +130,22 @@ describe('applyPlan: env and flags', () => {
     expect(result.skipped).toEqual([{ kind: 'flag', key: planFlag[0]?.replace(/^--/, ''), args: planFlag, reason }]);
   });
 
+  it.each([
+    ['--userns', ['--userns', 'keep-id']],
+    ['--userns=', ['--userns=host']],
+    ['--uidmap', ['--uidmap', '0:1:1000']],
+    ['--gidmap', ['--gidmap=0:1:1000']],
+    ['--subuidname', ['--subuidname', 'me']],
+  ])('a user namespace the caller chose (%s) wins over the plan\'s keep-id mapping: podman refuses both', (_name, callerFlags) => {
+    const result = applyPlan([...callerFlags, 'img'], plan(['--userns=keep-id:uid=1000,gid=1000']));
+    expect(result.args).toEqual([...callerFlags, 'img']);
+    expect(result.skipped).toMatchObject([{ kind: 'flag', args: ['--userns=keep-id:uid=1000,gid=1000'] }]);
+  });
+
+  it('adds the plan\'s user namespace where the caller chose none', () => {
+    expect(applyPlan(['--user', '1000', 'img'], plan(['--userns=keep-id:uid=1000,gid=1000'])).args).toEqual(['--user', '1000', '--userns=keep-id:uid=1000,gid=1000', 'img']);
+  });
+
   it('adds a repeatable flag with another value', () => {
     const result = applyPlan(['--security-opt', 'no-new-privileges', 'img'], plan(['--security-opt', 'label=disable']));
     expect(result.args).toEqual(['--security-opt', 'no-new-privileges', '--security-opt', 'label=disable', 'img']);

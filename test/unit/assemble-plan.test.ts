@@ -21,6 +21,7 @@ const SSH: SshSection = {
   ssh: { status: 'forwarded', bridge: 'mount', socket: '/run/sandboxd/agent/agent.sock', hostAgentSocket: '/tmp/agent.sock', bridgeId: 'b1' },
   sockets: [],
   gitCredentials: null,
+  notices: [],
   mounts: [mount('/run/relay', 'ssh agent', '/run/sandboxd/agent')],
   env: { SSH_AUTH_SOCK: '/run/sandboxd/agent/agent.sock' },
   flags: ['--add-host', 'x'],
@@ -41,10 +42,12 @@ function parts(overrides: Partial<PlanParts> = {}): PlanParts {
       guardWarnings: ['moved aside before'],
       git: GIT,
       cloud: { mounts: [], env: {} },
+      userEngine: { kind: 'other' },
     },
-    git: { mounts: [], env: { GIT_CONFIG_GLOBAL: '/run/sandboxd/git/config' }, warnings: ['git warning'] },
+    git: { mounts: [], env: { GIT_CONFIG_GLOBAL: '/run/sandboxd/git/config' }, warnings: ['git warning'], notices: ['git notice'] },
     site: { globalArgs: ['--connection', 'vm'], mounts: [], warnings: ['mount warning'] },
     holdWarnings: ['held'],
+    users: { flags: [], warnings: [], notices: [] },
     container: { flags: ['--cidfile', '/state/ses_test0001.cid'], container: { id: null, cidfile: '/state/ses_test0001.cid' } },
     now: Date.UTC(2026, 0, 2, 3, 4, 5),
     leaseTtlMs: 30_000,
@@ -101,6 +104,7 @@ describe('the acquire answer, assembled from its facts', () => {
       ssh: SSH.ssh,
       container: { id: null, cidfile: '/state/ses_test0001.cid' },
       refused: 0,
+      gitCredentials: [],
     });
     expect(answer.plan.globalArgs).toEqual(['--connection', 'vm']);
     expect(answer).toMatchObject({ leaseTtlMs: 30_000, heartbeatIntervalMs: 10_000, sockets: [] });

@@ -63,7 +63,7 @@ describe('git credentials in the plan', () => {
     expect(section.gitCredentials).toEqual({ status: 'served', hosts: ['github.com', 'git.example.com:8443'], bridge: 'mount', socket: '/run/sandboxd/git-credential/agent.sock' });
     expect(section.mounts).toContainEqual({ source: '/rt/agents/0123456789abcdef', target: '/run/sandboxd/git-credential', readOnly: true, purpose: 'git credentials', relabel: 'z' });
     expect(section.env.GIT_CONFIG_COUNT).toBe('4');
-    expect(section.warnings.join('\n')).toContain('code in the sandbox can read those tokens');
+    expect(section.notices.join('\n')).toContain('code in the sandbox can read those tokens');
     expect(f.registered.get('/rt/agents/0123456789abcdef/agent.sock')).toEqual({
       sessionId: 'ses_abc123',
       hosts: ['github.com', 'git.example.com:8443'],

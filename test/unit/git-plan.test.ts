@@ -89,7 +89,8 @@ describe('sandboxOverrides', () => {
       { section: 'credential', key: 'helper', value: 'cache --timeout=60' },
       { section: 'credential', subsection: 'https://dev.azure.com', key: 'helper', value: '' },
     ]);
-    expect(result.warnings).toEqual([
+    expect(result.warnings).toEqual([]);
+    expect(result.notices).toEqual([
       'git: credential helper "osxkeychain" is a host program; it is reset in the sandbox',
       'git: credential helper "/usr/local/share/gcm-core/git-credential-manager" for https://dev.azure.com is a host program; it is reset in the sandbox',
     ]);
@@ -112,8 +113,9 @@ describe('sandboxOverrides', () => {
       { section: 'core', key: 'editor', value: 'vi' },
       { section: 'gpg', subsection: 'ssh', key: 'program', value: 'ssh-keygen' },
     ]);
-    expect(result.warnings).toHaveLength(3);
-    expect(result.warnings[2]).toBe('git: gpg.ssh.program "/Applications/1Password.app/Contents/MacOS/op-ssh-sign" is a host program; the sandbox signs with ssh-keygen through the forwarded agent');
+    expect(result.warnings).toEqual([]);
+    expect(result.notices).toHaveLength(3);
+    expect(result.notices[2]).toBe('git: gpg.ssh.program "/Applications/1Password.app/Contents/MacOS/op-ssh-sign" is a host program; the sandbox signs with ssh-keygen through the forwarded agent');
   });
 
   it('SSH signing: the agent must reach the container; a private key path is said to sign through its .pub, or its missing .pub named with the remedy', async () => {
@@ -124,7 +126,8 @@ describe('sandboxOverrides', () => {
     expect(pub.warnings).toEqual([]);
 
     const priv = await overrides([...ssh, entry('user.signingkey', '~/.ssh/id_ed25519')]);
-    expect(priv.warnings[0]).toBe('git: user.signingkey names the private key /home/u/.ssh/id_ed25519; the sandbox signs with /home/u/.ssh/id_ed25519.pub through the agent (private keys are never mounted)');
+    expect(priv.warnings).toEqual([]);
+    expect(priv.notices[0]).toBe('git: user.signingkey names the private key /home/u/.ssh/id_ed25519; the sandbox signs with /home/u/.ssh/id_ed25519.pub through the agent (private keys are never mounted)');
 
     const noPub = await overrides([...ssh, entry('user.signingkey', '/home/u/.ssh/id_rsa')], { publicKeyExists: () => Promise.resolve(false) });
     expect(noPub.warnings[0]).toContain('ssh-keygen -y -f /home/u/.ssh/id_rsa > /home/u/.ssh/id_rsa.pub');
@@ -150,7 +153,7 @@ describe('sandboxOverrides', () => {
     const result = await overrides([entry('core.excludesfile', '~/.gitignore_global')], { xdgDefaults });
     expect(result.settings).toEqual([{ section: 'core', key: 'attributesfile', value: '/run/sandboxd/git/home/.config/git/attributes' }]);
     expect(result.files).toEqual([xdgDefaults[1]]);
-    expect(result.warnings).toEqual([
+    expect(result.notices).toEqual([
       "git: core.attributesfile is set to /run/sandboxd/git/home/.config/git/attributes in the sandbox, where your /home/u/.config/git/attributes is mounted, since git would look for it under the container's HOME",
     ]);
   });
@@ -160,11 +163,11 @@ describe('sandboxOverrides', () => {
     const fresh = await overrides([], { knownHosts });
     const value = "ssh -o UserKnownHostsFile='/run/sandboxd/known_hosts/known_hosts /run/sandboxd/known_hosts/known_hosts2'";
     expect(fresh.settings).toEqual([{ section: 'core', key: 'sshCommand', value }]);
-    expect(fresh.warnings).toEqual([`git: core.sshCommand is set to "${value}" in the sandbox, so ssh trusts the hosts your known_hosts lists whatever the container user's HOME`]);
+    expect(fresh.notices).toEqual([`git: core.sshCommand is set to "${value}" in the sandbox, so ssh trusts the hosts your known_hosts lists whatever the container user's HOME`]);
     expect((await overrides([entry('core.sshcommand', 'ssh -v')], { knownHosts })).settings).toEqual([]);
     const hostOnly = await overrides([entry('core.sshcommand', '/Applications/Tailscale.app/Contents/MacOS/ssh')], { knownHosts: [] });
     expect(hostOnly.settings).toEqual([{ section: 'core', key: 'sshCommand', value: 'ssh' }]);
-    expect(hostOnly.warnings).toEqual(['git: core.sshCommand "/Applications/Tailscale.app/Contents/MacOS/ssh" is a host program; the sandbox uses ssh']);
+    expect(hostOnly.notices).toEqual(['git: core.sshCommand "/Applications/Tailscale.app/Contents/MacOS/ssh" is a host program; the sandbox uses ssh']);
   });
 });
 
@@ -255,7 +258,7 @@ describe('planGitSection', () => {
     files: [{ source: '/home/u/.gitignore', target: '/run/sandboxd/git/home/.gitignore', purpose: 'git core.excludesfile file' }],
     plainHomeFiles: [],
     configWatched: [],
-    overrides: { settings: [{ section: 'credential', subsection: 'https://a\tb', key: 'helper', value: '' }], warnings: ['git: credential helper "x" for https://a\tb is a host program; it is reset in the sandbox'], files: [], sshSigning: false },
+    overrides: { settings: [{ section: 'credential', subsection: 'https://a\tb', key: 'helper', value: '' }], warnings: [], notices: ['git: credential helper "x" for https://a\tb is a host program; it is reset in the sandbox'], files: [], sshSigning: false },
     knownHosts: [],
     repo,
     warnings: ['git: a warning of the facts'],
@@ -294,8 +297,9 @@ describe('planGitSection', () => {
       `${stored.get(generated ?? '') ?? ''} -> /run/sandboxd/git/config`,
     ]);
     expect(section.mounts.filter((m) => !m.readOnly).map((m) => m.target)).toEqual([dir]);
-    expect(section.warnings).toEqual([
-      'git: a warning of the facts',
+    // What needs no action is a notice: the safe.directory and every override the config makes.
+    expect(section.warnings).toEqual(['git: a warning of the facts']);
+    expect(section.notices).toEqual([
       'git: safe.directory is set to /home/u/src/app, /home/u/src/app/.git in the sandbox, so git trusts this repository whichever user owns it there',
       'git: credential helper "x" for https://a\tb is a host program; it is reset in the sandbox',
     ]);

@@ -225,3 +225,88 @@ describe('HTTP/1.1 over the daemon socket', () => {
     expect(unreachable(reset)).toBe(true);
   });
 });
+
+/**
+ * On Bun the connection is Bun's own socket (client/wire.ts), so the exchanges that matter are run
+ * again in a Bun process, with the compiled module, against servers in this one: what it reports,
+ * and what the servers saw, must be what node:net gives above.
+ */
+describe('HTTP/1.1 over the daemon socket, on Bun\'s own socket', () => {
+  const BUN = fileURLToPath(new URL('../../node_modules/.bin/bun', import.meta.url));
+  const CHILD = `
+    const { exchange, unreachable, ExchangeTimeout } = await import(${JSON.stringify(HTTP1_MODULE)});
+    const sockets = JSON.parse(process.argv.at(-1));
+    const get = (socketPath, extra = {}) => exchange({ socketPath, method: 'GET', path: '/v1/status', headers: {}, timeoutMs: 5000, ...extra });
+    const failure = async (promise) => promise.then(() => null, (error) => ({ code: error.code ?? null, name: error.constructor.name, unreachable: unreachable(error), message: error.message }));
+    const out = { bun: typeof Bun.connect };
+    out.kept = [];
+    for (let run = 0; run < 5; run += 1) out.kept.push((await get(sockets.kept)).status);
+    const body = 'x'.repeat(300 * 1024);
+    out.big = (await exchange({ socketPath: sockets.echo, method: 'POST', path: '/echo', headers: {}, body, timeoutMs: 5000 })).body.toString();
+    out.resent = [(await get(sockets.resend)).body.toString(), (await get(sockets.resend)).body.toString()];
+    out.acquire = await failure(exchange({ socketPath: sockets.acquire, method: 'POST', path: '/v1/sessions', headers: {}, body: '{}', timeoutMs: 5000 }));
+    out.missing = await failure(get(sockets.missing));
+    out.notSocket = await failure(get(sockets.notSocket));
+    out.silent = await failure(get(sockets.silent, { timeoutMs: 200 }));
+    out.bytewise = (await get(sockets.bytewise)).body.toString();
+    console.log(JSON.stringify(out));
+  `;
+
+  it('keeps one connection, writes a body larger than the socket takes at once, never sends an acquire twice, and says what failed as node:net does', async () => {
+    const kept = await nodeServer((_req, res) => res.end('{}'));
+    const echo = await nodeServer((req, res) => {
+      let length = 0;
+      req.on('data', (chunk: Buffer) => (length += chunk.length));
+      req.on('end', () => res.end(String(length)));
+    });
+    const resend = await rawServer((socket, _data, connection) => {
+      if (connection === 1 && (socket as net.Socket & { answered?: boolean }).answered === true) socket.destroy();
+      else if (connection === 1) {
+        (socket as net.Socket & { answered?: boolean }).answered = true;
+        socket.write('HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfirst');
+      } else socket.end('HTTP/1.1 200 OK\r\ncontent-length: 6\r\nconnection: close\r\n\r\nsecond');
+    });
+    const posts: number[] = [];
+    const acquire = await rawServer((socket, _data, connection) => {
+      posts.push(connection);
+      socket.destroy();
+    });
+    const silent = await rawServer(() => undefined);
+    const answer = 'HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{"a":1}';
+    const bytewise = await rawServer((socket) => {
+      let at = 0;
+      const next = (): void => {
+        if (at < answer.length) socket.write(answer[at++] ?? '', next);
+      };
+      next();
+    });
+    const dir = path.dirname(socketIn('bun'));
+    const sockets = {
+      kept: kept.socketPath,
+      echo: echo.socketPath,
+      resend: resend.socketPath,
+      acquire: acquire.socketPath,
+      missing: path.join(dir, 'absent.sock'),
+      notSocket: fileURLToPath(import.meta.url),
+      silent: silent.socketPath,
+      bytewise: bytewise.socketPath,
+    };
+    // The child must end by itself: its kept connections are unref'd.
+    const child = await execa(BUN, ['-e', CHILD, JSON.stringify(sockets)], { timeout: 30_000, reject: false });
+    expect({ code: child.exitCode, timedOut: child.timedOut, stderr: child.stderr }).toEqual({ code: 0, timedOut: false, stderr: '' });
+    expect(JSON.parse(child.stdout)).toEqual({
+      bun: 'function',
+      kept: [200, 200, 200, 200, 200],
+      big: String(300 * 1024),
+      resent: ['first', 'second'],
+      acquire: { code: 'ECONNRESET', name: 'Error', unreachable: true, message: expect.any(String) as unknown },
+      missing: { code: 'ENOENT', name: 'Error', unreachable: true, message: expect.any(String) as unknown },
+      notSocket: { code: 'ECONNREFUSED', name: 'Error', unreachable: true, message: expect.any(String) as unknown },
+      silent: { code: null, name: 'ExchangeTimeout', unreachable: false, message: 'no answer within 200 ms' },
+      bytewise: '{"a":1}',
+    });
+    expect(kept.connections).toHaveLength(1);
+    expect(resend.connections()).toBe(2);
+    expect(posts).toEqual([1]);
+  });
+});

@@ -42,7 +42,7 @@ function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void } {
 describe('the client lease', () => {
   it('renews a lease the daemon lost with the same request, under a new id, and releases that one', async () => {
     const { daemon, socketPath, renewals, acquire } = await listeningDaemon();
-    const session = await holdLease(forgotten(await acquire()), { socketPath, renew: acquire, heartbeat: true });
+    const session = holdLease(forgotten(await acquire()), { socketPath, renew: acquire, heartbeat: true });
     await waitFor(() => session.id !== 'ses_forgotten01', 'the lease to be renewed', 5_000, 10);
     expect(renewals).toEqual(['ses_forgotten01']);
     expect(session.info.id).toBe(session.id);
@@ -55,7 +55,7 @@ describe('the client lease', () => {
   it('releases once however often it is asked, and stops its heartbeats', async () => {
     const { daemon, socketPath, requests, acquire } = await listeningDaemon();
     const acquired = await acquire();
-    const session = await holdLease({ ...acquired, heartbeatIntervalMs: 20 }, { socketPath, renew: acquire, heartbeat: true });
+    const session = holdLease({ ...acquired, heartbeatIntervalMs: 20 }, { socketPath, renew: acquire, heartbeat: true });
     await waitFor(() => requests.includes('POST /v1/heartbeats'), 'a heartbeat', 5_000, 10);
     const [first, second] = [session.release(), session[Symbol.asyncDispose]()];
     await Promise.all([first, second]);
@@ -74,7 +74,7 @@ describe('the client lease', () => {
     const { daemon, socketPath, acquire } = await listeningDaemon();
     const asked = deferred<null>();
     const proceed = deferred<null>();
-    const session = await holdLease(forgotten(await acquire()), {
+    const session = holdLease(forgotten(await acquire()), {
       socketPath,
       renew: async (renews) => {
         asked.resolve(null);
@@ -94,11 +94,11 @@ describe('the client lease', () => {
   it('sends no heartbeats when asked not to, and counts a daemon that is gone as released', async () => {
     const { socketPath, requests, acquire } = await listeningDaemon();
     const acquired = await acquire();
-    const quiet = await holdLease({ ...acquired, heartbeatIntervalMs: 20 }, { socketPath, renew: acquire, heartbeat: false });
+    const quiet = holdLease({ ...acquired, heartbeatIntervalMs: 20 }, { socketPath, renew: acquire, heartbeat: false });
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(requests.filter((line) => line.includes('heartbeat'))).toEqual([]);
     await quiet.release();
-    const gone = await holdLease(acquired, { socketPath: path.join(path.dirname(socketPath), 'none.sock'), renew: acquire, heartbeat: false });
+    const gone = holdLease(acquired, { socketPath: path.join(path.dirname(socketPath), 'none.sock'), renew: acquire, heartbeat: false });
     await expect(gone.release()).resolves.toBeUndefined();
   });
 });

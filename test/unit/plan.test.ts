@@ -63,6 +63,7 @@ describe('flattenArgs', () => {
         { source: '/c', target: '/d', readOnly: false, purpose: 'y' },
       ],
       env: { Z: '1', A: 'two words' },
+      notices: [],
       spawnEnv: { TOKEN: 'secret' },
       globalArgs: [],
       flags: ['--security-opt', 'label=disable'],

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { forPeople } from '../../client/cli/friendly.js';
-import { checkAgent, checkConnection, checkDaemon, checkEngines, checkMachineSsh, checkNode, checkService } from '../../client/doctor/checks.js';
+import { checkAgent, checkConnection, checkContainer, checkDaemon, checkEngines, checkMachineSsh, checkNode, checkService } from '../../client/doctor/checks.js';
+import { engineSaid } from '../../client/doctor/container-check.js';
 import { formatRecord, parseDuration, parseLine } from '../../client/logs/format.js';
 import { SandboxdError } from '../../shared/errors.js';
 
@@ -43,7 +44,10 @@ describe('doctor checks', () => {
   it('an agent without keys fails with the 1Password remedy; no agent fails with the agent remedy', () => {
     expect(checkAgent({ usable: true, realpath: '/a.sock', keys: 0 })).toMatchObject({ state: 'fail', detail: '/a.sock answers but holds no keys', remedy: expect.stringContaining('IdentityAgent') as string });
     expect(checkAgent({ usable: true, realpath: '/a.sock', keys: 2 })).toMatchObject({ state: 'ok', detail: '/a.sock: 2 keys' });
-    expect(checkAgent({ usable: false, reason: 'SSH_AUTH_SOCK is not set in the client environment' })).toMatchObject({ state: 'fail', remedy: expect.stringContaining('ssh-agent') as string });
+    // Doctor's remedy works in doctor's shell: no `run` option in it.
+    const none = checkAgent({ usable: false, reason: 'SSH_AUTH_SOCK is not set in the client environment' });
+    expect(none).toMatchObject({ state: 'fail', remedy: 'Start an agent with your key in this shell: `eval "$(ssh-agent -s)" && ssh-add`.' });
+    expect(none.remedy).not.toContain('--ssh-agent');
   });
 
   it('a daemon that is not running passes while auto-start is on; another version fails', () => {
@@ -51,9 +55,33 @@ describe('doctor checks', () => {
     expect(checkDaemon({ error: new SandboxdError('DAEMON_NOT_RUNNING', 'x') }, false, '/s/run/sandboxd.sock').state).toBe('fail');
   });
 
-  it('one engine missing is skipped, both missing fail', () => {
-    expect(checkEngines({ podman: '/usr/bin/podman', docker: null }).map((check) => check.state)).toEqual(['ok', 'skip']);
-    expect(checkEngines({ podman: null, docker: null }).map((check) => check.state)).toEqual(['fail', 'fail']);
+  it('one engine missing is skipped, both missing fail; of two, the one `run` does not use is skipped', () => {
+    const podman = { engine: 'podman', why: 'the only engine on PATH' } as const;
+    expect(checkEngines({ podman: '/usr/bin/podman', docker: null }, podman).map((check) => check.state)).toEqual(['ok', 'skip']);
+    expect(checkEngines({ podman: null, docker: null }, null).map((check) => check.state)).toEqual(['fail', 'fail']);
+    const both = checkEngines({ podman: '/usr/bin/podman', docker: '/usr/bin/docker' }, { engine: 'podman', why: 'the one that answers; docker does not' });
+    expect(both.map((check) => check.state)).toEqual(['ok', 'skip']);
+    expect(both[1]?.detail).toBe('/usr/bin/docker, not the engine `run` uses (the one that answers; docker does not)');
+  });
+
+  it('the container check names the first step that failed once, with a remedy for that step', () => {
+    expect(checkContainer('podman', { step: 'ok', image: 'sandboxd-relay:1' }, 'linux').state).toBe('ok');
+    expect(checkContainer(null, null, 'linux').state).toBe('skip');
+    const noServer = checkContainer('docker', { step: 'engine', reason: 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?' }, 'linux');
+    expect(noServer).toMatchObject({ state: 'fail', detail: "docker's server does not answer: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?" });
+    expect(noServer.remedy).toContain('sudo systemctl start docker');
+    expect(checkContainer('docker', { step: 'engine', reason: 'x' }, 'darwin').remedy).toContain('Docker Desktop');
+    const network = checkContainer('podman', { step: 'network', reason: 'Error: /usr/bin/slirp4netns failed', command: 'podman run --rm x' }, 'linux');
+    expect(network.detail).toBe("podman starts containers with no network, but not with its default network: Error: /usr/bin/slirp4netns failed");
+    expect(network.remedy).toContain('netns = "none"');
+    expect(checkContainer('podman', { step: 'run', reason: 'Error: OCI runtime error', command: 'podman run --rm --network none x' }, 'linux').remedy).toBe('Run `podman run --rm --network none x` to see the whole error.');
+  });
+
+  it('an engine\'s error is one line: podman\'s folded helper output unfolded and its warnings dropped, docker\'s --help line skipped', () => {
+    const slirp = 'Error: /usr/bin/slirp4netns failed: "open(\\"/dev/net/tun\\"): Permission denied\\nWARNING: Support for seccomp is experimental\\nchild failed(1)\\nWARNING: Support for seccomp is experimental\\n"';
+    expect(engineSaid(`time="x" level=warning msg="/ is not a shared mount"\n${slirp}\n`, 'none')).toBe('Error: /usr/bin/slirp4netns failed: "open("/dev/net/tun"): Permission denied; child failed(1)');
+    expect(engineSaid("docker: Error response from daemon: boom.\nRun 'docker run --help' for more information\n", 'none')).toBe('docker: Error response from daemon: boom.');
+    expect(engineSaid('', 'exit 3')).toBe('exit 3');
   });
 
   it('a connection and its machine fail only where Podman needs them', () => {

@@ -3,7 +3,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { environmentLine, execWord, parseExecStart, renderUnits, systemdManager, systemdUnitDir } from '../../client/service/systemd.js';
-import type { ServiceSpec } from '../../client/service/service.js';
+import type { CommandRunner, ServiceSpec } from '../../client/service/service.js';
+import { assertReachable } from '../../client/service/manager.js';
+import type { SandboxdError } from '../../shared/errors.js';
 import { readTemplate } from '../../client/service/templates.js';
 import { inheritedListenFd, scrubActivationEnv } from '../../daemon/lifecycle/socket-activation.js';
 import { resolvePaths } from '../../shared/paths.js';
@@ -85,15 +87,38 @@ describe('systemd user units', () => {
   });
 
   it('reads how the service\'s last run ended from `systemctl --user show`', () => {
-    const manager = systemdManager({ unitDir: '/x', templates });
+    const manager = systemdManager({ unitDir: '/x', templates, user: 'me' });
     expect(manager.lastExit('ActiveState=failed\nExecMainStatus=203\nResult=exit-code\n')).toBe('failed, last exit status 203 (exit-code)');
     expect(manager.lastExit('Failed to connect to bus')).toBeNull();
+  });
+
+  it('unreachable: the remedy names the user; where systemd is not the init system it says so and points at auto-start', async () => {
+    const dir = mkdtempSync('/tmp/sbx-systemd-');
+    cleanup.add(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const noBus: CommandRunner = () => Promise.resolve({ exitCode: 1, stdout: '', stderr: 'Failed to connect to bus: No medium found' });
+    // systemd runs (its booted dir exists) but this shell has no user bus: lingering is the way.
+    mkdirSync(path.join(dir, 'booted'));
+    const booted = systemdManager({ unitDir: '/x', templates, user: 'alice', bootedDir: path.join(dir, 'booted') });
+    await expect(assertReachable(booted, noBus)).rejects.toMatchObject({
+      code: 'SERVICE_MANAGER_UNREACHABLE',
+      message: 'systemd cannot be reached from this shell: `systemctl --user show-environment` failed: Failed to connect to bus: No medium found',
+      remedy: expect.stringContaining('`loginctl enable-linger alice`') as string,
+    });
+    const notInit = systemdManager({ unitDir: '/x', templates, user: 'alice', bootedDir: path.join(dir, 'absent') });
+    const error = await assertReachable(notInit, noBus).catch((caught: unknown) => caught as SandboxdError);
+    expect(error).toMatchObject({ code: 'SERVICE_MANAGER_UNREACHABLE', message: expect.stringMatching(/^systemd is not the init system here \(no .*absent/) as string });
+    expect((error as SandboxdError).remedy).toContain('auto-start');
+    expect((error as SandboxdError).remedy).not.toContain('enable-linger');
+    // A user manager that answers is used, whatever PID 1 is.
+    await expect(assertReachable(notInit, () => Promise.resolve({ exitCode: 0, stdout: '', stderr: '' }))).resolves.toBeUndefined();
   });
 
   it('installs under $XDG_CONFIG_HOME/systemd/user (else ~/.config), reloads and enables the socket', () => {
     expect(systemdUnitDir({ XDG_CONFIG_HOME: '/x/cfg' }, '/home/me')).toBe('/x/cfg/systemd/user');
     expect(systemdUnitDir({}, '/home/me')).toBe('/home/me/.config/systemd/user');
-    const manager = systemdManager({ unitDir: '/x/cfg/systemd/user', templates });
+    const manager = systemdManager({ unitDir: '/x/cfg/systemd/user', templates, user: 'me' });
     expect(manager.installSteps(spec()).map((step) => (step.kind === 'write' ? `write ${step.path}` : step.kind === 'run' ? step.argv.join(' ') : step.kind))).toEqual([
       'write /x/cfg/systemd/user/sandboxd.service',
       'write /x/cfg/systemd/user/sandboxd.socket',

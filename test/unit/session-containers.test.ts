@@ -54,6 +54,10 @@ function setup(inherited: ContainerRecord[] = [], { released = [], failing = new
   const releasedOnDisk = new Set(released.map((entry) => entry.key));
   /** The engine's owner-labelled session containers: id → session label; and what was removed by id. */
   const engine = new Map<string, string>();
+  /** Ids of those containers that are not running (created, exited). */
+  const stopped = new Set<string>();
+  /** Sessions whose stopped containers the engine was asked to remove. */
+  const tidied: string[] = [];
   const removedIds: string[] = [];
   const state = { stray: false, diskFull: false, listings: 0, listFailures: 0 };
   /** Work the containers put off until a quiet moment: run by `quiet()`. */
@@ -102,7 +106,15 @@ function setup(inherited: ContainerRecord[] = [], { released = [], failing = new
         state.listFailures -= 1;
         return Promise.reject(new SandboxdError('CONTAINER_REMOVE_FAILED', '`podman ps` failed: exit killed'));
       }
-      return Promise.resolve([...engine].map(([id, session]) => ({ id, session })));
+      return Promise.resolve([...engine].map(([id, session]) => ({ id, session, stopped: stopped.has(id) })));
+    },
+    removeStopped: (_entry, labels) => {
+      tidied.push(labels.session);
+      const mine = [...engine].filter(([, session]) => session === labels.session).map(([id]) => id);
+      const gone = mine.filter((id) => stopped.has(id));
+      for (const id of gone) engine.delete(id);
+      removedIds.push(...gone);
+      return Promise.resolve({ removed: gone, running: mine.length - gone.length });
     },
     removeOwned: (_target, ids) => {
       for (const id of ids) engine.delete(id);
@@ -115,7 +127,7 @@ function setup(inherited: ContainerRecord[] = [], { released = [], failing = new
     },
     logger,
   });
-  return { containers, probe, live, removed, saved, changed, dir, engine, removedIds, releasedOnDisk, state, quiet, advance: (ms: number) => (now += ms) };
+  return { containers, probe, live, removed, saved, changed, dir, engine, stopped, tidied, removedIds, releasedOnDisk, state, quiet, advance: (ms: number) => (now += ms) };
 }
 
 describe('SessionContainers', () => {
@@ -167,6 +179,61 @@ describe('SessionContainers', () => {
     expect([...releasedOnDisk]).toEqual(['ses_aaaaaaaa']);
     expect(containers.has('ses_aaaaaaaa')).toBe(false);
     expect(() => readFileSync(container.cidfile)).toThrow();
+  });
+
+  it('removes a released session\'s container that never started or has exited; one still running stays the client\'s', async () => {
+    const { containers, engine, stopped, tidied, removedIds, releasedOnDisk } = setup();
+    const created = await containers.prepare(request('ses_created01', 100));
+    const running = await containers.prepare(request('ses_running01', 100));
+    await containers.prepare(request('ses_notyet001', 100));
+    // An interrupted run left its container created and never started; another still runs. The
+    // engine wrote their cidfiles; the third plan's container was never created.
+    engine.set('c-created', 'ses_created01');
+    stopped.add('c-created');
+    writeFileSync(created.container.cidfile, 'c'.repeat(64));
+    engine.set('c-running', 'ses_running01');
+    writeFileSync(running.container.cidfile, 'd'.repeat(64));
+    for (const key of ['ses_created01', 'ses_running01', 'ses_notyet001']) await containers.ended(key, 'released');
+    expect(removedIds).toEqual(['c-created']);
+    // No engine call for a container never created: releases that ran nothing cost nothing.
+    expect(tidied).toEqual(['ses_created01', 'ses_running01']);
+    expect([...engine.keys()]).toEqual(['c-running']);
+    // The removed one's record is forgotten; the running one's and one whose container may still come stay aside.
+    expect([...releasedOnDisk].sort()).toEqual(['ses_notyet001', 'ses_running01']);
+  });
+
+  it('removes a released session\'s container once it has exited, at the next look', async () => {
+    const { containers, engine, stopped, removedIds, releasedOnDisk, advance, quiet } = setup();
+    const running = await containers.prepare(request('ses_running01', 100));
+    engine.set('c-running', 'ses_running01');
+    writeFileSync(running.container.cidfile, 'd'.repeat(64));
+    await containers.ended('ses_running01', 'released');
+    await containers.sweep();
+    await quiet();
+    expect(removedIds).toEqual([]);
+    stopped.add('c-running');
+    advance(3_600_000);
+    await containers.sweep();
+    await quiet();
+    expect(removedIds).toEqual(['c-running']);
+    expect([...releasedOnDisk]).toEqual([]);
+  });
+
+  it('a second end while the first removes the container shares it (sessions rm while the registry ends the session)', async () => {
+    const { containers, removed } = setup();
+    await containers.prepare(request('ses_aaaaaaaa', 100));
+    const first = containers.ended('ses_aaaaaaaa', 'client-exited');
+    const second = containers.ended('ses_aaaaaaaa', 'removed');
+    expect(await second).toEqual(['cid-of-ses_aaaaaaaa']);
+    expect(await first).toEqual(['cid-of-ses_aaaaaaaa']);
+    expect(removed).toHaveLength(1);
+  });
+
+  it('names each engine its records use once, released ones too: where a purge looks', async () => {
+    const { containers } = setup([record('ses_inherited', 100)], { released: [record('ses_released1', 101)] });
+    await containers.prepare(request('ses_aaaaaaaa', 100, { engine: 'docker', env: {} }));
+    const targets = await containers.targets();
+    expect(targets.map((target) => target.engine).sort()).toEqual(['docker', 'podman']);
   });
 
   it('names this daemon in each record it writes, and in one it takes over', async () => {

@@ -43,6 +43,32 @@ describe('SessionRegistry', () => {
     expect(registry.end('ses_aaaaaaaa', 'released')).toBe(false);
   });
 
+  it('keeps listing a session that ended until its container is removed, and never renews or heartbeats it', async () => {
+    const probe = fakeProbe();
+    let removed: () => void = () => undefined;
+    const removal = new Promise<void>((resolve) => (removed = resolve));
+    const registry = new SessionRegistry({
+      clock: { now: () => 0, monotonic: () => 0 },
+      probe,
+      leaseTtlMs: 30_000,
+      sweepIntervalMs: 2_000,
+      maxSessions: 10,
+      logger: createLogger({ kind: 'silent' }),
+      onEnd: (_info, reason) => (reason === 'released' ? undefined : removal),
+    });
+    registry.add(info('ses_aaaaaaaa', 100), 'boot-1', []);
+    registry.add(info('ses_bbbbbbbb', 100), 'boot-1', []);
+    registry.end('ses_aaaaaaaa', 'client-exited');
+    registry.end('ses_bbbbbbbb', 'released');
+    // A session is never shown ended while its container may still run.
+    expect(registry.list().map((session) => session.id)).toEqual(['ses_aaaaaaaa']);
+    expect({ size: registry.size, has: registry.has('ses_aaaaaaaa'), unknown: registry.heartbeatAll(['ses_aaaaaaaa']) }).toEqual({ size: 0, has: false, unknown: ['ses_aaaaaaaa'] });
+    removed();
+    await removal;
+    await Promise.resolve();
+    expect(registry.list()).toEqual([]);
+  });
+
   it('treats a reused pid (other start time) as a dead client', async () => {
     const { registry, probe } = setup();
     probe.processes.set(100, 'boot-1');

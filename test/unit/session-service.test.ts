@@ -2,6 +2,7 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { SandboxdError } from '../../shared/errors.js';
 import { AcquireRequest, type AcquireRequest as AcquireRequestBody } from '../../shared/contracts/sessions.js';
 import { systemClock } from '../../daemon/os/clock.js';
 import { createLogger } from '../../daemon/os/logger.js';
@@ -115,6 +116,8 @@ function service(overrides: (log: { events: string[]; served: ServedAgent }) => 
       },
     },
     site: () => Promise.resolve(LOCAL),
+    userEngine: () => Promise.resolve({ kind: 'other' }),
+    hostUser: { uid: 1001, gid: 1001 },
     leaseTtlMs: 30_000,
     ...overrides({ events, served }),
   };
@@ -124,6 +127,23 @@ function service(overrides: (log: { events: string[]; served: ServedAgent }) => 
 }
 
 describe('SessionService.acquire', () => {
+  it('maps the user onto a non-root container user of rootless Podman and says so as a notice, not a warning', async () => {
+    const { acquire } = service(() => ({ userEngine: () => Promise.resolve({ kind: 'rootless-podman', version: 'podman version 4.3.1' }) }));
+    const answer = await acquire({ engine: 'podman', containerUser: { uid: 1000, gid: 1000 }, workdir: true, allowWideWorkdir: true });
+    expect(answer.plan.flags).toContain('--userns=keep-id:uid=1000,gid=1000');
+    expect(answer.plan.args).toContain('--userns=keep-id:uid=1000,gid=1000');
+    expect(answer.plan.notices).toContain('podman: you (uid 1001) are uid 1000 in the container (--userns=keep-id:uid=1000,gid=1000), so it writes the work tree as you');
+    expect(answer.plan.warnings.some((warning) => warning.includes('keep-id'))).toBe(false);
+  });
+
+  it('an engine that does not answer when asked fails the acquire: no plan for a run that cannot start', async () => {
+    const down = new SandboxdError('DOCKER_INFO_FAILED', 'the Docker engine did not answer `docker info`: Cannot connect to the Docker daemon');
+    const { events, registry, acquire } = service(() => ({ userEngine: () => Promise.reject(down) }));
+    await expect(acquire({ sshAgent: 'off' })).rejects.toBe(down);
+    expect(registry.size).toBe(0);
+    expect(events).toContain('record abandoned');
+  });
+
   it('registers the session with its bridge leases and answers its plan', async () => {
     const { events, registry, acquire } = service();
     const answer = await acquire();
@@ -185,13 +205,13 @@ describe('SessionService.acquire', () => {
       },
     }));
     await expect(acquire()).rejects.toBe(refused);
-    expect(events.filter((event) => event !== 'git facts' && event !== 'privacy checked')).toEqual([
-      'bridge served',
-      'record written',
-      'guard released',
-      'record abandoned',
-      'lease released',
-    ]);
+    // The bridge and the record are taken at once, in either order; each is given back in reverse.
+    const undo = { 'bridge served': 'lease released', 'record written': 'record abandoned' } as const;
+    const taken = events.filter((event): event is keyof typeof undo => event in undo);
+    expect([...taken].sort()).toEqual(['bridge served', 'record written']);
+    const givenBack = events.filter((event) => event === 'guard released' || event === 'record abandoned' || event === 'lease released');
+    expect(givenBack).toEqual(['guard released', ...taken.map((event) => undo[event]).reverse()]);
+    expect(events.indexOf('guard released')).toBeGreaterThan(Math.max(...taken.map((event) => events.indexOf(event))));
     expect(registry.size).toBe(0);
   });
 

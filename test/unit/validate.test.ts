@@ -16,9 +16,9 @@ function refusal(run: () => unknown): SandboxdError {
 
 /** What the daemon's own 400s say: a person's words, never the schema's terms or a pattern. */
 describe('the daemon words a refused request for people', () => {
-  it('an id that is not one it hands out, named once', () => {
-    expect(refusal(() => parseInput(SessionParams, { id: 'nope' }, 'session id'))).toMatchObject({ code: 'BAD_REQUEST', message: 'the session id is not in the form sandboxd expects' });
-    expect(refusal(() => parseInput(BridgeParams, { id: '../x' }, 'tunnel id')).message).toBe('the tunnel id is not in the form sandboxd expects');
+  it('an id that is not one it hands out, named once, with the value given', () => {
+    expect(refusal(() => parseInput(SessionParams, { id: 'nope' }, 'session id'))).toMatchObject({ code: 'BAD_REQUEST', message: 'the session id "nope" is not in the form sandboxd expects' });
+    expect(refusal(() => parseInput(BridgeParams, { id: '../x' }, 'tunnel id')).message).toBe('the tunnel id "../x" is not in the form sandboxd expects');
   });
 
   it.each([

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession } from '../../client/index.js';
@@ -37,7 +37,11 @@ describe('a warm acquire long after the last one', () => {
     await listenOn(daemon.app.server, { path: path.join(dir, 'sandboxd.sock') });
     daemon.start();
     // The real client on the real socket; the daemon is already there, so none is auto-started.
-    const env = { PATH: process.env.PATH ?? '', HOME: dir, SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_STATE_DIR: dir, SANDBOXD_LOG_DIR: dir };
+    // Its PATH has git and no engine: nothing of this machine's docker or podman is asked.
+    const bin = path.join(dir, 'bin');
+    mkdirSync(bin);
+    symlinkSync(execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim(), path.join(bin, 'git'));
+    const env = { PATH: bin, HOME: dir, SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_STATE_DIR: dir, SANDBOXD_LOG_DIR: dir };
     const acquire = async (): Promise<void> => {
       const session = await acquireSession({ engine: 'docker', env, cwd: repo, sshAgent: 'off', heartbeat: false });
       await session.release();

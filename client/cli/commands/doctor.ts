@@ -13,6 +13,7 @@ import { getStatus, checkReadable } from '../../daemon-calls.js';
 import {
   checkAgent,
   checkConnection,
+  checkContainer,
   checkDaemon,
   checkDirectories,
   checkDockerEngines,
@@ -26,8 +27,12 @@ import {
   type CheckResult,
   type ConnectionProbe,
   type DaemonProbe,
+  type EngineUse,
   type ServiceState,
 } from '../../doctor/checks.js';
+import { probeContainer, type ContainerProbe } from '../../doctor/container-check.js';
+import { chooseEngine, systemProbes } from '../engine-choice.js';
+import { ownerLabel } from '../../../daemon/os/owner-label.js';
 import { envFlag } from '../../env-flags.js';
 import { findOtherDaemons, otherDaemonWarnings } from '../../other-daemons.js';
 import { managerInputs, managerRunner } from '../../service/control.js';
@@ -93,6 +98,20 @@ async function serviceState(platform: Platform): Promise<ServiceState> {
   return { ...state, loaded: loaded.exitCode === 0, lastExit: status.exitCode === 0 ? manager.lastExit(status.stdout) : null };
 }
 
+/** The engine `run` would use from this shell; null when none is on PATH. */
+async function engineInUse(env: NodeJS.ProcessEnv): Promise<EngineUse> {
+  try {
+    return await chooseEngine(undefined, env, systemProbes(env));
+  } catch (error) {
+    if (error instanceof SandboxdError && error.code === 'ENGINE_NOT_FOUND') return null;
+    throw error;
+  }
+}
+
+function stringEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined));
+}
+
 export async function runChecks(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
   const platform = currentPlatform();
   const home = env.HOME ?? os.homedir();
@@ -100,7 +119,10 @@ export async function runChecks(env: NodeJS.ProcessEnv): Promise<CheckResult[]> 
   const pathInputs = { platform, env, uid, home };
   const paths = resolvePaths(pathInputs);
   const searchPath = env.PATH ?? '';
-  const [podman, docker] = await Promise.all([findExecutable('podman', searchPath), findExecutable('docker', searchPath)]);
+  const [podman, docker, used] = await Promise.all([findExecutable('podman', searchPath), findExecutable('docker', searchPath), engineInUse(env)]);
+  const binary = used === null ? null : used.engine === 'podman' ? podman : docker;
+  const container: ContainerProbe | null =
+    used === null || binary === null ? null : await probeContainer(used.engine, { run: runSubprocess, binary, env: stringEnv(env), owner: ownerLabel(uid, paths.stateDir) });
   const daemon: DaemonProbe = await getStatus(env).then((status) => ({ status }), (error: unknown) => ({ error }));
   const needed = connectionNeeded(env, platform);
   const connection = await probeConnection(env, home, podman);
@@ -119,7 +141,8 @@ export async function runChecks(env: NodeJS.ProcessEnv): Promise<CheckResult[]> 
     await checkDirectories(paths, uid),
     checkDaemon(daemon, autoStart, paths.socketPath),
     checkOtherDaemons(otherDaemonWarnings(await findOtherDaemons(pathInputs, paths)), otherLayoutSockets(pathInputs, paths)),
-    ...checkEngines({ podman, docker }),
+    ...checkEngines({ podman, docker }, used),
+    checkContainer(used?.engine ?? null, container, platform),
     checkConnection(connection, needed),
     checkMachineSsh(ssh, 'connection' in connection ? connection.connection.name : '', needed),
     checkAgent(await inspectAgentSocket(env.SSH_AUTH_SOCK)),

@@ -1,4 +1,5 @@
 import { promises as fs, realpathSync } from 'node:fs';
+import os from 'node:os';
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
 import { currentPlatform, type SandboxdPaths } from '../../../shared/paths.js';
@@ -11,14 +12,23 @@ import { managerInputs, managerRunner } from '../../service/control.js';
 import { assertReachable, describeStep, executeSteps, installedService, serviceManager, type StepDeps } from '../../service/manager.js';
 import { serviceEnvironment, serviceNode, toolDirs, type CommandRunner, type ServiceManager, type ServiceSpec, type ServiceStep } from '../../service/service.js';
 import { printJson, runAction } from '../output.js';
-import { stopDaemon } from './lifecycle.js';
+import { stopDaemon, stoppedWithin } from './lifecycle.js';
+import { purgeThroughDaemon, removeOwnDirs } from '../../purge.js';
+import type { PurgeResponse } from '../../../shared/contracts/purge.js';
+import { withProgress } from '../progress.js';
 
 /** launchd's bootout can take seconds to finish a job that is stopping gracefully (≤ 5 s). */
 const UNLOAD_WAIT_MS = 15_000;
+/** The purging daemon stops once it has answered, within its own graceful bound. */
+const PURGE_STOP_MS = 10_000;
 
 interface Flags {
   dryRun?: boolean;
   json?: boolean;
+}
+
+interface UninstallFlags extends Flags {
+  purge?: boolean;
 }
 
 async function installSpec(paths: SandboxdPaths): Promise<ServiceSpec> {
@@ -74,11 +84,72 @@ function stepDeps(run: CommandRunner): StepDeps {
 }
 
 /** After the service is unloaded: no daemon may be left running, nor its socket left behind. */
-async function leaveNothingRunning(json: boolean): Promise<void> {
-  await stopDaemon(json);
+async function leaveNothingRunning(json: boolean): Promise<'stopped' | 'not-running'> {
+  const stopped = await stopDaemon(json);
   const { socketPath } = clientPaths();
   const stat = await fs.lstat(socketPath).catch(() => null);
   if (stat?.isSocket() === true && stat.uid === (process.getuid?.() ?? 0) && !(await socketAnswers(socketPath, 1_000))) await fs.rm(socketPath, { force: true });
+  return stopped;
+}
+
+/**
+ * `uninstall`: the service unloaded and its files removed (when installed), the daemon stopped
+ * whatever started it; with `--purge` a fresh daemon then removes every container, volume and
+ * image of sandboxd's and stops, and its directories go. What is left is the package itself.
+ */
+async function uninstall(flags: UninstallFlags): Promise<number> {
+  const json = flags.json === true;
+  const dryRun = flags.dryRun === true;
+  const platform = currentPlatform();
+  const manager = await installedService(managerInputs(process.env, platform));
+  const steps = manager?.uninstallSteps() ?? [];
+  if (manager !== null && !dryRun) await executeSteps(steps, stepDeps(await managerRunner(process.env, platform)));
+  const stopped = dryRun ? 'not-running' : await leaveNothingRunning(json);
+  let purged: PurgeResponse | null = null;
+  let dirs: Awaited<ReturnType<typeof removeOwnDirs>> | null = null;
+  if (flags.purge === true) {
+    if (!dryRun) {
+      const done = await withProgress('removing sandboxd\'s containers, volumes and images', purgeThroughDaemon(process.env));
+      purged = done.purged;
+      await stoppedWithin(done.pid, PURGE_STOP_MS);
+    }
+    dirs = await removeOwnDirs(clientPaths(), process.env.HOME ?? os.homedir(), process.getuid?.() ?? 0, dryRun);
+  }
+  if (json) {
+    printJson({ manager: manager?.kind ?? null, dryRun, files: manager?.files ?? [], steps, stopped: stopped === 'stopped', purged, dirs });
+  } else {
+    process.stdout.write(uninstallReport({ manager, steps, dryRun, stopped, purged, dirs }));
+  }
+  for (const failure of purged?.failures ?? []) process.stderr.write(`sandboxd: not purged: ${failure}\n`);
+  for (const unreached of purged?.unreached ?? []) process.stderr.write(`sandboxd: not looked at (no record names it): ${unreached}\n`);
+  return (purged?.failures.length ?? 0) > 0 ? 1 : 0;
+}
+
+function plural(count: number, what: string): string {
+  return `${count} ${what}${count === 1 ? '' : 's'}`;
+}
+
+function uninstallReport(done: {
+  manager: ServiceManager | null;
+  steps: readonly ServiceStep[];
+  dryRun: boolean;
+  stopped: 'stopped' | 'not-running';
+  purged: PurgeResponse | null;
+  dirs: Awaited<ReturnType<typeof removeOwnDirs>> | null;
+}): string {
+  const lines: string[] = [];
+  if (done.dryRun) {
+    lines.push(...done.steps.map(describeStep), 'stop the daemon, if one runs');
+    if (done.dirs !== null) lines.push('remove every container, volume and image sandboxd owns, on every engine its records name and on podman and docker here', ...done.dirs.removed.map((dir) => `remove ${dir}`));
+  } else {
+    lines.push(done.manager === null ? 'sandboxd was not installed as a service' : `sandboxd uninstalled (${done.manager.kind}: ${done.manager.files.join(', ')})`);
+    lines.push(done.stopped === 'stopped' ? 'the daemon is stopped' : 'no daemon was running');
+    if (done.purged !== null) lines.push(`removed ${plural(done.purged.containers.length, 'container')}, ${plural(done.purged.volumes.length, 'volume')}, ${plural(done.purged.images.length, 'image')}`);
+    lines.push(...(done.dirs?.removed ?? []).map((dir) => `removed ${dir}`));
+  }
+  lines.push(...(done.dirs?.kept ?? []).map(({ dir, why }) => `kept ${dir}: ${why}`));
+  if (!done.dryRun) lines.push(done.dirs === null ? 'clients start the daemon themselves again; to remove sandboxd: `sandboxd uninstall --purge`, then `npm uninstall -g sandboxd`' : 'now remove the package: npm uninstall -g sandboxd');
+  return `${lines.join('\n')}\n`;
 }
 
 export function registerInstallCommands(program: Command): void {
@@ -111,25 +182,11 @@ export function registerInstallCommands(program: Command): void {
 
   program
     .command('uninstall')
-    .description('undo `sandboxd install`: unload and remove the launchd agent or systemd units')
+    .description('undo `sandboxd install` and stop the daemon; --purge also removes its containers, volumes, images and directories')
+    .option('--purge', 'also remove every container, volume and image sandboxd owns and its state, log and runtime directories')
     .option('--dry-run', 'print the files and commands instead of running them')
     .option('--json', 'print JSON')
-    .action(async (flags: Flags) => {
-      await runAction(flags.json === true, async () => {
-        const platform = currentPlatform();
-        const manager = await installedService(managerInputs(process.env, platform));
-        if (manager === null) {
-          if (flags.json === true) printJson({ manager: null, dryRun: flags.dryRun === true, files: [], steps: [] });
-          else process.stdout.write('sandboxd is not installed as a service\n');
-          return 0;
-        }
-        const steps = manager.uninstallSteps();
-        if (flags.dryRun !== true) {
-          await executeSteps(steps, stepDeps(await managerRunner(process.env, platform)));
-          await leaveNothingRunning(flags.json === true);
-        }
-        report(manager, steps, flags, `sandboxd uninstalled (${manager.kind}); clients start the daemon themselves again`);
-        return 0;
-      });
+    .action(async (flags: UninstallFlags) => {
+      await runAction(flags.json === true, () => uninstall(flags));
     });
 }

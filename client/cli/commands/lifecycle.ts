@@ -17,7 +17,7 @@ const STOP_TIMEOUT_MS = 6_000;
 const MANAGED_STOP_MS = 2_000;
 
 /** Polls until `pid` has exited (a zombie counts) and no pid record names it any more. */
-async function stoppedWithin(pid: number, timeoutMs: number): Promise<boolean> {
+export async function stoppedWithin(pid: number, timeoutMs: number): Promise<boolean> {
   const { pidPath } = clientPaths();
   const probe = createProcessProbe(currentPlatform());
   const deadline = Date.now() + timeoutMs;

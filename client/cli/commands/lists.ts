@@ -36,7 +36,8 @@ const TUNNEL_COLUMNS: Column<BridgeInfo>[] = [
   { header: 'RESTARTS', value: (t) => String(t.restarts) },
   { header: 'AGE', value: (t) => formatAge(t.createdAt) },
   { header: 'AGENT', value: (t) => t.hostAgentSocket, keepEnd: true, wideOnly: true },
-  { header: 'SOCKET', value: (t) => t.socketPath, keepEnd: true },
+  // Every bridge serves `agent.sock` in a directory of its own: the directory tells them apart.
+  { header: 'SOCKET DIR', value: (t) => t.socketPath.replace(/\/agent\.sock$/, ''), keepEnd: true, keepLast: true },
   { header: 'LAST ERROR', value: (t) => t.lastError ?? '-' },
 ];
 

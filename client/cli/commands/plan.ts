@@ -21,7 +21,8 @@ export function registerPlanCommand(program: Command): void {
     program
       .command('plan')
       .description('acquire a session, print its plan (mounts, env, run args), release it')
-      .option('--workdir', 'include the cwd mount and --workdir, as `run` does')
+      .option('--no-workdir', 'leave out the mount of the current directory and --workdir, as `run --no-workdir` does')
+      .option('--workdir', 'include them (the default, as for `run`)')
       .option('--image <image>', 'the image the container will run (accepted and unused: sandboxd verifies an agent socket with its own image)'),
   ).action(async (flags: SessionFlags & { image?: string }) => {
     const json = flags.json === true;
@@ -29,7 +30,8 @@ export function registerPlanCommand(program: Command): void {
       const engine = await sessionEngine(flags);
       const session = await withProgress(
         'preparing the session (starting the daemon, a tunnel or an engine probe)',
-        acquireSession({ ...toAcquireOptions(flags, engine), heartbeat: false, image: flags.image }),
+        // What `run` adds, the work tree included, unless asked not to.
+        acquireSession({ ...toAcquireOptions(flags, engine), workdir: flags.workdir ?? true, heartbeat: false, image: flags.image }),
       );
       try {
         if (json) {
@@ -50,6 +52,7 @@ export function registerPlanCommand(program: Command): void {
           'env:',
           ...Object.entries(session.plan.env).map(([name, value]) => `  ${name}=${value}`),
           ...session.plan.warnings.map((warning) => `warning: ${warning}`),
+          ...session.plan.notices.map((notice) => `notice: ${notice}`),
           `run args: ${session.plan.args.map(shellQuote).join(' ')}`,
         ];
         process.stdout.write(`${lines.join('\n')}\n`);

@@ -1,17 +1,16 @@
-import { spawn } from 'node:child_process';
-import { constants as osConstants } from 'node:os';
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
 import type { ContainerUser, SessionInfo } from '../../../shared/contracts/sessions.js';
 import { AGENT_NOT_FORWARDED, type Plan } from '../../../shared/contracts/plan.js';
 import { applyPlan } from '../../apply-plan.js';
 import { parseRunArgs } from '../../run-args.js';
-import { acquireSession } from '../../session.js';
+import { removeSession } from '../../admin.js';
+import { acquireSession, type Session } from '../../session.js';
+import { runEngine, signalExitCode, SignalInbox, type EngineRun } from '../engine-run.js';
+import { unknownOptionHint } from '../program.js';
 import { reportError, runAction } from '../output.js';
 import { withProgress } from '../progress.js';
 import { addSessionOptions, numericUser, sessionEngine, toAcquireOptions, type SessionFlags } from '../session-options.js';
-
-const FORWARDED_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
 
 /**
  * The container user as `run`'s own `--user`/`-u` states it, so it need not be given twice. Run
@@ -51,39 +50,12 @@ function engineCommand(plan: Plan, runArgs: readonly string[]): string[] {
   }
 }
 
-/** Runs `<engine> run <plan args> <run args>` attached to this terminal; resolves to its exit code. */
-function runEngine(engine: string, args: string[], env: Record<string, string>): Promise<number> {
-  return new Promise((resolve, reject) => {
-    // Values of `-e NAME` travel here, in the engine's environment, never on its command line.
-    const child = spawn(engine, args, { stdio: 'inherit', env: { ...process.env, ...env } });
-    const forward = (signal: NodeJS.Signals): void => {
-      child.kill(signal);
-    };
-    for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
-    const detach = (): void => {
-      for (const signal of FORWARDED_SIGNALS) process.off(signal, forward);
-    };
-    child.once('error', (error: NodeJS.ErrnoException) => {
-      detach();
-      if (error.code === 'ENOENT') {
-        reject(new SandboxdError('ENGINE_NOT_FOUND', `${engine} was not found on PATH (${process.env.PATH ?? ''})`, {
-          remedy: `Install ${engine} or add its directory to PATH.`,
-        }));
-      } else reject(error);
-    });
-    child.once('exit', (code, signal) => {
-      detach();
-      resolve(code ?? 128 + (signal === null ? 1 : osConstants.signals[signal]));
-    });
-  });
-}
-
 /**
  * What a person should know before the container starts: on stderr, so the container's output
  * stays its own. Each reason once: the plan's warning about the skipped agent repeats the reason
  * before its remedy, so it is printed as the remedy under the reason.
  */
-export function planNotices(ssh: SessionInfo['ssh'], warnings: readonly string[]): string {
+export function planNotices(ssh: SessionInfo['ssh'] | { status: 'forwarded' }, warnings: readonly string[]): string {
   const lines: string[] = [];
   let rest = warnings;
   if (ssh.status === 'skipped') {
@@ -97,8 +69,42 @@ export function planNotices(ssh: SessionInfo['ssh'], warnings: readonly string[]
   return lines.map((line) => `${line}\n`).join('');
 }
 
+/** `-d`: the session lives as long as `run` does, so the container cannot outlive it detached. */
+function refuseDetach(runArgs: readonly string[]): void {
+  let detached = false;
+  try {
+    detached = parseRunArgs(runArgs).options.some((option) => option.name === 'detach' && option.value !== 'false');
+  } catch {
+    return;
+  }
+  if (detached) {
+    throw new SandboxdError('USAGE', 'sandboxd run keeps the session (the agent, git) for as long as the container runs, so it cannot detach (-d)', {
+      remedy: 'Run it in the background from your shell instead: `sandboxd run -- … &`.',
+    });
+  }
+}
+
+/**
+ * Ends the session once the engine client is gone. After a signal the container may outlive its
+ * client (`podman run -it` exits on SIGINT and leaves it running), so it is stopped and removed
+ * first; otherwise the session is released, and the daemon removes a container that never
+ * started or has exited (sessions.md).
+ */
+async function endSession(session: Session, removeContainer: boolean): Promise<void> {
+  if (removeContainer) await removeSession(session.id).catch(() => undefined);
+  await session.release().catch(() => undefined);
+}
+
+/** Ends `run` as the signal would have: by it, so a calling shell sees what it sent. */
+function dieBy(signal: NodeJS.Signals, inbox: SignalInbox): number {
+  inbox.close();
+  // SIGQUIT's default dumps core; the other three end the process as they would have ended it.
+  if (signal !== 'SIGQUIT') process.kill(process.pid, signal);
+  return signalExitCode(signal);
+}
+
 export function registerRunCommand(program: Command): void {
-  addSessionOptions(
+  const command = addSessionOptions(
     program
       .command('run')
       .description('acquire a session and run `<engine> run <plan args> <run args…>`; exits with the engine\'s code')
@@ -106,9 +112,18 @@ export function registerRunCommand(program: Command): void {
       .usage('[--engine podman|docker] [options] -- <run args…>')
       .option('--no-workdir', 'do not mount the current directory or make it the working directory')
       .option('-q, --quiet', 'do not print the plan\'s warnings or why the agent was skipped'),
-  ).action(async (runArgs: string[], flags: SessionFlags & { quiet?: boolean }) => {
+  );
+  unknownOptionHint(command, 'the engine\'s run arguments go after `--`: sandboxd run [options] -- --rm -it IMAGE');
+  command.action(async (runArgs: string[], flags: SessionFlags & { quiet?: boolean }) => {
     const json = flags.json === true;
+    // From the first moment: a Ctrl-C while the session is acquired must not leave it held.
+    const inbox = new SignalInbox();
+    inbox.listen((signal, count) => {
+      // A second signal before the engine runs: out now (the daemon reaps the lease of a dead client).
+      if (count > 1) process.exit(signalExitCode(signal));
+    });
     await runAction(json, async () => {
+      refuseDetach(runArgs);
       const engine = await sessionEngine(flags);
       const options = toAcquireOptions(flags, engine);
       const user = flags.containerUser === undefined ? userFromRunArgs(runArgs, flags.containerHome) : undefined;
@@ -117,14 +132,36 @@ export function registerRunCommand(program: Command): void {
         'preparing the session (starting the daemon, a tunnel or an engine probe)',
         acquireSession({ ...options, containerUser: user ?? options.containerUser, image }),
       );
-      if (flags.quiet !== true) process.stderr.write(planNotices(session.info.ssh, session.plan.warnings));
-      try {
-        return await runEngine(engine, engineCommand(session.plan, runArgs), session.plan.spawnEnv);
-      } catch (error) {
-        return reportError(error, json);
-      } finally {
+      const early = inbox.received[0];
+      if (early !== undefined) {
         await session.release().catch(() => undefined);
+        return dieBy(early, inbox);
       }
+      // An agent the caller turned off is no news: only the warnings are said then.
+      const ssh = flags.sshAgent === 'off' ? { status: 'forwarded' as const } : session.info.ssh;
+      if (flags.quiet !== true) process.stderr.write(planNotices(ssh, session.plan.warnings));
+      // What sandboxd set that needs no action: asked for with -v (and silenced with the rest by -q).
+      if (flags.verbose === true && flags.quiet !== true) process.stderr.write(session.plan.notices.map((notice) => `sandboxd: notice: ${notice}\n`).join(''));
+      let result: EngineRun;
+      try {
+        result = await runEngine({
+          engine,
+          args: engineCommand(session.plan, runArgs),
+          env: session.plan.spawnEnv,
+          inbox,
+          stopContainer: () => removeSession(session.id).then(() => undefined),
+        });
+      } catch (error) {
+        await endSession(session, true);
+        inbox.close();
+        return reportError(error, json);
+      }
+      // A forced stop removed the container already.
+      await endSession(session, result.forcedBy === null && (result.interrupted || result.exit.signal !== null));
+      const signal = result.forcedBy ?? result.exit.signal;
+      if (signal !== null) return dieBy(signal, inbox);
+      inbox.close();
+      return result.exit.code ?? 1;
     });
   });
 }

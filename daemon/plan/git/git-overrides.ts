@@ -10,7 +10,10 @@ export interface Override extends ConfigSetting {
 
 export interface Overrides {
   settings: Override[];
+  /** What will fail or differ in the sandbox. */
   warnings: string[];
+  /** Overrides that need no action: said by `plan` and `run -v` only. */
+  notices: string[];
   /** Host files the settings name, to mount where `sandboxPath` says. */
   files: XdgDefault[];
   /** Commits or tags are signed with SSH keys: the agent must reach the container. */
@@ -84,7 +87,7 @@ function credentialOverrides(entries: readonly ConfigEntry[], out: Overrides): v
     for (const helper of helpers.filter((value) => PORTABLE_HELPER.test(value))) {
       out.settings.push({ section: 'credential', ...subsection, key: 'helper', value: helper });
     }
-    out.warnings.push(
+    out.notices.push(
       `git: credential helper ${dropped.map((helper) => `"${helper}"`).join(', ')}${url === null ? '' : ` for ${url}`} is a host program; it is reset in the sandbox`,
     );
   }
@@ -94,14 +97,14 @@ function programOverrides(entries: readonly ConfigEntry[], out: Overrides): void
   const fsmonitor = last(entries, 'core.fsmonitor');
   if (fsmonitor !== undefined && fsmonitor !== 'false') {
     out.settings.push({ section: 'core', key: 'fsmonitor', value: 'false' });
-    out.warnings.push('git: core.fsmonitor runs a host program; it is off in the sandbox');
+    out.notices.push('git: core.fsmonitor runs a host program; it is off in the sandbox');
   }
   for (const [key, fallback] of Object.entries(DEFAULT_PROGRAMS)) {
     const value = last(entries, key);
     if (value === undefined || value === null || !HOST_ONLY_PROGRAM.test(value)) continue;
     const [section = '', name = ''] = key.split('.');
     out.settings.push({ section, key: name, value: fallback });
-    out.warnings.push(`git: ${key} "${value}" is a host program; the sandbox uses ${fallback}`);
+    out.notices.push(`git: ${key} "${value}" is a host program; the sandbox uses ${fallback}`);
   }
 }
 
@@ -114,7 +117,7 @@ async function signingOverrides(input: OverrideInput, out: Overrides): Promise<v
   const program = last(entries, 'gpg.ssh.program');
   if (program !== undefined && program !== 'ssh-keygen') {
     out.settings.push({ section: 'gpg', subsection: 'ssh', key: 'program', value: 'ssh-keygen' });
-    out.warnings.push(`git: gpg.ssh.program "${program ?? ''}" is a host program; the sandbox signs with ssh-keygen through the forwarded agent`);
+    out.notices.push(`git: gpg.ssh.program "${program ?? ''}" is a host program; the sandbox signs with ssh-keygen through the forwarded agent`);
   }
   const signs = isTrue(last(entries, 'commit.gpgsign') ?? 'false') || isTrue(last(entries, 'tag.gpgsign') ?? 'false');
   const format = (last(entries, 'gpg.format') ?? 'openpgp').toLowerCase();
@@ -125,7 +128,7 @@ async function signingOverrides(input: OverrideInput, out: Overrides): Promise<v
     const file = expandHome(signingKey, input.hostHome);
     const pub = `${file}.pub`;
     if (await input.publicKeyExists(pub)) {
-      out.warnings.push(`git: user.signingkey names the private key ${file}; the sandbox signs with ${pub} through the agent (private keys are never mounted)`);
+      out.notices.push(`git: user.signingkey names the private key ${file}; the sandbox signs with ${pub} through the agent (private keys are never mounted)`);
     } else {
       out.warnings.push(`git: user.signingkey names the private key ${file} and ${pub} does not exist; private keys are never mounted, so signing fails in the sandbox (remedy: create ${pub} with \`ssh-keygen -y -f ${file} > ${pub}\`)`);
     }
@@ -151,7 +154,7 @@ function defaultFileOverrides(input: OverrideInput, out: Overrides): void {
     const [section = '', name = ''] = key.split('.');
     out.settings.push({ section, key: name, value });
     out.files.push({ key, file });
-    out.warnings.push(`git: ${key} is set to ${value} in the sandbox, where your ${file} is mounted, since git would look for it under the container's HOME`);
+    out.notices.push(`git: ${key} is set to ${value} in the sandbox, where your ${file} is mounted, since git would look for it under the container's HOME`);
   }
 }
 
@@ -164,7 +167,7 @@ function sshOverrides(input: OverrideInput, out: Overrides): void {
   if (!hostOnly && knownHosts === '') return;
   const value = `ssh${knownHosts}`;
   out.settings.push({ section: 'core', key: 'sshCommand', value });
-  out.warnings.push(
+  out.notices.push(
     hostOnly
       ? `git: core.sshCommand "${sshCommand}" is a host program; the sandbox uses ${value}`
       : `git: core.sshCommand is set to "${value}" in the sandbox, so ssh trusts the hosts your known_hosts lists whatever the container user's HOME`,
@@ -173,7 +176,7 @@ function sshOverrides(input: OverrideInput, out: Overrides): void {
 
 /** What the generated global config sets after the user's files, and why (DESIGN §8). */
 export async function sandboxOverrides(input: OverrideInput): Promise<Overrides> {
-  const out: Overrides = { settings: [], warnings: [], files: [], sshSigning: false };
+  const out: Overrides = { settings: [], warnings: [], notices: [], files: [], sshSigning: false };
   credentialOverrides(input.entries, out);
   programOverrides(input.entries, out);
   defaultFileOverrides(input, out);

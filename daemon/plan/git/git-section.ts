@@ -1,4 +1,4 @@
-import type { Mount } from '../../../shared/contracts/plan.js';
+import { AGENT_REMEDY, type Mount } from '../../../shared/contracts/plan.js';
 import { clip } from '../../os/text.js';
 import { renderGlobalConfig } from './git-global.js';
 import type { GitHostFacts } from './git-host.js';
@@ -19,6 +19,8 @@ export interface GitSectionInput {
 
 export interface GitSection extends GitPlan {
   warnings: string[];
+  /** The overrides the generated config makes, which need no action. */
+  notices: string[];
 }
 
 /** Exactly the repository's own directories, its submodules' included: git refuses a submodule owned by another uid as it refuses the superproject. */
@@ -32,6 +34,7 @@ function safeDirectories(repo: GitHostFacts['repo']): string[] {
 export async function planGitSection(input: GitSectionInput): Promise<GitSection> {
   const { facts } = input;
   const warnings = [...facts.warnings];
+  const notices: string[] = [];
   let globalConfig: string | null = null;
   const files: GitFileMount[] = [];
   let homeFiles: GitConfigFile[] = facts.plainHomeFiles;
@@ -51,11 +54,12 @@ export async function planGitSection(input: GitSectionInput): Promise<GitSection
     globalConfig = await input.writeGlobalConfig(rendered.text);
     for (const refused of rendered.refused) warnings.push(`git: the sandbox cannot write ${refused.section}.${refused.key} for "${clip(refused.subsection ?? '')}" (a newline in its name); it is left out`);
     if (directories.length > 0) {
-      warnings.push(`git: safe.directory is set to ${directories.join(', ')} in the sandbox, so git trusts this repository whichever user owns it there`);
+      notices.push(`git: safe.directory is set to ${directories.join(', ')} in the sandbox, so git trusts this repository whichever user owns it there`);
     }
     warnings.push(...facts.overrides.warnings);
+    notices.push(...facts.overrides.notices);
     if (facts.overrides.sshSigning && !input.agentForwarded) {
-      warnings.push('git: commits are signed with SSH keys (gpg.format=ssh) but no agent reaches this container, so signing fails (remedy: forward the agent, --ssh-agent on)');
+      warnings.push(`git: commits are signed with SSH keys (gpg.format=ssh) but no agent reaches this container, so signing fails (remedy: ${AGENT_REMEDY})`);
     }
   }
   const plan = planGit({
@@ -70,5 +74,5 @@ export async function planGitSection(input: GitSectionInput): Promise<GitSection
     knownHosts: facts.knownHosts,
     relabel: input.relabel,
   });
-  return { ...plan, warnings };
+  return { ...plan, warnings, notices };
 }

@@ -1,0 +1,121 @@
+import { REFINEMENTS, type RefinementName } from './refinements.js';
+
+/*
+ * An answer's shape: what a zod schema of the contract accepts, written down as data by
+ * shape-of.ts and checked here without zod. Building zod schemas costs a client process more than
+ * all the rest of an acquire (the daemon's work included), so the answers a client reads on
+ * every launch (answer-shapes.ts) are checked against their shapes instead; the shapes are
+ * generated from the schemas, and a test holds the two to the same verdicts.
+ */
+
+export type ShapeNode =
+  | { kind: 'string'; minLength?: number; maxLength?: number; patterns?: RegExp[]; refinements?: RefinementName[] }
+  | { kind: 'number'; integer: boolean; bounds?: { op: '>' | '>=' | '<' | '<='; value: number }[] }
+  | { kind: 'boolean' }
+  | { kind: 'literal'; values: (string | number | boolean | null)[] }
+  | { kind: 'nullable'; of: ShapeNode }
+  | { kind: 'optional'; of: ShapeNode }
+  | { kind: 'array'; of: ShapeNode; minLength?: number; maxLength?: number }
+  | { kind: 'record'; key: ShapeNode; value: ShapeNode }
+  /** A strict object: a key it does not list is an error. */
+  | { kind: 'object'; fields: Record<string, ShapeNode> }
+  | { kind: 'union'; of: ShapeNode[] };
+
+/** The shape of answers of type `T` (the zod schema's output). */
+export interface Shape<T> {
+  readonly root: ShapeNode;
+  /** Never set: carries the answer's type. */
+  readonly answer?: T;
+}
+
+/** Where an answer leaves its shape: zod's issue, as far as a client reads it. */
+export interface ShapeIssue {
+  code: 'invalid_type' | 'invalid_value' | 'too_small' | 'too_big' | 'invalid_format' | 'custom' | 'unrecognized_keys' | 'invalid_union';
+  path: (string | number)[];
+  /** For `unrecognized_keys`: the keys the shape does not list. */
+  keys?: string[];
+}
+
+export type ShapeResult<T> = { success: true; data: T } | { success: false; error: { issues: ShapeIssue[] } };
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function checkString(node: Extract<ShapeNode, { kind: 'string' }>, value: unknown, path: (string | number)[]): ShapeIssue | null {
+  if (typeof value !== 'string') return { code: 'invalid_type', path };
+  if (node.minLength !== undefined && value.length < node.minLength) return { code: 'too_small', path };
+  if (node.maxLength !== undefined && value.length > node.maxLength) return { code: 'too_big', path };
+  if (node.patterns?.some((pattern) => !pattern.test(value)) === true) return { code: 'invalid_format', path };
+  if (node.refinements?.some((name) => !REFINEMENTS[name](value)) === true) return { code: 'custom', path };
+  return null;
+}
+
+function checkNumber(node: Extract<ShapeNode, { kind: 'number' }>, value: unknown, path: (string | number)[]): ShapeIssue | null {
+  if (typeof value !== 'number' || !Number.isFinite(value) || (node.integer && !Number.isSafeInteger(value))) return { code: 'invalid_type', path };
+  for (const { op, value: bound } of node.bounds ?? []) {
+    const fits = op === '>' ? value > bound : op === '>=' ? value >= bound : op === '<' ? value < bound : value <= bound;
+    if (!fits) return { code: op.startsWith('>') ? 'too_small' : 'too_big', path };
+  }
+  return null;
+}
+
+function checkObject(node: Extract<ShapeNode, { kind: 'object' }>, value: unknown, path: (string | number)[]): ShapeIssue | null {
+  if (!isRecord(value)) return { code: 'invalid_type', path };
+  for (const [key, field] of Object.entries(node.fields)) {
+    const issue = check(field, value[key], [...path, key], key in value);
+    if (issue !== null) return issue;
+  }
+  const unknown = Object.keys(value).filter((key) => !Object.hasOwn(node.fields, key));
+  return unknown.length === 0 ? null : { code: 'unrecognized_keys', path, keys: unknown };
+}
+
+/** `present`: whether an object's key is there at all (an optional field may be absent). */
+function check(node: ShapeNode, value: unknown, path: (string | number)[], present = true): ShapeIssue | null {
+  switch (node.kind) {
+    case 'optional':
+      return !present || value === undefined ? null : check(node.of, value, path);
+    case 'nullable':
+      return value === null ? null : check(node.of, value, path, present);
+    case 'string':
+      return checkString(node, value, path);
+    case 'number':
+      return checkNumber(node, value, path);
+    case 'boolean':
+      return typeof value === 'boolean' ? null : { code: 'invalid_type', path };
+    case 'literal':
+      return node.values.some((literal) => literal === value) ? null : { code: 'invalid_value', path };
+    case 'array': {
+      if (!Array.isArray(value)) return { code: 'invalid_type', path };
+      if (node.minLength !== undefined && value.length < node.minLength) return { code: 'too_small', path };
+      if (node.maxLength !== undefined && value.length > node.maxLength) return { code: 'too_big', path };
+      for (const [index, item] of (value as unknown[]).entries()) {
+        const issue = check(node.of, item, [...path, index]);
+        if (issue !== null) return issue;
+      }
+      return null;
+    }
+    case 'record': {
+      if (!isRecord(value)) return { code: 'invalid_type', path };
+      for (const [key, item] of Object.entries(value)) {
+        const issue = check(node.key, key, [...path, key]) ?? check(node.value, item, [...path, key]);
+        if (issue !== null) return issue;
+      }
+      return null;
+    }
+    case 'object':
+      return checkObject(node, value, path);
+    case 'union':
+      return node.of.some((option) => check(option, value, path) === null) ? null : { code: 'invalid_union', path };
+  }
+}
+
+/**
+ * Checks an answer against its shape. The answer is JSON the client just parsed, and every shape
+ * is of a schema that transforms nothing (shape-of.ts refuses defaults and transforms), so what
+ * passes is the answer itself, as zod would have returned it.
+ */
+export function checkShape<T>(shape: Shape<T>, value: unknown): ShapeResult<T> {
+  const issue = check(shape.root, value, []);
+  return issue === null ? { success: true, data: value as T } : { success: false, error: { issues: [issue] } };
+}
