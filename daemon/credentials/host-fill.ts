@@ -46,7 +46,9 @@ export async function hostFill(run: RunSubprocess, context: FillContext, query: 
     maxOutputBytes: FILL_OUTPUT_BYTES,
   });
   if (result.exitCode === null) {
-    return { ok: false, reason: `the host's git credential fill did not finish within ${String(FILL_TIMEOUT_MS / 1000)} s or printed more than ${String(FILL_OUTPUT_BYTES)} bytes` };
+    // Killed at its bounds, or it never ran (no git on the client's PATH): the runner's reason then.
+    const why = result.stderr.split('\n').find((text) => text.trim() !== '');
+    return { ok: false, reason: `the host's git credential fill did not finish (at most ${String(FILL_TIMEOUT_MS / 1000)} s and ${String(FILL_OUTPUT_BYTES)} bytes of output)${why === undefined ? '' : `: ${clip(why, 200)}`}` };
   }
   if (result.exitCode !== 0) {
     const line = result.stderr.split('\n').find((text) => text.trim() !== '') ?? `exit ${String(result.exitCode)}`;
