@@ -208,6 +208,15 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
     expect(log).toContain(`"sessionId":"${named.id}","host":"${server.host}","outcome":"refused"`);
   });
 
+  it('a Docker engine (one shared relay for every session): not served, with the reason and the remedy in the plan', async () => {
+    const docker = await session({ engine: 'docker', sshAgent: 'off', gitCredentials: [server.host] });
+    expect(docker.gitCredentials).toEqual({ status: 'skipped', hosts: [server.host], reason: expect.stringContaining('shared relay') as string });
+    expect(docker.plan.warnings).toContainEqual(expect.stringContaining(`git: HTTPS credentials for ${server.host} are not served`));
+    expect(docker.plan.warnings.join('\n')).toContain('remedy: use podman');
+    expect(docker.info.gitCredentials).toEqual([]);
+    expect(docker.plan.env.GIT_CONFIG_COUNT).toBeUndefined();
+  });
+
   it('Podman machine: the session\'s credential socket comes through the tunnel, and a push works as --user 1000', async () => {
     const conf = await startPodmanMachine(sandbox, podmanLab().env, cleanup);
     const machineEnv = { ...env, CONTAINERS_CONF: conf };
