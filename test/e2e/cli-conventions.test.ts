@@ -136,10 +136,12 @@ describe('the CLI behaves like the CLIs people know (built CLI)', () => {
     const table = (await cli(['tunnels', 'ls'], env)).stdout.split('\n');
     expect(table.filter((line) => line.length > 100)).toEqual([]);
     expect(table[1]).toContain(relay?.id);
-    // The socket's directory, which tells the bridges apart, is never cut away.
-    expect(table[1]).toContain(path.basename(path.dirname(relay?.socketPath ?? '')).slice(1));
+    // The directory of the sessions' directories, which tells the bridges apart, is never cut away.
+    const sessionsDir = path.dirname(path.dirname(relay?.socketPath ?? ''));
+    expect(relay?.socketPath).toBe(path.join(sessionsDir, '*', 'agent.sock'));
+    expect(table[1]).toContain(`/${path.basename(sessionsDir)}`);
     const whole = (await cli(['tunnels', 'ls', '--no-trunc'], env)).stdout;
-    expect(whole).toContain(path.dirname(relay?.socketPath ?? ''));
+    expect(whole).toContain(sessionsDir);
     expect(Math.max(...whole.split('\n').map((line) => line.length))).toBeGreaterThan(100);
   });
 });

@@ -25,6 +25,11 @@ const SESSION_COLUMNS: Column<SessionInfo>[] = [
   { header: 'CONTAINER', value: (s) => (s.container === null ? '-' : (s.container.id?.slice(0, 12) ?? 'not started')) },
 ];
 
+// Where a bridge makes its sessions' sockets, from the pattern it reports (`<dir>/*/agent.sock`, `sandboxd-relay-*:/agent.sock`).
+function sessionsDir(socketPath: string): string {
+  return socketPath.replace(/(\/\*)?\/agent\.sock$/, '').replace(/:$/, '');
+}
+
 const TUNNEL_COLUMNS: Column<BridgeInfo>[] = [
   { header: 'ID', value: (t) => t.id, whole: true },
   { header: 'KIND', value: (t) => t.kind },
@@ -37,8 +42,8 @@ const TUNNEL_COLUMNS: Column<BridgeInfo>[] = [
   { header: 'RESTARTS', value: (t) => String(t.restarts) },
   { header: 'AGE', value: (t) => formatAge(t.createdAt) },
   { header: 'AGENT', value: (t) => t.hostAgentSocket, keepEnd: true, wideOnly: true },
-  // Every bridge serves `agent.sock` in a directory of its own: the directory tells them apart.
-  { header: 'SOCKET DIR', value: (t) => t.socketPath.replace(/\/agent\.sock$/, ''), keepEnd: true, keepLast: true },
+  // Each session's `agent.sock` is in a directory of its own inside the bridge's: the bridge's tells them apart.
+  { header: 'SOCKETS', value: (t) => sessionsDir(t.socketPath), keepEnd: true, keepLast: true },
   { header: 'LAST ERROR', value: (t) => t.lastError ?? '-' },
 ];
 
