@@ -15,7 +15,7 @@ export interface SubprocessOptions {
   input?: string;
   /** In a session of its own: no controlling terminal, so nothing it runs can open /dev/tty. */
   detached?: boolean;
-  /** Past this much stdout or stderr the command is killed (default 4 MiB). */
+  /** Output kept of each stream (default 4 MiB); past it the command is killed and answered for with a null exit code. */
   maxOutputBytes?: number;
 }
 
