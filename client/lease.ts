@@ -1,4 +1,4 @@
-import type { AcquireResponse, HostSocketStatus, SessionGit, SessionInfo } from '../shared/contracts/sessions.js';
+import type { AcquireResponse, GitCredentialsStatus, HostSocketStatus, SessionGit, SessionInfo } from '../shared/contracts/sessions.js';
 import { sessionRoute } from '../shared/contracts/session-routes.js';
 import type { Plan } from '../shared/contracts/plan.js';
 import { SandboxdError } from '../shared/errors.js';
@@ -13,6 +13,8 @@ export interface Session {
   readonly plan: Plan;
   /** One status per requested socket: forwarded, or skipped with the reason. */
   readonly sockets: HostSocketStatus[];
+  /** Whether git in the container asks the host for https credentials, and for which hosts (null: none asked). */
+  readonly gitCredentials: GitCredentialsStatus;
   /**
    * Idempotent; resolves once the daemon has dropped the lease (or is gone) and brought the
    * sandbox's git work home, with what it could not apply (null outside a repository, or when no
@@ -94,6 +96,7 @@ export function holdLease(acquired: AcquireResponse, options: LeaseOptions): Ses
     },
     plan: acquired.plan,
     sockets: acquired.sockets,
+    gitCredentials: acquired.gitCredentials,
     release,
     [Symbol.asyncDispose]: async () => {
       await release();

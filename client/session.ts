@@ -2,6 +2,7 @@ import type { AcquireRequest, AcquireResponse, ClientEnv, ContainerUser, SshAgen
 import { CLIENT_ENV_NAMES, SESSIONS_ROUTE, SSH_BRIDGE_SETTINGS } from '../shared/contracts/session-routes.js';
 import type { Engine } from '../shared/contracts/common.js';
 import { SandboxdError } from '../shared/errors.js';
+import { parseCredentialHosts } from '../shared/git-credential-hosts.js';
 import { envFlag } from './env-flags.js';
 import { clientPaths, type ConnectionOptions } from './connection.js';
 import { holdLease, type Session } from './lease.js';
@@ -53,6 +54,11 @@ export interface AcquireOptions extends ConnectionOptions {
   image?: string;
   /** Extra host sockets, each mounted at `/run/sandboxd/sockets/<name>/` and named in `env` (at most 8). */
   sockets?: HostSocketRequest[];
+  /**
+   * Hosts (`host` or `host:port`) whose https credentials git in the container may ask your host's
+   * git credential helpers for, `get` only. Defaults to SANDBOXD_GIT_CREDENTIALS (comma-separated).
+   */
+  gitCredentials?: string[];
   /** Defaults to process.cwd(). */
   cwd?: string;
   /** Send heartbeats while the session is held (default true). */
@@ -90,6 +96,18 @@ function bridgeSetting(options: AcquireOptions, env: NodeJS.ProcessEnv): SshBrid
   return fromEnv;
 }
 
+/** The option, else SANDBOXD_GIT_CREDENTIALS, checked and normalised; undefined when none (the request stays as before). */
+function credentialHosts(options: AcquireOptions, env: NodeJS.ProcessEnv): string[] | undefined {
+  const fromEnv = env.SANDBOXD_GIT_CREDENTIALS;
+  const hosts =
+    options.gitCredentials !== undefined
+      ? parseCredentialHosts(options.gitCredentials, 'gitCredentials')
+      : fromEnv === undefined || fromEnv === ''
+        ? []
+        : parseCredentialHosts([fromEnv], 'SANDBOXD_GIT_CREDENTIALS');
+  return hosts.length === 0 ? undefined : hosts;
+}
+
 /**
  * An acquire the daemon read and never answered is sent again only once no daemon answers: one
  * that lives may have made the session, and a second acquire would make another. The one it made
@@ -112,6 +130,7 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
   const env = options.env ?? process.env;
   const paths = clientPaths(env);
   const sshBridge = bridgeSetting(options, env);
+  const gitCredentials = credentialHosts(options, env);
   // Options left unset stay undefined, which JSON leaves out: the daemon applies its defaults.
   const body: AcquireRequest = {
     engine: options.engine,
@@ -132,6 +151,7 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     image: options.image,
     sockets: options.sockets,
     harden: options.harden,
+    gitCredentials,
   };
   const post = (renews?: string) =>
     request(

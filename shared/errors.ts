@@ -97,6 +97,10 @@ export const ERROR_SPECS = {
   STATE_WRITE_FAILED: { status: 507, remedy: 'Free space in the state dir (or fix its permissions), or point SANDBOXD_STATE_DIR elsewhere; no plan was handed out.' },
   CONTAINER_REMOVE_FAILED: { status: 502, remedy: 'Remove it by hand (`podman rm -f ID` or `docker rm -f ID`); the daemon log has the engine\'s error.' },
   USAGE: { status: 400, remedy: 'See `sandboxd --help`.' },
+  GIT_CREDENTIALS_INVALID: {
+    status: 400,
+    remedy: 'Name each host as HOST or HOST:PORT, comma-separated, without https://, a path, a user or a wildcard: e.g. --git-credentials github.com,git.example.com:8443.',
+  },
   SERVICE_VALUE_UNSUPPORTED: {
     status: 400,
     remedy: 'Remove the control character (a newline, a tab …) from the path or variable it names, then run `sandboxd install` again.',

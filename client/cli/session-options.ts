@@ -2,6 +2,7 @@ import { Option, type Command } from 'commander';
 import { Engine } from '../../shared/contracts/common.js';
 import { SshAgentSetting, SshBridgeSetting, type ContainerUser, type HostSocketRequest } from '../../shared/contracts/sessions.js';
 import { SandboxdError } from '../../shared/errors.js';
+import { parseCredentialHosts } from '../../shared/git-credential-hosts.js';
 import type { AcquireOptions } from '../session.js';
 import { chooseEngine, systemProbes } from './engine-choice.js';
 
@@ -24,6 +25,7 @@ export interface SessionFlags {
   allowUnprotectedGitPaths?: boolean;
   allowWideWorkdir?: boolean;
   socket: string[];
+  gitCredentials: string[];
   harden?: boolean;
 }
 
@@ -47,6 +49,7 @@ export function addSessionOptions(command: Command): Command {
     .addOption(new Option('--git-config <policy>', 'whether the sandbox may change its own copy of the repository config (the host\'s is never written)').choices(['readonly', 'writable']).default('readonly'))
     .option('--allow-unprotected-git-paths', 'run although a path your git config names cannot be held read-only in a writable mount (missing, or behind a symbolic link)')
     .option('--socket <name=path[:env]>', 'also bridge this host Unix socket; the container finds it in $ENV (repeatable)', collect, [])
+    .option('--git-credentials <hosts>', 'git in the container may ask your host\'s credential helpers for these hosts\' https credentials, get only: HOST[:PORT][,…] (repeatable; default: SANDBOXD_GIT_CREDENTIALS)', collect, [])
     .option('--allow-wide-workdir', 'allow a workdir that is /, your home directory or one of its ancestors')
     .option('--harden', 'read-only root with a tmpfs /tmp, no capabilities, no-new-privileges, a pids limit (your run args win)')
     .option('-v, --verbose', 'say which engine was chosen and why')
@@ -127,5 +130,7 @@ export function toAcquireOptions(flags: SessionFlags, engine: Engine): AcquireOp
     harden: flags.harden,
     // Left out when none is asked for: the request stays the one earlier releases sent.
     sockets: flags.socket.length === 0 ? undefined : flags.socket.map(parseSocket),
+    // Left unset without the flag: the library then reads SANDBOXD_GIT_CREDENTIALS.
+    gitCredentials: flags.gitCredentials.length === 0 ? undefined : parseCredentialHosts(flags.gitCredentials, '--git-credentials'),
   };
 }

@@ -40,6 +40,8 @@ export interface ForwardOptions extends ConnectionOptions {
   credentialSocket?: string | (() => Promise<string | undefined>);
   /** Default: warnings to stderr as `sandboxd: …`, debug lines nowhere. */
   log?: AdapterLog;
+  /** Hosts whose https credentials the sandbox's git may ask the host for (default: SANDBOXD_GIT_CREDENTIALS). */
+  gitCredentials?: string[];
 }
 
 /** What sandboxd carries for this launch; whatever it does not carry, llxprt's own steps do. */
@@ -160,6 +162,7 @@ async function startLaunch(config: LlxprtSandboxConfig, args: string[], options:
       // llxprt mounts the work tree itself, at the same path.
       workdir: false,
       sockets: credential === undefined ? undefined : [{ name: CREDENTIAL_SOCKET_NAME, hostPath: credential }],
+      gitCredentials: options.gitCredentials,
     });
     const applied = applyPlan(args, session.plan);
     const misfit = fitsLlxprtSpawn(applied, env, process.platform);

@@ -24,6 +24,8 @@ export interface AgentRelayOptions {
   agentsDir: string;
   /** The bound toward the host socket that every session's socket shares, through any bridge. */
   gate: UpstreamGate;
+  /** The upstream is the daemon's own server: each session's socket names itself first (session-endpoint.ts). */
+  announce?: boolean;
   monotonic(): number;
   logger: Logger;
 }
@@ -84,6 +86,7 @@ export class AgentRelay implements Bridge {
     const endpoint = new SessionEndpoint({
       socketPath,
       upstream: this.options.agentSocket,
+      announce: this.options.announce,
       gate: this.options.gate,
       monotonic: () => this.options.monotonic(),
       umask: 0o111,

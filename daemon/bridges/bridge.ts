@@ -44,6 +44,8 @@ export interface ServedAgent {
    * `flags` carry the mount (its relay container's volume).
    */
   mountSource: string | null;
+  /** The session's own socket on this host (the relay's, or a tunnel's host end); none for a Docker relay. */
+  endpointPath?: string;
   relabel: Mount['relabel'];
   flags: string[];
   warnings: string[];

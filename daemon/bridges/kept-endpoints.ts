@@ -92,8 +92,8 @@ export class KeptEndpoints {
   async take(renews: string, clientPid: number, name: string | null, upstream: string): Promise<ServedAgent | null> {
     await this.loaded;
     const held = this.held.get(renews);
-    const found = held?.find((entry) => entry.endpoint.name === name);
-    if (held === undefined || found === undefined || found.session.clientPid !== clientPid || found.endpoint.upstream !== upstream) return null;
+    const found = held?.find((entry) => entry.endpoint.name === name && entry.endpoint.upstream === upstream);
+    if (held === undefined || found === undefined || found.session.clientPid !== clientPid) return null;
     const rest = held.filter((entry) => entry !== found);
     if (rest.length === 0) this.held.delete(renews);
     else this.held.set(renews, rest);

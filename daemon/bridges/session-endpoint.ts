@@ -27,6 +27,13 @@ export interface SessionEndpointOptions {
   logger: Logger;
   /** A connection to the upstream failed: the bridge keeps it as its last error. */
   onUpstreamError(error: Error): void;
+  /**
+   * The upstream is the daemon's own server (the git credential helper's): each connection
+   * first sends this socket's path on a line, so the server knows whose session asks whatever the
+   * container writes after it, and a client that stops writing is still answered (git's
+   * credential-cache protocol half-closes).
+   */
+  announce?: boolean;
 }
 
 /**
@@ -75,7 +82,7 @@ export class SessionEndpoint {
   async listen(): Promise<void> {
     if (this.server !== null) return;
     await fs.rm(this.options.socketPath, { force: true });
-    const server = net.createServer((client) => {
+    const server = net.createServer({ allowHalfOpen: this.options.announce === true }, (client) => {
       this.accept(client);
     });
     await listenAt(server, this.options.socketPath, this.options.umask);
@@ -115,7 +122,8 @@ export class SessionEndpoint {
       return;
     }
     this.served += 1;
-    const upstream = net.connect(this.options.upstream);
+    const upstream = net.connect({ path: this.options.upstream, allowHalfOpen: this.options.announce === true });
+    if (this.options.announce === true) upstream.write(`${this.options.socketPath}\n`);
     this.sockets.add(client);
     this.sockets.add(upstream);
     let finished = false;
@@ -137,6 +145,15 @@ export class SessionEndpoint {
       finish();
     });
     upstream.on('close', () => {
+      // The daemon's own server answered and closed: its answer reaches the client before the
+      // client's side closes.
+      if (this.options.announce === true && !client.writableFinished && !client.destroyed) {
+        client.once('finish', () => {
+          finish();
+        });
+        client.end();
+        return;
+      }
       finish();
     });
     client.pipe(upstream);

@@ -47,6 +47,11 @@ export interface AgentBridgesOptions {
   liveSessions(): KeptSession[];
   /** How long the previous daemon's sockets wait for their clients' renewals: one lease. */
   keptTtlMs: number;
+  /**
+   * The daemon's own git credential server: the sessions' sockets served for it name themselves
+   * to it first, and only bridges with a session socket of their own on this host carry it.
+   */
+  credentialSocket?: string;
 }
 
 /** What a recorded tunnel socket keeps of its connection: enough to log in again. */
@@ -184,8 +189,18 @@ export class AgentBridges {
       connectionRequested: input.connection !== undefined,
     });
     if (choice.kind === 'unavailable') return { unavailable: choice.reason };
+    if (choice.kind === 'engine' && this.announces(agentSocket)) {
+      return {
+        unavailable: "a Docker engine's containers reach the host's sockets only through its shared relay, which cannot tell sessions apart",
+        remedy: 'use podman (a Podman machine on a Mac), or an ssh remote',
+      };
+    }
     if (choice.kind === 'engine') return this.docker.serve(agentSocket, input, role, choice.builtinOnly, name);
     return choice.kind === 'mount' ? this.serveByRelay(agentSocket, input.engine, name) : this.serveByTunnel(agentSocket, input, name);
+  }
+
+  private announces(upstream: string): boolean {
+    return this.options.credentialSocket !== undefined && upstream === this.options.credentialSocket;
   }
 
   /** A recorded socket of the previous daemon, served again at its path. */
@@ -207,7 +222,7 @@ export class AgentBridges {
   private async serveByRelay(agentSocket: string, engine: AcquireInput['engine'], name: string | null, dirName?: string): Promise<ServedAgent> {
     const hash = stableHash(agentSocket);
     const { lease, bridge } = await this.relays.acquire(`relay:${agentSocket}`, () =>
-      new AgentRelay({ id: `relay_${hash}`, agentSocket, agentsDir: this.options.paths.agentsDir, gate: this.gates.for(agentSocket), monotonic: () => this.options.edges.clock.monotonic(), logger: this.options.logger }),
+      new AgentRelay({ id: `relay_${hash}`, agentSocket, agentsDir: this.options.paths.agentsDir, gate: this.gates.for(agentSocket), announce: this.announces(agentSocket), monotonic: () => this.options.edges.clock.monotonic(), logger: this.options.logger }),
     );
     const opened = await bridge.open(dirName).catch((error: unknown) => {
       lease.release();
@@ -223,6 +238,7 @@ export class AgentBridges {
       }),
       kind: 'mount',
       mountSource: opened.dir,
+      endpointPath: opened.endpoint.socketPath,
       relabel: relabelFor(engine, this.options.platform),
       flags: [],
       warnings: [],
@@ -275,6 +291,7 @@ export class AgentBridges {
         dirName,
         connection,
         agentSocket,
+        announce: this.announces(agentSocket),
         vmRoot,
         hostDir,
         gate: this.gates.for(agentSocket),
@@ -307,6 +324,7 @@ export class AgentBridges {
       }),
       kind: 'tunnel',
       mountSource: opened.vmDir,
+      endpointPath: opened.slot.endpoint.socketPath,
       relabel: undefined,
       ...selinuxAccess(bridge.selinuxMode, connection.name),
     };

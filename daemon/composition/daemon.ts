@@ -70,6 +70,9 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       };
       stopSweeps = startSweeps(sweeps, settings.sweepIntervalMs, edges.timers, logger);
       agentBridges.start();
+      work.track(services.credentials.listen(), (error) => {
+        logger.error({ module: 'git-credential', err: error }, 'cannot listen for the sandboxes\' credential requests');
+      });
       work.track(gitSync.start(), (error) => {
         logger.error({ module: 'gitsync', err: error }, "cannot look at the sandbox git dirs a previous daemon kept");
       });
@@ -82,7 +85,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       // The sessions' sockets are recorded and kept in place for the next daemon before they end.
       await agentBridges.suspend();
       registry.endAll('shutdown');
-      await Promise.all([agentBridges.all.closeAll(), gitSync.close()]);
+      await Promise.all([agentBridges.all.closeAll(), gitSync.close(), services.credentials.close()]);
       // A removal or record write under way finishes, so the next daemon finds what it left.
       await work.settled();
     },

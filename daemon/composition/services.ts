@@ -17,6 +17,8 @@ import { SessionService } from '../sessions/session-service.js';
 import type { KeptSession } from '../bridges/endpoint-records.js';
 import { userEngine } from '../sessions/user-engine.js';
 import { AgentBridges } from './agent-bridges.js';
+import { CredentialServer } from '../credentials/credential-server.js';
+import { hostFill } from '../credentials/host-fill.js';
 import { TrackedWork } from './background.js';
 import { createSessionContainers } from './containers.js';
 import type { DaemonDeps } from './daemon-deps.js';
@@ -36,6 +38,8 @@ export interface Services {
   /** Container work a session's end or start time set off: a graceful close waits for it. */
   work: TrackedWork;
   privacy: { principal: PrivacyPrincipal; readable: (dir: string) => Promise<boolean> };
+  /** Answers the sandboxes' git credential requests (`get` only) from the user's host git. */
+  credentials: CredentialServer;
 }
 
 type Caches = ReturnType<typeof buildCaches>;
@@ -52,9 +56,10 @@ function buildCaches(deps: DaemonDeps, quiet: QuietTime) {
   };
 }
 
-function buildAgentBridges(deps: DaemonDeps, caches: Caches, liveSessions: () => KeptSession[]): AgentBridges {
+function buildAgentBridges(deps: DaemonDeps, caches: Caches, liveSessions: () => KeptSession[], credentialSocket: string): AgentBridges {
   const { discovery } = caches;
   return new AgentBridges({
+    credentialSocket,
     probe: deps.probe,
     liveSessions,
     keptTtlMs: deps.settings.leaseTtlMs,
@@ -135,7 +140,13 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
   const { edges, logger, settings } = deps;
   const quiet = new QuietTime(() => edges.clock.monotonic(), edges.timers);
   const caches = buildCaches(deps, quiet);
-  const agentBridges = buildAgentBridges(deps, caches, () => registry.keptSessions());
+  const credentials = new CredentialServer({
+    socketPath: path.join(deps.paths.runtimeDir, 'git-credential.sock'),
+    fill: (context, query) => hostFill(edges.run, context, query),
+    monotonic: () => edges.clock.monotonic(),
+    logger,
+  });
+  const agentBridges = buildAgentBridges(deps, caches, () => registry.keptSessions(), credentials.socketPath);
   const work = new TrackedWork();
   const containers = createSessionContainers({
     paths: deps.paths,
@@ -165,6 +176,7 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
     probe: deps.probe,
     registry,
     ssh: { inspect: inspectAgentSocket, serve: (agentSocket, input, role, name) => agentBridges.serve(agentSocket, input, role, name) },
+    credentials: { socket: credentials.socketPath, hostHome: deps.hostHome, register: (endpoint, session) => credentials.register(endpoint, session) },
     gitFacts: (input) => caches.gitFacts.get(input),
     privacy: createPrivacyGate({ platform: deps.platform, home: deps.hostHome, ...privacy }),
     gitSync,
@@ -190,5 +202,5 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
     emptyDir: deps.paths.emptyDir,
     leaseTtlMs: settings.leaseTtlMs,
   });
-  return { quiet, engines: caches.engines, agentBridges, containers, gitSync, registry, sessions, work, privacy };
+  return { quiet, engines: caches.engines, agentBridges, containers, gitSync, registry, sessions, work, privacy, credentials };
 }

@@ -57,7 +57,9 @@ export function createLogger(target: LogTarget, level = process.env.SANDBOXD_LOG
   if (target.kind === 'silent') return pino({ level: 'silent' });
   const destination =
     target.kind === 'stdout' ? pino.destination({ dest: 1, sync: true }) : new RotatingFile(target.path, target.rotateBytes ?? LOG_ROTATE_BYTES);
-  return pino({ level, base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime }, destination);
+  // No line carries a secret; should one ever be handed a credential, its password is censored.
+  const redact = { paths: ['password', '*.password'], censor: '[redacted]' };
+  return pino({ level, base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime, redact }, destination);
 }
 
 /** Keeps the log bounded: `sandboxd.log` becomes `sandboxd.log.1`, replacing an older one. */

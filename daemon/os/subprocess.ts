@@ -1,4 +1,4 @@
-import { execFile, type ChildProcess, type ExecFileException } from 'node:child_process';
+import { execFile, spawn, type ChildProcess, type ExecFileException } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
@@ -11,6 +11,10 @@ export interface SubprocessOptions {
   /** Set when the command runs in the client's cwd, so a cwd that cannot be entered is the client's error. */
   clientCwd?: string;
   timeoutMs: number;
+  /** Written to its stdin, which is then closed (without it, stdin stays an open pipe). */
+  input?: string;
+  /** In a session of its own: no controlling terminal, so nothing it runs can open /dev/tty. */
+  detached?: boolean;
   /** Output kept of each stream (default 4 MiB); past it the command is killed and answered for with a null exit code. */
   maxOutputBytes?: number;
 }
@@ -119,7 +123,7 @@ export function createSubprocessRunner(runner: RunnerOptions = {}): RunSubproces
             });
           };
           try {
-            child = exec(
+            child = (options.detached === true ? execDetached : exec)(
               file,
               args,
               {
@@ -132,12 +136,64 @@ export function createSubprocessRunner(runner: RunnerOptions = {}): RunSubproces
               },
               settle,
             );
+            if (options.input !== undefined) {
+              child.stdin?.on('error', () => undefined);
+              child.stdin?.end(options.input);
+            }
           } catch (error) {
             // Invalid options and a cwd that is not a directory are thrown, not reported.
             settle(error as ExecFileException, '', '');
           }
         }),
     );
+}
+
+/**
+ * execFile's contract (its callback, its timeout and output bound) in a session of the child's own:
+ * execFile passes no `detached` on to spawn.
+ */
+function execDetached(
+  file: string,
+  args: readonly string[],
+  options: { env: Record<string, string>; cwd?: string; timeout: number; maxBuffer: number },
+  callback: (error: ExecFileException | null, stdout: string, stderr: string) => void,
+): ChildProcess {
+  const child = spawn(file, args, { env: options.env, cwd: options.cwd, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+  const out = { stdout: '', stderr: '' };
+  let failure: ExecFileException | null = null;
+  let finished = false;
+  const stop = (message: string): void => {
+    failure ??= Object.assign(new Error(message), { killed: true });
+    // The whole group: what it started (a credential helper waiting on something) goes with it.
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGTERM');
+    } catch {
+      child.kill('SIGTERM');
+    }
+  };
+  const timer = setTimeout(() => {
+    stop(`${file} timed out after ${String(options.timeout)} ms`);
+  }, options.timeout);
+  const finish = (error: ExecFileException | null): void => {
+    if (finished) return;
+    finished = true;
+    clearTimeout(timer);
+    callback(error, out.stdout, out.stderr);
+  };
+  for (const stream of ['stdout', 'stderr'] as const) {
+    child[stream].setEncoding('utf8');
+    child[stream].on('data', (chunk: string) => {
+      out[stream] += chunk;
+      if (out[stream].length > options.maxBuffer) stop(`${stream} maxBuffer length exceeded`);
+    });
+  }
+  child.on('error', (error) => {
+    finish(error);
+  });
+  child.on('close', (code) => {
+    finish(failure ?? (code === 0 ? null : Object.assign(new Error(`${file} exited with ${String(code)}`), { code: code ?? undefined })));
+  });
+  return child;
 }
 
 /** For a command run once outside the daemon (the CLI's checks); the daemon builds its own runner. */

@@ -46,7 +46,7 @@ export function containerSocketPath(name: string): string {
  * `none` and `desktop` describe the agent only (Docker Desktop's bridge serves its own agent, not
  * any host socket): extra sockets then take the bridge `auto` would.
  */
-function socketBridge(setting: SshBridgeSetting): SshBridgeSetting {
+export function socketBridge(setting: SshBridgeSetting): SshBridgeSetting {
   return setting === 'none' || setting === 'desktop' ? 'auto' : setting;
 }
 

@@ -3,6 +3,8 @@ import { SandboxdError } from '../../shared/errors.js';
 import type { AcquireInput, HostSocketStatus } from '../../shared/contracts/sessions.js';
 import { AGENT_REMEDY, agentNotForwarded, type Mount, type SshStatus } from '../../shared/contracts/plan.js';
 import { CONTAINER_AGENT_DIR, type Lease } from '../bridges/bridge.js';
+import type { GitCredentialsStatus } from '../../shared/contracts/sessions.js';
+import { planGitCredentials, type CredentialDeps } from './git-credentials.js';
 import { mergeFlagGroups, planHostSockets, type SshDeps } from './host-sockets.js';
 
 /** The agent's socket in every container, inside the bridge's agent directory. */
@@ -12,6 +14,10 @@ export interface SshSection {
   ssh: SshStatus;
   /** The session's extra host sockets, carried by the same bridges as the agent. */
   sockets: HostSocketStatus[];
+  /** The session's git credential socket, carried by the same bridges (null: none asked for). */
+  gitCredentials: GitCredentialsStatus;
+  /** What was set that needs no action (which hosts' credentials are served). */
+  notices: string[];
   mounts: Mount[];
   env: Record<string, string>;
   flags: string[];
@@ -19,7 +25,13 @@ export interface SshSection {
   leases: Lease[];
 }
 
-type AgentSection = Omit<SshSection, 'sockets'>;
+type AgentSection = Omit<SshSection, 'sockets' | 'gitCredentials' | 'notices'>;
+
+/** What the session's own sockets need beyond the bridges: its id and the daemon's credential server. */
+export interface SessionSockets {
+  sessionId: string;
+  credentials?: CredentialDeps;
+}
 
 function skipped(reason: string): AgentSection {
   return { ssh: { status: 'skipped', reason }, mounts: [], env: {}, flags: [], warnings: [], leases: [] };
@@ -29,21 +41,25 @@ function skipped(reason: string): AgentSection {
  * The agent and the session's extra host sockets, bridged together. When the agent fails the
  * session (`on` without one), the sockets' leases are given back before the error goes on.
  */
-export async function planSsh(input: AcquireInput, deps: SshDeps): Promise<SshSection> {
+export async function planSsh(input: AcquireInput, deps: SshDeps, session: SessionSockets = { sessionId: '' }): Promise<SshSection> {
   const socketsPending = planHostSockets(input, deps);
+  const credentialsPending = planGitCredentials(input, session.sessionId, deps, session.credentials);
   const agent = await planAgent(input, deps).catch(async (error: unknown) => {
-    for (const lease of (await socketsPending).leases) lease.release();
+    const [sockets, credentials] = await Promise.all([socketsPending, credentialsPending]);
+    for (const lease of [...sockets.leases, ...credentials.leases]) lease.release();
     throw error;
   });
-  const sockets = await socketsPending;
+  const [sockets, credentials] = await Promise.all([socketsPending, credentialsPending]);
   return {
     ssh: agent.ssh,
     sockets: sockets.statuses,
-    mounts: [...agent.mounts, ...sockets.mounts],
-    env: { ...sockets.env, ...agent.env },
-    flags: mergeFlagGroups(agent.flags, sockets.flagGroups),
-    warnings: [...new Set([...agent.warnings, ...sockets.warnings])],
-    leases: [...agent.leases, ...sockets.leases],
+    gitCredentials: credentials.status,
+    mounts: [...agent.mounts, ...sockets.mounts, ...credentials.mounts],
+    env: { ...sockets.env, ...credentials.env, ...agent.env },
+    flags: mergeFlagGroups(agent.flags, [...sockets.flagGroups, credentials.flags].filter((flags) => flags.length > 0)),
+    warnings: [...new Set([...agent.warnings, ...sockets.warnings, ...credentials.warnings])],
+    notices: credentials.notices,
+    leases: [...agent.leases, ...sockets.leases, ...credentials.leases],
   };
 }
 

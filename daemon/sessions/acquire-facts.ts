@@ -12,6 +12,7 @@ import { relabelFor } from '../plan/flatten.js';
 import type { GitHostFacts, GitHostInput } from '../plan/git/git-host.js';
 import type { UserMappingEngine } from '../plan/user-namespace.js';
 import type { SshDeps } from '../plan/host-sockets.js';
+import type { CredentialDeps } from '../plan/git-credentials.js';
 import { canonicalIfExists, resolveMountSpecs } from '../plan/mount-spec.js';
 import { planSsh, type SshSection } from '../plan/ssh.js';
 import { settleAll, type DisposalStack } from './disposal-stack.js';
@@ -25,6 +26,8 @@ export interface AcquireFactsDeps {
   hostHome: string;
   probe: ProcessProbe;
   ssh: SshDeps;
+  /** The daemon's git credential server, for sessions that name hosts (none: they are told it is not served). */
+  credentials?: CredentialDeps;
   gitFacts(input: GitHostInput): Promise<GitHostFacts>;
   /** Refuses a workdir macOS privacy keeps the daemon from reading, before anything reads it. */
   privacy: PrivacyGate;
@@ -105,7 +108,7 @@ export async function gatherFacts(input: AcquireInput, sessionId: string, deps: 
   const startTime = deps.probe.cheapStartTime || input.renews !== undefined ? deps.probe.startTime(input.client.pid) : Promise.resolve(null);
   const checked = checkRequest(input, deps);
   const ssh = undo.adopt(
-    checked.then(() => planSsh(input, deps.ssh)),
+    checked.then(() => planSsh(input, deps.ssh, { sessionId, credentials: deps.credentials })),
     releaseLeases,
   );
   const site = checked.then(() => deps.site(input));

@@ -90,7 +90,7 @@ export function assemblePlan(parts: PlanParts): AcquireResponse {
       ...parts.users.warnings,
       ...passed.warnings,
     ],
-    notices: [...parts.users.notices, ...git.notices, ...repo.notices],
+    notices: [...parts.users.notices, ...git.notices, ...repo.notices, ...ssh.notices],
   };
   const now = new Date(parts.now).toISOString();
   return {
@@ -105,11 +105,13 @@ export function assemblePlan(parts: PlanParts): AcquireResponse {
       container: parts.container.container,
       refused: 0,
       git: parts.gitStatus,
+      gitCredentials: ssh.gitCredentials?.status === 'served' ? ssh.gitCredentials.hosts : [],
     },
     plan: { ...body, args: flattenArgs(body) },
     leaseTtlMs: parts.leaseTtlMs,
     // A third of the lease: two heartbeats can be lost before it lapses.
     heartbeatIntervalMs: Math.max(1000, Math.floor(parts.leaseTtlMs / 3)),
     sockets: ssh.sockets,
+    gitCredentials: ssh.gitCredentials,
   };
 }

@@ -1,5 +1,6 @@
 import * as z from 'zod/mini';
 import { AbsolutePath, Count, Engine, ExecText, Id, Timestamp } from './common.js';
+import { isNormalCredentialHost, MAX_GIT_CREDENTIAL_HOST_LENGTH, MAX_GIT_CREDENTIAL_HOSTS } from '../git-credential-hosts.js';
 import { Plan, SshStatus } from './plan.js';
 import { CLIENT_ENV_NAMES, MAX_HEARTBEAT_BATCH, SSH_BRIDGE_SETTINGS, sessionRoute } from './session-routes.js';
 
@@ -121,6 +122,22 @@ export const AcquireRequest = z.strictObject({
     [],
   ),
   /**
+   * Hosts (`host` or `host:port`, normalised: lower case, no :443) whose https credentials git in
+   * the container may ask the host's own credential helpers for, `get` only.
+   */
+  gitCredentials: z._default(
+    z.array(
+      z.string().check(
+        z.maxLength(MAX_GIT_CREDENTIAL_HOST_LENGTH),
+        z.refine(isNormalCredentialHost, 'must be a host or host:port in lower case, without a scheme, path, user, wildcard or :443'),
+      ),
+    ).check(
+      z.maxLength(MAX_GIT_CREDENTIAL_HOSTS),
+      z.refine((hosts) => distinct(hosts), 'hosts must differ'),
+    ),
+    [],
+  ),
+  /**
    * The hardened profile: read-only root with a tmpfs /tmp, no capabilities, no-new-privileges and
    * a pids limit; the caller's own run arguments win where they set the same thing.
    */
@@ -179,6 +196,8 @@ export const SessionInfo = z.strictObject({
   refused: Count,
   /** The repository the session's sandbox works in; null outside one. */
   git: z.nullable(SessionGit),
+  /** The hosts whose https credentials the session's git may ask the host for (none when not served). */
+  gitCredentials: z.array(z.string()),
 });
 export type SessionInfo = z.infer<typeof SessionInfo>;
 
@@ -198,6 +217,24 @@ export const HostSocketStatus = z.discriminatedUnion('status', [
 ]);
 export type HostSocketStatus = z.infer<typeof HostSocketStatus>;
 
+/**
+ * Whether git in the container asks the host's credential helpers, and for which hosts: null
+ * when the session asked for none.
+ */
+export const GitCredentialsStatus = z.nullable(
+  z.discriminatedUnion('status', [
+    z.strictObject({
+      status: z.literal('served'),
+      hosts: z.array(z.string()),
+      bridge: z.enum(['mount', 'tunnel']),
+      /** The socket inside the container that git's credential helper asks. */
+      socket: AbsolutePath,
+    }),
+    z.strictObject({ status: z.literal('skipped'), hosts: z.array(z.string()), reason: z.string() }),
+  ]),
+);
+export type GitCredentialsStatus = z.infer<typeof GitCredentialsStatus>;
+
 export const AcquireResponse = z.strictObject({
   session: SessionInfo,
   plan: Plan,
@@ -205,6 +242,7 @@ export const AcquireResponse = z.strictObject({
   heartbeatIntervalMs: z.int().check(z.positive()),
   /** One entry per requested socket, in request order. */
   sockets: z.array(HostSocketStatus),
+  gitCredentials: GitCredentialsStatus,
 });
 export type AcquireResponse = z.infer<typeof AcquireResponse>;
 

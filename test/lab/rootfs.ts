@@ -6,8 +6,12 @@ import path from 'node:path';
 const BINARIES = ['/usr/bin/ssh-add', '/usr/bin/ssh', '/usr/bin/ssh-keygen', '/usr/bin/git'];
 /** git runs these from its exec path for local and ssh transports (and `git submodule`); they are git itself. */
 const GIT_EXEC_LINKS = ['git-upload-pack', 'git-receive-pack', 'git-upload-archive', 'git-submodule--helper'];
-/** `git submodule` is a shell script (git < 2.43) sourcing these; the envsubst helper is a binary of its own. */
-const GIT_EXEC_FILES = ['git-submodule', 'git-sh-setup', 'git-sh-i18n', 'git-sh-i18n--envsubst'];
+/**
+ * `git submodule` is a shell script (git < 2.43) sourcing these; the envsubst helper is a binary of
+ * its own; git-remote-http speaks https (git-remote-https links to it).
+ */
+const GIT_EXEC_FILES = ['git-submodule', 'git-sh-setup', 'git-sh-i18n', 'git-sh-i18n--envsubst', 'git-remote-http'];
+const GIT_EXEC_ALIASES: Record<string, string> = { 'git-remote-https': 'git-remote-http' };
 const APPLETS = ['sh', 'ls', 'cat', 'id', 'echo', 'env', 'test', 'true', 'false', 'touch', 'mkdir', 'rm', 'stat', 'grep', 'sleep', 'readlink', 'pwd', 'sed', 'basename', 'mv', 'ln', 'cp', 'chmod', 'printf', 'mkfifo'];
 
 function libraries(binary: string): string[] {
@@ -47,6 +51,9 @@ export function buildRootfs(root: string): void {
     copyFileSync(source, path.join(root, source));
     chmodSync(path.join(root, source), 0o755);
     if (isElf(source)) for (const lib of libraries(source)) copyLibrary(root, lib);
+  }
+  for (const [alias, target] of Object.entries(GIT_EXEC_ALIASES)) {
+    if (existsSync(path.join(root, 'usr/lib/git-core', target))) symlinkSync(target, path.join(root, 'usr/lib/git-core', alias));
   }
   writeFileSync(path.join(root, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\nu:x:1000:1000:u:/home/u:/bin/sh\n');
   writeFileSync(path.join(root, 'etc/group'), 'root:x:0:\nu:x:1000:\n');

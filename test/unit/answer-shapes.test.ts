@@ -23,6 +23,7 @@ const session = {
   ssh: { status: 'forwarded', bridge: 'mount', socket: '/run/sandboxd/ssh/agent.sock', hostAgentSocket: '/tmp/agent.sock', bridgeId: 'relay_0123' },
   container: { id: null, cidfile: '/run/user/1000/sandboxd/containers/ses_ABCdef123456.cid' },
   refused: 0,
+  gitCredentials: ['github.com', 'git.example.com:8443'],
   git: null,
 };
 
@@ -62,6 +63,7 @@ const VALID: Record<Answer, unknown[]> = {
         { name: 'gpg', status: 'skipped', reason: 'socket gpg /x does not exist' },
         { name: 'named', status: 'forwarded', bridge: 'mount', socket: '/run/x.sock', hostSocket: '/tmp/x.sock', bridgeId: 'relay_2', env: 'GPG_AGENT' },
       ],
+      gitCredentials: { status: 'served', hosts: ['github.com'], bridge: 'tunnel', socket: '/run/sandboxd/git-credential/agent.sock' },
     },
     {
       session: { ...session, label: null, container: null, ssh: { status: 'skipped', reason: 'no agent' } },
@@ -69,6 +71,15 @@ const VALID: Record<Answer, unknown[]> = {
       leaseTtlMs: 1,
       heartbeatIntervalMs: 1,
       sockets: [],
+      gitCredentials: null,
+    },
+    {
+      session: { ...session, gitCredentials: [] },
+      plan: { mounts: [], env: {}, spawnEnv: {}, globalArgs: [], flags: [], args: [], warnings: [], notices: [] },
+      leaseTtlMs: 1,
+      heartbeatIntervalMs: 1,
+      sockets: [],
+      gitCredentials: { status: 'skipped', hosts: ['github.com'], reason: 'a Docker engine' },
     },
   ],
   HeartbeatResponse: [{ session }, { session: { ...session, engine: 'docker', ssh: { ...session.ssh, bridge: 'desktop' }, git } }],

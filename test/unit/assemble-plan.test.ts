@@ -20,6 +20,8 @@ const GIT: GitHostFacts = { configs: [], files: [], namedPaths: [], plainHomeFil
 const SSH: SshSection = {
   ssh: { status: 'forwarded', bridge: 'mount', socket: '/run/sandboxd/agent/agent.sock', hostAgentSocket: '/tmp/agent.sock', bridgeId: 'b1' },
   sockets: [],
+  gitCredentials: null,
+  notices: [],
   mounts: [mount('/run/relay', 'ssh agent', '/run/sandboxd/agent')],
   env: { SSH_AUTH_SOCK: '/run/sandboxd/agent/agent.sock' },
   flags: ['--add-host', 'x'],
@@ -99,6 +101,7 @@ describe('the acquire answer, assembled from its facts', () => {
       ssh: SSH.ssh,
       container: { id: null, cidfile: '/state/ses_test0001.cid' },
       refused: 0,
+      gitCredentials: [],
       git: null,
     });
     expect(answer.plan.globalArgs).toEqual(['--connection', 'vm']);

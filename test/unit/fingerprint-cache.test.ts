@@ -48,6 +48,7 @@ const acquireBase: AcquireInput = {
   gitConfig: 'readonly',
   allowUnprotectedGitPaths: false,
   sockets: [],
+  gitCredentials: [],
   harden: false,
 };
 

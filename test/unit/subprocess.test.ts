@@ -96,3 +96,27 @@ describe('runSubprocess', () => {
     expect(result.stderr).toContain('ENOENT');
   });
 });
+
+describe('a detached command (a session of its own, as the host git for credentials runs)', () => {
+  const run = createSubprocessRunner();
+
+  it('reads its input, has no controlling terminal, and is answered like any other', async () => {
+    const result = await run('sh', ['-c', 'cat; ( : < /dev/tty ) 2>/dev/null && echo tty; exit 3'], { env: ENV, timeoutMs: 10_000, input: 'hello\n', detached: true });
+    expect(result).toEqual({ exitCode: 3, stdout: 'hello', stderr: '' });
+  });
+
+  it('is stopped at its timeout and at its output bound, answered with no exit code', async () => {
+    const slow = await run('sh', ['-c', 'sleep 10'], { env: ENV, timeoutMs: 200, detached: true });
+    expect(slow.exitCode).toBeNull();
+    expect(slow.stderr).toContain('timed out');
+    const loud = await run('sh', ['-c', 'while :; do echo xxxxxxxxxxxxxxxx; done'], { env: ENV, timeoutMs: 10_000, detached: true, maxOutputBytes: 1024 });
+    expect(loud.exitCode).toBeNull();
+    expect(loud.stderr).toContain('maxBuffer');
+  });
+
+  it('a program that is not there is no exit code either', async () => {
+    const missing = await run('/nonexistent/git', [], { env: ENV, timeoutMs: 1000, detached: true });
+    expect(missing.exitCode).toBeNull();
+    expect(missing.stderr).toContain('ENOENT');
+  });
+});

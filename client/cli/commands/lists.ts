@@ -20,6 +20,8 @@ const SESSION_COLUMNS: Column<SessionInfo>[] = [
   { header: 'AGE', value: (s) => formatAge(s.createdAt) },
   { header: 'SSH', value: (s) => (s.ssh.status === 'forwarded' ? `${s.ssh.bridge} ${s.ssh.bridgeId}` : `skipped: ${s.ssh.reason}`) },
   { header: 'REFUSED', value: (s) => String(s.refused) },
+  // With --no-trunc (and in --json): the 100-column table keeps the container id whole.
+  { header: 'GIT CREDENTIALS', value: (s) => (s.gitCredentials.length === 0 ? '-' : s.gitCredentials.join(',')), wideOnly: true },
   { header: 'CONTAINER', value: (s) => (s.container === null ? '-' : (s.container.id?.slice(0, 12) ?? 'not started')) },
   { header: 'GIT', value: gitColumn, keepEnd: true },
 ];

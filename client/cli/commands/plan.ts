@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { acquireSession } from '../../session.js';
+import { acquireSession, type Session } from '../../session.js';
 import { withProgress } from '../progress.js';
 import { printJson, runAction } from '../output.js';
 import { addSessionOptions, sessionEngine, toAcquireOptions, type SessionFlags } from '../session-options.js';
@@ -7,6 +7,13 @@ import { addSessionOptions, sessionEngine, toAcquireOptions, type SessionFlags }
 /** Quotes for a POSIX shell only where needed, so the printed line can be pasted. */
 export function shellQuote(arg: string): string {
   return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`;
+}
+
+/** The hosts whose https credentials the sandbox's git may ask the host for, and how. */
+function gitCredentialsLines(status: Session['gitCredentials']): string[] {
+  if (status === null) return [];
+  const hosts = status.hosts.join(', ');
+  return [status.status === 'served' ? `git credentials: ${hosts} (get only, ${status.bridge}, ${status.socket})` : `git credentials: ${hosts} not served (${status.reason})`];
 }
 
 export function registerPlanCommand(program: Command): void {
@@ -28,7 +35,7 @@ export function registerPlanCommand(program: Command): void {
       );
       try {
         if (json) {
-          printJson({ session: session.info, plan: session.plan, sockets: session.sockets });
+          printJson({ session: session.info, plan: session.plan, sockets: session.sockets, gitCredentials: session.gitCredentials });
           return 0;
         }
         const { ssh } = session.info;
@@ -39,6 +46,7 @@ export function registerPlanCommand(program: Command): void {
               ? `socket ${socket.name}: forwarded (${socket.bridge}, ${socket.hostSocket} -> ${socket.socket}${socket.env === null ? '' : `, $${socket.env}`})`
               : `socket ${socket.name}: skipped (${socket.reason})`,
           ),
+          ...gitCredentialsLines(session.gitCredentials),
           'mounts:',
           ...session.plan.mounts.map((m) => `  ${m.source} -> ${m.target}${m.readOnly ? ' (ro)' : ''}  [${m.purpose}]`),
           'env:',

@@ -29,6 +29,8 @@ export interface TunnelSlotsOptions {
   /** Daemon-private (0700): where each slot's host listener is (ssh connects there, as this user). */
   hostDir: string;
   upstream: string;
+  /** Each slot's socket names itself to the upstream first (session-endpoint.ts). */
+  announce?: boolean;
   gate: UpstreamGate;
   monotonic(): number;
   logger: Logger;
@@ -160,6 +162,7 @@ export class TunnelSlots {
     const endpoint = new SessionEndpoint({
       socketPath: path.join(this.options.hostDir, `${name}.sock`),
       upstream: this.options.upstream,
+      announce: this.options.announce,
       gate: this.options.gate,
       monotonic: () => this.options.monotonic(),
       // Only this user's ssh connects to it.

@@ -52,6 +52,8 @@ export interface TunnelOptions {
    */
   hostDir: string;
   /** The bound toward the agent that every session's socket shares, through any bridge. */
+  /** The upstream is the daemon's own server: each session's socket names itself first (session-endpoint.ts). */
+  announce?: boolean;
   gate: UpstreamGate;
   monotonic(): number;
   /** Whether the daemon stops gracefully: then the sessions' directories in the VM stay for the next one. */
@@ -126,6 +128,7 @@ export class Tunnel implements Bridge, IndexedTunnel {
     this.slots = new TunnelSlots({
       hostDir: options.hostDir,
       upstream: options.agentSocket,
+      announce: options.announce,
       gate: options.gate,
       monotonic: () => options.monotonic(),
       logger: this.logger,

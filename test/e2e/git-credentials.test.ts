@@ -1,0 +1,230 @@
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { acquireSession, applyPlan, type AcquireOptions } from '../../dist/client/index.js';
+import { CREDENTIAL_BURST } from '../../dist/daemon/credentials/credential-server.js';
+import { CLI, Cleanup, cliEnv, makeSandbox, type Sandbox } from '../helpers.js';
+import { startHttpsGit, type HttpsGit } from '../lab/https-git.js';
+import { startPodmanMachine } from '../lab/podman-machine.js';
+import { labMissing, podmanLab } from './lab.js';
+
+const cleanup = new Cleanup();
+afterAll(() => cleanup.run());
+
+const USER = 'lab';
+const TOKEN = `tok-${randomBytes(12).toString('hex')}`;
+/** The user's tokens for other origins, which no request of these sessions may reach. */
+const OTHER = `other-${randomBytes(12).toString('hex')}`;
+const SOCKET = '/run/sandboxd/git-credential/agent.sock';
+
+/**
+ * The user's host, as a person with an HTTPS remote has it: git's `store` helper holding the token
+ * in ~/.git-credentials, and the self-signed certificate of their server trusted by http.sslCAInfo.
+ * A real git server on loopback (git http-backend behind basic auth); containers reach it on the
+ * host's network. GIT_SSL_CAINFO (set on this machine) is left out of every environment: it would
+ * override the user's own sslCAInfo.
+ */
+describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get only (real git server, podman, git store)', () => {
+  let sandbox: Sandbox;
+  let server: HttpsGit;
+  let env: NodeJS.ProcessEnv;
+  let image: string;
+  let credentialsFile: string;
+  let storeBefore: string;
+
+  /** The environment without GIT_SSL_CAINFO, which would override the user's own http.sslCAInfo. */
+  function withoutCaInfo(from: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+    const copy = { ...from };
+    delete copy.GIT_SSL_CAINFO;
+    return copy;
+  }
+
+  function hostGit(...args: string[]) {
+    return execa('git', args, { env: { ...withoutCaInfo(process.env), HOME: sandbox.home, XDG_CONFIG_HOME: '', GIT_TERMINAL_PROMPT: '0' }, extendEnv: false, reject: false });
+  }
+
+  beforeAll(async () => {
+    const lab = podmanLab();
+    image = lab.image;
+    sandbox = makeSandbox(cleanup);
+    server = await startHttpsGit(path.join(sandbox.dir, 'https'), USER, TOKEN);
+    cleanup.add(() => server.close());
+    writeFileSync(
+      path.join(sandbox.home, '.gitconfig'),
+      ['[credential]', '\thelper = store', '[http]', `\tsslCAInfo = ${server.caFile}`, '[user]', '\tname = Lab', '\temail = lab@example.com', '[init]', '\tdefaultBranch = main', ''].join('\n'),
+    );
+    credentialsFile = path.join(sandbox.home, '.git-credentials');
+    const others = [`127.0.0.1:${String(server.port + 1)}`, '127.0.0.1', 'git.example.com:8443', `${server.host}.evil.example`];
+    writeFileSync(credentialsFile, [`https://${USER}:${TOKEN}@${server.host}`, ...others.map((host) => `https://${USER}:${OTHER}@${host}`), ''].join('\n'));
+    chmodSync(credentialsFile, 0o600);
+    const bare = path.join(server.root, 'project.git');
+    await hostGit('init', '-q', '--bare', '-b', 'main', bare);
+    const seed = path.join(sandbox.dir, 'seed');
+    mkdirSync(seed);
+    await hostGit('-C', seed, 'init', '-q', '-b', 'main');
+    await hostGit('-C', seed, 'commit', '-q', '--allow-empty', '-m', 'seed');
+    await hostGit('-C', seed, 'push', '-q', bare, 'main');
+    // The server and the user's helper work on the host, as the user's own git sees them.
+    const listed = await hostGit('ls-remote', server.url('project'));
+    expect(listed.stderr).toBe('');
+    expect(listed.stdout).toContain('refs/heads/main');
+    // As the host's git left it (its `store` wrote the entry again after that success).
+    storeBefore = readFileSync(credentialsFile, 'utf8');
+    env = withoutCaInfo(cliEnv(sandbox, lab.env));
+  });
+
+  async function session(options: Partial<AcquireOptions>, sessionEnv: NodeJS.ProcessEnv = env) {
+    const acquired = await acquireSession({ engine: 'podman', env: sessionEnv, heartbeat: false, cwd: sandbox.dir, ...options });
+    cleanup.add(() => acquired.release());
+    return acquired;
+  }
+
+  function inContainer(plan: Parameters<typeof applyPlan>[1], script: string, user: string[] = [], runEnv: NodeJS.ProcessEnv = env) {
+    const applied = applyPlan(['run', '--rm', '--network', 'host', ...user, image, 'sh', '-c', script], plan);
+    return execa('podman', [...applied.globalArgs, ...applied.args], { env: { ...runEnv, ...applied.spawnEnv }, extendEnv: false, reject: false, timeout: 90_000 });
+  }
+
+  function pushScript(branch: string): string {
+    return [
+      'set -e',
+      'export GIT_TERMINAL_PROMPT=0',
+      'cd /tmp',
+      `git clone -q ${server.url('project')} c`,
+      'cd c',
+      `git -c user.name=Agent -c user.email=agent@example.com commit -q --allow-empty -m ${branch}`,
+      `git push -q origin HEAD:refs/heads/${branch}`,
+      'echo pushed',
+    ].join('\n');
+  }
+
+  async function serverRefs(): Promise<string> {
+    return (await hostGit('--git-dir', path.join(server.root, 'project.git'), 'for-each-ref', '--format=%(refname)')).stdout;
+  }
+
+  /** A credential request as git's credential-cache helper sends it, straight to the session's socket. */
+  function ask(lines: string[]): string {
+    return `printf '${lines.join('\\n')}\\n' | git credential-cache --socket ${SOCKET} get; echo "rc=$?"`;
+  }
+
+  it('pushes over HTTPS as root and as --user 1000 with the host named: the token comes from the host\'s store helper', async () => {
+    const root = await session({ gitCredentials: [server.host] });
+    expect(root.gitCredentials).toEqual({ status: 'served', hosts: [server.host], bridge: 'mount', socket: SOCKET });
+    expect(root.info.gitCredentials).toEqual([server.host]);
+    const asRoot = await inContainer(root.plan, pushScript('from-root'));
+    expect(asRoot.stderr).toBe('');
+    expect(asRoot.stdout).toBe('pushed');
+    const user = await session({ gitCredentials: [server.host], containerUser: { uid: 1000, gid: 1000 } });
+    const asUser = await inContainer(user.plan, pushScript('from-user'), ['--user', '1000:1000']);
+    expect(asUser.stderr).toBe('');
+    expect(asUser.stdout).toBe('pushed');
+    expect(await serverRefs()).toContain('refs/heads/from-root');
+    expect(await serverRefs()).toContain('refs/heads/from-user');
+    // `sessions ls` names the hosts; the log names session, host and username, never the token.
+    const listed = await execa(process.execPath, [CLI, 'sessions', 'ls', '--json'], { env, extendEnv: false, reject: false });
+    expect(listed.stdout).toContain(`"gitCredentials": [\n      "${server.host}"\n    ]`);
+    const table = await execa(process.execPath, [CLI, 'sessions', 'ls', '--no-trunc'], { env, extendEnv: false, reject: false });
+    expect(table.stdout).toContain('GIT CREDENTIALS');
+    expect(table.stdout.split('\n').find((line) => line.startsWith(root.id))).toContain(server.host);
+    const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
+    expect(log).not.toContain(TOKEN);
+    const answered = log.split('\n').filter((line) => line.includes('credential answered')).map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(answered).toEqual(expect.arrayContaining([expect.objectContaining({ sessionId: root.id, host: server.host, username: USER, outcome: 'answered' })]));
+    expect(readFileSync(credentialsFile, 'utf8')).toBe(storeBefore);
+  });
+
+  it('without the option nothing: the token is in no variable, mount or file of the container, and git cannot authenticate', async () => {
+    const plain = await session({});
+    expect(plain.gitCredentials).toBeNull();
+    expect(plain.info.gitCredentials).toEqual([]);
+    expect(JSON.stringify(plain.plan)).not.toContain(TOKEN);
+    const script = [
+      `GIT_TERMINAL_PROMPT=0 git ls-remote ${server.url('project')} >/dev/null 2>&1; echo "ls-remote=$?"`,
+      'env',
+      'cat /proc/self/mountinfo',
+      // Every file the container can read outside the kernel's own trees, by name only.
+      `grep -rl "${TOKEN.slice(0, 4)}""${TOKEN.slice(4)}" /bin /etc /home /root /run /tmp /usr 2>/dev/null; echo end`,
+    ].join('\n');
+    const result = await inContainer(plain.plan, script);
+    expect(result.stdout).toContain('ls-remote=128');
+    expect(result.stdout).not.toContain(TOKEN);
+    expect(result.stdout).not.toContain(OTHER);
+    expect(result.stdout).not.toContain('git-credential');
+    expect(result.stdout.trimEnd().endsWith('end')).toBe(true);
+    expect(result.stdout.split('\n').filter((line) => line.startsWith('/'))).toEqual([]);
+  });
+
+  it('another host named: nothing for this one, neither through git nor asked straight on the socket', async () => {
+    const other = await session({ gitCredentials: ['git.example.com:8443'] });
+    expect(other.gitCredentials).toMatchObject({ status: 'served', hosts: ['git.example.com:8443'] });
+    const result = await inContainer(other.plan, [`GIT_TERMINAL_PROMPT=0 git ls-remote ${server.url('project')} >/dev/null 2>&1; echo "ls-remote=$?"`, ask(['protocol=https', `host=${server.host}`])].join('\n'));
+    expect(result.stdout).toBe('ls-remote=128\nrc=0');
+  });
+
+  it('only protocol https and exactly the named host and port are answered; prefixes, other ports and other schemes get nothing', async () => {
+    const named = await session({ gitCredentials: [server.host] });
+    const requests = [
+      ['protocol=https', `host=${server.host}`],
+      ['protocol=https', `host=127.0.0.1:${String(server.port + 1)}`],
+      ['protocol=https', 'host=127.0.0.1'],
+      ['protocol=http', `host=${server.host}`],
+      ['protocol=https', `host=${server.host}.evil.example`],
+      ['protocol=https', `host=evil.example@${server.host}`],
+      ['protocol=https', `host=${server.host}`, `host=evil.example`],
+    ];
+    // The user's store holds tokens for the other ports and hosts too: only the match keeps them out.
+    const result = await inContainer(named.plan, requests.map((lines) => `${ask(lines)}; echo ---`).join('\n'));
+    expect(result.stdout).not.toContain(OTHER);
+    const answers = result.stdout.split('---').map((answer) => answer.trim()).filter((answer) => answer !== '');
+    expect(answers[0]).toBe(`username=${USER}\npassword=${TOKEN}\nrc=0`);
+    expect(answers.slice(1, requests.length)).toEqual(requests.slice(1).map(() => 'rc=0'));
+  });
+
+  it('git credential approve and reject in the container, and store and erase sent straight to the socket, never change the host\'s store', async () => {
+    const named = await session({ gitCredentials: [server.host] });
+    const cache = (action: string, password: string) =>
+      `printf 'protocol=https\\nhost=${server.host}\\nusername=${USER}\\npassword=${password}\\n' | git credential-cache --socket ${SOCKET} ${action}`;
+    const script = [
+      `printf 'protocol=https\\nhost=${server.host}\\nusername=${USER}\\npassword=planted\\n' | git credential approve`,
+      `printf 'protocol=https\\nhost=${server.host}\\nusername=${USER}\\npassword=${TOKEN}\\n' | git credential reject`,
+      cache('store', 'planted'),
+      cache('erase', TOKEN),
+      `printf 'protocol=https\\nhost=${server.host}\\n' | git credential fill`,
+    ].join('\n');
+    const result = await inContainer(named.plan, script);
+    expect(result.stdout).toBe(`protocol=https\nhost=${server.host}\nusername=${USER}\npassword=${TOKEN}`);
+    expect(readFileSync(credentialsFile, 'utf8')).toBe(storeBefore);
+  });
+
+  it(`a session asking faster than its rate is refused past ${String(CREDENTIAL_BURST)} at once`, async () => {
+    const named = await session({ gitCredentials: [server.host] });
+    const script = `i=0; while test $i -lt 30; do ${ask(['protocol=https', `host=${server.host}`])}; i=$((i+1)); done`;
+    const result = await inContainer(named.plan, script);
+    const answered = result.stdout.split('\n').filter((line) => line === `password=${TOKEN}`).length;
+    expect(answered).toBeGreaterThanOrEqual(CREDENTIAL_BURST);
+    expect(answered).toBeLessThan(30);
+    const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
+    expect(log).toContain(`"sessionId":"${named.id}","host":"${server.host}","outcome":"refused"`);
+  });
+
+  it('a Docker engine (one shared relay for every session): not served, with the reason and the remedy in the plan', async () => {
+    const docker = await session({ engine: 'docker', sshAgent: 'off', gitCredentials: [server.host] });
+    expect(docker.gitCredentials).toEqual({ status: 'skipped', hosts: [server.host], reason: expect.stringContaining('shared relay') as string });
+    expect(docker.plan.warnings).toContainEqual(expect.stringContaining(`git: HTTPS credentials for ${server.host} are not served`));
+    expect(docker.plan.warnings.join('\n')).toContain('remedy: use podman');
+    expect(docker.info.gitCredentials).toEqual([]);
+    expect(docker.plan.env.GIT_CONFIG_COUNT).toBeUndefined();
+  });
+
+  it('Podman machine: the session\'s credential socket comes through the tunnel, and a push works as --user 1000', async () => {
+    const conf = await startPodmanMachine(sandbox, podmanLab().env, cleanup);
+    const machineEnv = { ...env, CONTAINERS_CONF: conf };
+    const tunnelled = await session({ gitCredentials: [server.host], sshBridge: 'tunnel', containerUser: { uid: 1000, gid: 1000 } }, machineEnv);
+    expect(tunnelled.gitCredentials).toMatchObject({ status: 'served', bridge: 'tunnel', socket: SOCKET });
+    const result = await inContainer(tunnelled.plan, pushScript('through-tunnel'), ['--user', '1000:1000'], machineEnv);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toBe('pushed');
+    expect(await serverRefs()).toContain('refs/heads/through-tunnel');
+  });
+});
