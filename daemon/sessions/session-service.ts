@@ -36,12 +36,13 @@ export class SessionService {
 
   async acquire(input: AcquireInput): Promise<AcquireResponse> {
     this.deps.registry.assertCapacity();
+    const started = this.deps.clock.monotonic();
     const sessionId = randomId('ses');
     const undo = new DisposalStack();
     try {
       const facts = await gatherFacts(input, sessionId, this.deps, undo);
       const sections = await this.sections(input, facts);
-      return await this.commit(input, sessionId, facts, sections, undo);
+      return await this.commit(input, { sessionId, started }, facts, sections, undo);
     } catch (error) {
       await undo.unwind();
       throw error;
@@ -67,7 +68,7 @@ export class SessionService {
     return { git, site: { globalArgs: facts.site.globalArgs, mounts: visible.mounts, warnings: [...expressible.warnings, ...facts.site.warnings, ...visible.warnings] } };
   }
 
-  private async commit(input: AcquireInput, sessionId: string, facts: AcquireFacts, sections: Sections, undo: DisposalStack): Promise<AcquireResponse> {
+  private async commit(input: AcquireInput, { sessionId, started }: { sessionId: string; started: number }, facts: AcquireFacts, sections: Sections, undo: DisposalStack): Promise<AcquireResponse> {
     const { deps } = this;
     // Guarded from before the plan leaves: a file the sandbox changes carries a later ctime.
     undo.defer(() => {
@@ -82,7 +83,7 @@ export class SessionService {
       writesHostFiles: sections.site.mounts.some((mount) => !mount.readOnly),
     });
     const answer = assemblePlan({ sessionId, input, facts, ...sections, holdWarnings, users, container, now: deps.clock.now(), leaseTtlMs: deps.leaseTtlMs });
-    deps.registry.add(answer.session, facts.startTime, facts.ssh.leases);
+    deps.registry.add(answer.session, facts.startTime, facts.ssh.leases, Math.round((deps.clock.monotonic() - started) * 10) / 10);
     return answer;
   }
 }
