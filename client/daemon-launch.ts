@@ -117,7 +117,7 @@ export async function resolveDaemonCommand(inputs: LaunchInputs): Promise<Daemon
   return { file: runtime, args: [cli, 'daemon'], source: 'package' };
 }
 
-const KEPT_VARIABLES = ['HOME', 'USER', 'LOGNAME', 'XDG_RUNTIME_DIR', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME'];
+const KEPT_VARIABLES = ['HOME', 'USER', 'LOGNAME', 'XDG_RUNTIME_DIR', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME', 'XDG_CACHE_HOME'];
 const SYSTEM_PATH: Record<Platform, readonly string[]> = {
   linux: ['/usr/local/bin', '/usr/bin', '/bin', '/usr/sbin', '/sbin'],
   darwin: ['/opt/homebrew/bin', '/usr/local/bin', '/usr/bin', '/bin', '/usr/sbin', '/sbin'],

@@ -62,11 +62,13 @@ const leaveOutUnused = {
 };
 
 const ENTRIES = 'client/cli/entries';
+/** The daemon's bundle is CommonJS: the entry runs it through vm.Script with V8's code cache (client/cli/code-cache.ts). */
+const DAEMON_ENTRY = 'daemon.ts';
 const entryPoints = {
   sandboxd: 'client/cli/bin.ts',
   ...Object.fromEntries(
     readdirSync(ENTRIES)
-      .filter((name) => name.endsWith('.ts'))
+      .filter((name) => name.endsWith('.ts') && name !== DAEMON_ENTRY)
       .map((name) => [`entries/${name.slice(0, -3)}`, `${ENTRIES}/${name}`]),
   ),
 };
@@ -95,6 +97,16 @@ await build({
   banner: { js: "import { createRequire as __sandboxdRequire } from 'node:module'; const require = __sandboxdRequire(import.meta.url);" },
 });
 chmodSync(`${OUT}/sandboxd.js`, 0o755);
+await build({
+  ...SHARED,
+  entryPoints: { 'entries/daemon': `${ENTRIES}/${DAEMON_ENTRY}` },
+  outdir: OUT,
+  format: 'cjs',
+  outExtension: { '.js': '.cjs' },
+  // The one ESM-only value the daemon reads (os/package-files.ts finds the package from it).
+  define: { 'import.meta.url': '__sandboxdModuleUrl' },
+  banner: { js: "var __sandboxdModuleUrl = require('node:url').pathToFileURL(__filename).href;" },
+});
 
 /** The files an entry loads when it is imported: its static imports, followed from the entry. */
 async function eagerFiles(source) {
