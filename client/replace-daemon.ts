@@ -43,7 +43,7 @@ export async function replaceOlderDaemon(socketPath: string): Promise<boolean> {
   }
   if (left > 0) {
     throw new SandboxdError('PROTOCOL_MISMATCH', `${older}: it keeps serving its ${String(left)} session${left === 1 ? '' : 's'} and stops once they end; the next start runs this version`, {
-      remedy: 'Try again once they end (`sandboxd status` counts them), or run `sandboxd restart` now (their containers lose the agent until a daemon of their own version runs).',
+      remedy: 'Try again once they end (`sandboxd status` counts them), or run `sandboxd restart` now (their containers keep the agent for at most one lease: their clients, of the older release, cannot renew it).',
     });
   }
   const probe = createProcessProbe(currentPlatform());

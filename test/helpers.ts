@@ -157,12 +157,19 @@ export interface Agent {
   keyPath: string;
 }
 
-/** A real ssh-agent holding a fresh test key, killed by the cleanup. */
-export async function startAgent(dir: string, cleanup: Cleanup, name = 'agent'): Promise<Agent> {
+/**
+ * A real ssh-agent holding a fresh test key, killed by the cleanup. With `maxFiles` it runs under
+ * that `ulimit -n`, as an agent started from a login with a low limit does: it serves that many
+ * less ten connections at once and leaves the others waiting.
+ */
+export async function startAgent(dir: string, cleanup: Cleanup, name = 'agent', options: { maxFiles?: number } = {}): Promise<Agent> {
   const socket = path.join(dir, `${name}.sock`);
   const keyPath = path.join(dir, `${name}-key`);
   await execa('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', `sandboxd-test-${name}`, '-f', keyPath]);
-  const agent = spawn('ssh-agent', ['-D', '-a', socket], { stdio: 'ignore' });
+  const agent =
+    options.maxFiles === undefined
+      ? spawn('ssh-agent', ['-D', '-a', socket], { stdio: 'ignore' })
+      : spawn('sh', ['-c', `ulimit -n ${String(options.maxFiles)} && exec ssh-agent -D -a "$0"`, socket], { stdio: 'ignore' });
   cleanup.add(() => agent.kill('SIGKILL'));
   await waitFor(async () => (await execa('ssh-add', ['-l'], { env: { SSH_AUTH_SOCK: socket }, reject: false })).exitCode === 1, 'ssh-agent to answer');
   await execa('ssh-add', [keyPath], { env: { SSH_AUTH_SOCK: socket } });

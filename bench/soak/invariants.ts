@@ -10,7 +10,7 @@ export function tunnelSshPids(port: number): number[] {
     try {
       const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
       const portAt = argv.indexOf('-p');
-      if (path.basename(argv[0] ?? '') === 'ssh' && argv.includes('-R') && argv[portAt + 1] === String(port)) pids.push(Number(entry));
+      if (path.basename(argv[0] ?? '') === 'ssh' && argv.includes('ControlMaster=yes') && argv[portAt + 1] === String(port)) pids.push(Number(entry));
     } catch {
       // gone while we looked
     }

@@ -1,49 +1,59 @@
 import { randomBytes } from 'node:crypto';
-import { promises as fs, renameSync } from 'node:fs';
-import net from 'node:net';
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { BridgeInfo } from '../../shared/contracts/bridges.js';
+import { assertSocketPathFits } from '../../shared/paths.js';
 import type { Logger } from '../os/logger.js';
-import { ensureOwnDir, withUmask } from '../os/secure-dir.js';
+import { ensureOwnDir } from '../os/secure-dir.js';
+import type { UpstreamGate } from './bounds.js';
 import type { Bridge } from './bridge.js';
 import { BridgeStatus, RELAY_TRANSITIONS } from './bridge-status.js';
+import { SessionEndpoint } from './session-endpoint.js';
 
 export const RELAY_SOCKET_NAME = 'agent.sock';
-/** An agent serves a handful of requests per git operation; this caps a runaway container. */
-const MAX_RELAY_CONNECTIONS = 128;
+/** Per-session directory names: 64 random bits, in hex. */
+const DIR_NAME = /^[0-9a-f]{16}$/;
+/** Sockets the sweep looks at each time: a thousand sessions cost a few lstats a sweep, not a thousand. */
+const CHECKS_PER_SWEEP = 64;
 
 export interface AgentRelayOptions {
   id: string;
-  /** realpath of the session's SSH_AUTH_SOCK. */
+  /** realpath of the host socket served (the session's SSH_AUTH_SOCK, or an extra socket). */
   agentSocket: string;
-  /** daemon-generated directory, mounted into containers. */
-  dir: string;
+  /** Daemon-owned: each session's directory is made in it. */
+  agentsDir: string;
+  /** The bound toward the host socket that every session's socket shares, through any bridge. */
+  gate: UpstreamGate;
+  monotonic(): number;
   logger: Logger;
 }
 
-/** Which inode a path names: a socket re-created or replaced at the same path is another one. */
-interface Identity {
-  dev: number;
-  ino: number;
+/** A session's socket on the relay, in a directory of its own that its container mounts. */
+export interface RelayEndpoint {
+  /** The directory the container mounts (read-only); the socket is `agent.sock` in it. */
+  dir: string;
+  endpoint: SessionEndpoint;
+}
+
+export function newEndpointDirName(): string {
+  return randomBytes(8).toString('hex');
 }
 
 /**
- * The Linux direct-mount bridge (DESIGN §6, last paragraph): a 0666 socket in a 0711 directory
- * inside the 0700 runtime dir, piping each connection to the user's agent. Other host users cannot
- * traverse to it; a container, whatever its uid or user namespace, sees only the mounted directory,
- * read-only. The relay remembers the inode it bound and, at each acquire and on the daemon's sweep,
- * re-creates a socket that is no longer that one (DESIGN §9: a bridge checks its socket).
+ * The Linux direct-mount bridge (DESIGN §6, last paragraph), one per host socket: each session
+ * gets its own 0666 socket in its own 0711 directory inside the 0700 runtime dir, made at acquire
+ * and closed at release, so a container whose session ended cannot reach the agent and no session
+ * shares a socket with another. Every session's socket pipes to the same host socket, under one
+ * bound toward it (`UpstreamGate`). The sweep looks at a few sockets each time and re-creates one
+ * that is no longer the socket it bound (DESIGN §9: a bridge checks its socket).
  */
 export class AgentRelay implements Bridge {
   readonly id: string;
   private readonly status: BridgeStatus;
-  private server: net.Server | null = null;
-  private readonly connections = new Set<net.Socket>();
-  private ready: Promise<void> = Promise.resolve();
-  /** Listens begun so far: one that a restart or halt overtook leaves the state alone. */
-  private launches = 0;
-  /** The socket this generation bound; null while none is listening. */
-  private bound: Identity | null = null;
+  private readonly endpoints = new Map<SessionEndpoint, string>();
+  /** Connections refused on sockets already closed, so the bridge's count only grows. */
+  private refusedBefore = 0;
+  private cursor = 0;
   private checking: Promise<void> | null = null;
   private readonly logger: Logger;
 
@@ -53,30 +63,69 @@ export class AgentRelay implements Bridge {
     this.status = new BridgeStatus(RELAY_TRANSITIONS, this.logger);
   }
 
-  get socketPath(): string {
-    return path.join(this.options.dir, RELAY_SOCKET_NAME);
-  }
-
   start(): void {
-    this.ready = this.listen();
-    this.ready.catch(() => undefined);
+    this.status.transition('ready', 'serves session sockets');
   }
 
-  /** Every acquire looks at the socket too: one lstat, so a session never gets one it did not bind. */
-  async whenReady(): Promise<void> {
-    await this.ready;
-    await this.check();
-  }
-
-  async restart(): Promise<void> {
-    this.status.transition('restarting', 'asked to restart');
-    await this.closeServer();
-    this.start();
-    await this.ready;
+  whenReady(): Promise<void> {
+    return this.status.state === 'stopped' ? Promise.reject(new Error(`relay ${this.id} is stopped`)) : Promise.resolve();
   }
 
   /**
-   * Re-creates the listener when `agent.sock` is no longer the socket it bound (moved, removed or
+   * A session's socket: in a new directory, or in `dirName` when a next daemon serves again the
+   * directory a running container mounts (its socket is bound anew, the directory kept).
+   */
+  async open(dirName: string = newEndpointDirName()): Promise<RelayEndpoint> {
+    if (!DIR_NAME.test(dirName)) throw new Error(`not a session directory name: ${dirName}`);
+    const dir = path.join(this.options.agentsDir, dirName);
+    const socketPath = path.join(dir, RELAY_SOCKET_NAME);
+    assertSocketPathFits(socketPath, 'linux');
+    await ensureOwnDir(dir, 0o711);
+    const endpoint = new SessionEndpoint({
+      socketPath,
+      upstream: this.options.agentSocket,
+      gate: this.options.gate,
+      monotonic: () => this.options.monotonic(),
+      umask: 0o111,
+      logger: this.logger,
+      onUpstreamError: (error) => {
+        this.status.lastError = new Error(`agent ${error.message}`);
+        this.logger.warn({ err: error }, 'relay connection failed');
+      },
+    });
+    await endpoint.listen();
+    this.endpoints.set(endpoint, dir);
+    return { dir, endpoint };
+  }
+
+  /**
+   * The session ended: its socket goes at once with every connection on it, and its directory
+   * too unless `keep` (the daemon stops and the next one serves it again).
+   */
+  async close(opened: RelayEndpoint, keep: boolean): Promise<void> {
+    this.endpoints.delete(opened.endpoint);
+    this.refusedBefore += opened.endpoint.refused;
+    await opened.endpoint.close();
+    if (!keep) await fs.rm(opened.dir, { recursive: true, force: true });
+  }
+
+  /** The session directories it serves now. */
+  dirs(): string[] {
+    return [...this.endpoints.values()];
+  }
+
+  /** Binds every session's socket anew in the same directories: containers keep their mount. */
+  async restart(): Promise<void> {
+    this.status.transition('restarting', 'asked to restart');
+    await Promise.all([...this.endpoints.keys()].map(async (endpoint) => {
+      await endpoint.close();
+      await endpoint.listen();
+    }));
+    this.status.transition('ready', 'listening again');
+  }
+
+  /**
+   * Re-creates a session's socket that is no longer the one it bound (moved, removed or
    * replaced: containers cannot, their mount is read-only, so this is a bug or the host), and keeps
    * what it found as `lastError`. Concurrent callers share one look.
    */
@@ -88,137 +137,55 @@ export class AgentRelay implements Bridge {
   }
 
   private async compare(): Promise<void> {
-    const bound = this.bound;
-    if (this.status.state !== 'ready' || bound === null) return;
-    const found = await identityOf(this.socketPath);
-    if (found !== null && found.dev === bound.dev && found.ino === bound.ino) return;
-    // A restart or halt meanwhile made (or dropped) a socket of its own.
-    if (this.bound !== bound) return;
-    const what = found === null ? 'nothing is there' : `inode ${String(found.ino)} is there, not ${String(bound.ino)}`;
-    this.logger.warn({ socket: this.socketPath, found, bound }, 'relay socket is not the one it bound; re-creating it');
-    await this.restart();
-    this.status.lastError = new Error(`${this.socketPath} is not the socket it bound (${what}); re-created it`);
+    if (!this.ready()) return;
+    const all = [...this.endpoints.keys()];
+    if (all.length === 0) return;
+    const start = this.cursor % all.length;
+    const some = [...all.slice(start), ...all.slice(0, start)].slice(0, CHECKS_PER_SWEEP);
+    this.cursor = start + some.length;
+    for (const endpoint of some) {
+      if (await endpoint.intact()) continue;
+      // Closed meanwhile (its session ended) or already being re-created.
+      if (!this.endpoints.has(endpoint) || !this.ready()) continue;
+      this.logger.warn({ socket: endpoint.socketPath }, 'session socket is not the one it bound; re-creating it');
+      this.status.transition('restarting', 'a session socket was replaced');
+      await endpoint.close();
+      await endpoint.listen().catch((error: unknown) => {
+        this.logger.error({ err: error, socket: endpoint.socketPath }, 'cannot re-create a session socket');
+      });
+      this.status.lastError = new Error(`${endpoint.socketPath} is not the socket it bound; re-created it`);
+      this.status.transition('ready', 'listening again');
+    }
+  }
+
+  /** A method: TypeScript would keep the state narrowed across the awaits of a check. */
+  private ready(): boolean {
+    return this.status.state === 'ready';
   }
 
   /** A second halt (a bridge removed while its acquire fails) finds the relay stopped already. */
   async halt(): Promise<void> {
     if (this.status.state === 'stopped') return;
     this.status.transition('stopped', 'halted');
-    await this.closeServer();
-    await fs.rm(this.options.dir, { recursive: true, force: true });
+    // The sessions still holding it lose their agent now; their directories go when they end.
+    await Promise.all([...this.endpoints.keys()].map((endpoint) => endpoint.close()));
     this.logger.info('relay halted');
   }
 
   describe(refs: number): BridgeInfo {
+    let refused = this.refusedBefore;
+    for (const endpoint of this.endpoints.keys()) refused += endpoint.refused;
     return {
       id: this.id,
       kind: 'relay',
       connection: null,
       hostAgentSocket: this.options.agentSocket,
-      socketPath: this.socketPath,
+      socketPath: path.join(this.options.agentsDir, '*', RELAY_SOCKET_NAME),
       pid: null,
+      endpoints: this.endpoints.size,
+      open: this.options.gate.open,
+      refused,
       ...this.status.fields(refs),
     };
   }
-
-  /**
-   * Each listen binds a name of its own and renames it to `agent.sock`: closing a server unlinks
-   * the name it bound, so a listen that a restart or halt overtook closes its server without
-   * removing the socket a newer listen put in place.
-   */
-  private async listen(): Promise<void> {
-    this.launches += 1;
-    const launch = this.launches;
-    const overtaken = (): boolean => launch !== this.launches || this.status.state === 'stopped';
-    // Shorter than agent.sock, so a relay directory that fits one fits the other.
-    const own = path.join(this.options.dir, `.${randomBytes(4).toString('hex')}`);
-    let server: net.Server | null = null;
-    try {
-      await ensureOwnDir(this.options.dir, 0o711);
-      server = net.createServer((client) => {
-        this.pipe(client);
-      });
-      server.maxConnections = MAX_RELAY_CONNECTIONS;
-      await listenAt(server, own);
-      server.on('error', (error) => {
-        this.status.lastError = error;
-        this.logger.warn({ err: error }, 'relay listener error');
-      });
-      // The rename keeps the inode.
-      const bound = await identityOf(own);
-      if (overtaken()) {
-        await closeQuietly(server);
-        return;
-      }
-      // Nothing awaited from the look above to here: a newer listen can only rename over this one.
-      renameSync(own, this.socketPath);
-      this.server = server;
-      this.bound = bound;
-      this.status.transition('ready', 'listening');
-      this.logger.info({ socket: this.socketPath }, 'relay ready');
-    } catch (error) {
-      if (server !== null) await closeQuietly(server);
-      this.status.lastError = error as Error;
-      this.logger.error({ err: error }, 'relay failed to listen');
-      if (!overtaken()) this.status.transition('failed', (error as Error).message);
-      throw error;
-    }
-  }
-
-  private pipe(client: net.Socket): void {
-    const upstream = net.connect(this.options.agentSocket);
-    this.connections.add(client);
-    this.connections.add(upstream);
-    const finish = (error?: Error): void => {
-      if (error !== undefined) {
-        this.status.lastError = new Error(`agent ${this.options.agentSocket}: ${error.message}`);
-        this.logger.warn({ err: error }, 'relay connection failed');
-      }
-      client.destroy();
-      upstream.destroy();
-      this.connections.delete(client);
-      this.connections.delete(upstream);
-    };
-    client.on('error', finish);
-    upstream.on('error', finish);
-    client.on('close', () => {
-      finish();
-    });
-    upstream.on('close', () => {
-      finish();
-    });
-    client.pipe(upstream);
-    upstream.pipe(client);
-  }
-
-  private async closeServer(): Promise<void> {
-    const server = this.server;
-    this.server = null;
-    this.bound = null;
-    for (const socket of this.connections) socket.destroy();
-    this.connections.clear();
-    if (server !== null) await closeQuietly(server);
-  }
-}
-
-function listenAt(server: net.Server, socket: string): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    withUmask(0o111, () => server.listen(socket, () => {
-      server.off('error', reject);
-      resolve();
-    }));
-  });
-}
-
-/** Closing a server that never listened reports an error there is nothing to do about. */
-function closeQuietly(server: net.Server): Promise<void> {
-  return new Promise<void>((resolve) => server.close(() => {
-    resolve();
-  }));
-}
-
-async function identityOf(file: string): Promise<Identity | null> {
-  const stat = await fs.lstat(file).catch(() => null);
-  return stat === null ? null : { dev: stat.dev, ino: stat.ino };
 }

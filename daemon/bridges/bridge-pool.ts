@@ -55,6 +55,10 @@ export class BridgePool<B extends Bridge = Bridge> {
     return { lease, bridge: held.bridge };
   }
 
+  bridges(): B[] {
+    return [...this.entries.values()].map((entry) => entry.bridge);
+  }
+
   list(): BridgeInfo[] {
     return [...this.entries.values()].map((entry) => entry.bridge.describe(entry.refs));
   }

@@ -1,5 +1,7 @@
 import type { BridgeInfo } from '../../shared/contracts/bridges.js';
 import type { Mount } from '../../shared/contracts/plan.js';
+import type { Logger } from '../os/logger.js';
+import type { KeptEndpoint } from './endpoint-records.js';
 
 /** Where the agent directory appears in every container; the socket inside it is `agent.sock`. */
 export const CONTAINER_AGENT_DIR = '/run/sandboxd/ssh';
@@ -27,6 +29,10 @@ export interface Lease {
   readonly bridgeId: string;
   /** Idempotent. */
   release(): void;
+  /** Connections a bound refused on the session's own socket so far (none for a shared bridge). */
+  refused?(): number;
+  /** How a next daemon serves the session's socket again at the same path (none: it cannot). */
+  kept?(): KeptEndpoint;
 }
 
 /** A bridge that serves `agentSocket` from a directory the container can mount. */
@@ -34,11 +40,10 @@ export interface ServedAgent {
   lease: Lease;
   kind: 'mount' | 'tunnel' | 'desktop';
   /**
-   * Host path (relay) or VM path (tunnel) of the directory to mount; with `socketFile`, the VM's
-   * socket itself; null when `flags` carry the mount (a relay container's volume).
+   * Host path (relay) or VM path (tunnel) of the session's own directory to mount; null when
+   * `flags` carry the mount (its relay container's volume).
    */
   mountSource: string | null;
-  socketFile?: boolean;
   relabel: Mount['relabel'];
   flags: string[];
   warnings: string[];
@@ -52,3 +57,35 @@ export interface Unavailable {
 
 /** The session's agent, or one of its extra host sockets (which only some bridges can carry). */
 export type ServeRole = 'agent' | 'socket';
+
+export interface EndpointLeaseParts {
+  refused(): number;
+  /** How a next daemon serves the same path again. */
+  kept(): KeptEndpoint;
+  /** Closes the session's socket: it stops listening and its connections end before this first awaits. */
+  close(): Promise<void>;
+  logger: Logger;
+}
+
+/**
+ * A session's lease on its own socket: releasing it closes that socket (its connections end at
+ * once) and gives the bridge's lease back.
+ */
+export function endpointLease(bridge: Lease, parts: EndpointLeaseParts): Lease {
+  let released = false;
+  return {
+    bridgeId: bridge.bridgeId,
+    refused: () => parts.refused(),
+    kept: () => parts.kept(),
+    release: () => {
+      if (released) return;
+      released = true;
+      // The socket stops listening and its connections end before this returns; the rest (its
+      // directory) follows.
+      void parts.close().catch((error: unknown) => {
+        parts.logger.error({ err: error, bridgeId: bridge.bridgeId }, 'cannot close a session socket');
+      });
+      bridge.release();
+    },
+  };
+}

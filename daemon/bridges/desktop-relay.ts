@@ -1,31 +1,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { BridgeInfo } from '../../shared/contracts/bridges.js';
 import { SandboxdError } from '../../shared/errors.js';
-import { clip } from '../os/text.js';
 import type { Logger } from '../os/logger.js';
-import type { RunSubprocess } from '../os/subprocess.js';
+import { UPSTREAM_MAX_OPEN } from './bounds.js';
 import type { Bridge } from './bridge.js';
 import { BridgeStatus, RELAY_TRANSITIONS } from './bridge-status.js';
-import { helperLabels, helperRecord, type HelperRecords } from './helper-records.js';
-import { RELAY_BINARY_IN_IMAGE } from './relay-image.js';
+import { helperRecord, type HelperRecords } from './helper-records.js';
+import { awaitReadyLine, docker, hardenedRelay, lastLine, relayCommand, relayFailure, relayStatus, relayVolumeArgs, type RelayEngine } from './relay-containers.js';
 
-const COMMAND_TIMEOUT_MS = 30_000;
-const READY_TIMEOUT_MS = 10_000;
-const READY_POLL_MS = 100;
-const READY_LINE = 'sandboxd-relay ready';
-const UPSTREAM_IN_RELAY = '/upstream.sock';
-const SERVED_DIR_IN_RELAY = '/srv';
-/** The relay's exit code when its socket is not the one it bound (sandboxd-relay.c). */
-const EXIT_REPLACED = 3;
-/** Re-creations after a replaced socket with no acquire in between; past it the relay stays failed. */
-const MAX_REPLACED_RELAUNCHES = 3;
-/**
- * Agent connections served at once: git and ssh open a handful each. Past it the relay closes a
- * connection instead of forking for it, so a flood from one session costs neither pids nor memory.
- */
-export const RELAY_MAX_CONNECTIONS = 128;
-/** The relay, its children, and room for children that ended but are not reaped yet. */
-const RELAY_LIMITS = ['--pids-limit', String(RELAY_MAX_CONNECTIONS + 16), '--memory', '64m'];
+const UPSTREAM_IN_HUB = '/upstream.sock';
+/** Where the sessions' relays find the hub's socket (its volume, mounted read-only in them). */
+export const HUB_DIR_IN_RELAY = '/hub';
+export const HUB_SOCKET_IN_RELAY = `${HUB_DIR_IN_RELAY}/agent.sock`;
 
 /** `docker wait NAME`: resolves with the container's exit code once it stops; `stop` ends the watch. */
 export interface ContainerWatch {
@@ -33,64 +19,57 @@ export interface ContainerWatch {
   stop(): void;
 }
 
-export interface DesktopRelayOptions {
+export interface DesktopRelayOptions extends RelayEngine {
   id: string;
-  /** Container and volume name, unique per sandboxd state dir, engine instance and user. */
+  /** Container and volume name, unique per sandboxd state dir and engine instance. */
   name: string;
   /** The VM's built-in agent socket (root:root 0660). */
   upstream: string;
-  uid: number;
-  gid: number;
   /** This daemon's owner label: the container and volume carry it, so start-up can sweep them. */
   owner: string;
   records: HelperRecords;
   /** `docker import`s the relay image on first use; resolves to its tag. */
   image(): Promise<string>;
-  run: RunSubprocess;
-  docker: string;
-  env: Record<string, string>;
+  /**
+   * The sessions' relays behind it: how many, what their bounds refused, the sockets they bound
+   * again, and how many were left running for the next daemon.
+   */
+  sessions(): { endpoints: number; refused: number; rebound: number; said: string | null; kept: number };
+  /** Whether the daemon stops gracefully: the hub then keeps running if sessions' relays were kept. */
+  keeping(): boolean;
+  /** Before a halt that removes the hub: the relays not handed to a session (spares) go first. */
+  beforeRemoval(): Promise<void>;
   logger: Logger;
   sleep?: (ms: number) => Promise<void>;
   /** Watches the running container (default: a `docker wait` child); tests stand in for it. */
   watch?: (name: string) => ContainerWatch;
 }
 
-/**
- * The volume's tmpfs belongs to the session's user alone, so only it may create or reach the
- * socket; it holds one socket, so it is sized for little more.
- */
-export function volumeCreateArgs(name: string, uid: number, gid: number, owner: string): string[] {
-  return ['volume', 'create', '--driver', 'local', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', '--opt', `o=uid=${uid},gid=${gid},mode=0700,size=64k,nr_inodes=16`, ...helperLabels(owner, 'relay'), name];
+/** The hub's volume: its socket is 0666 in a 0711 tmpfs of root's, reached only by relay containers. */
+export function hubVolumeArgs(name: string, owner: string): string[] {
+  return relayVolumeArgs(name, owner, 0, 0, '0711');
 }
 
 /**
- * The relay runs as the session's uid:gid and holds gid 0 (the built-in socket's group) itself, with
- * no network, no capabilities, a read-only root, no-new-privileges, and pids and memory limits; its
- * socket is 0600.
+ * The hub runs as root (gid 0: the built-in socket's group) with no capabilities, no network, a
+ * read-only root, no-new-privileges, and pids and memory limits. It serves at most
+ * UPSTREAM_MAX_OPEN connections at once, across every session of the engine.
  */
-export function relayRunArgs(options: { name: string; upstream: string; uid: number; gid: number; image: string; owner: string }): string[] {
+export function hubRunArgs(options: { name: string; upstream: string; image: string; owner: string }): string[] {
   const { name } = options;
   return [
-    'run', '--detach', '--name', name, ...helperLabels(options.owner, 'relay'), '--network', 'none', '--cap-drop', 'ALL', '--read-only',
-    '--security-opt', 'no-new-privileges', ...RELAY_LIMITS, '--user', `${options.uid}:${options.gid}`, '--group-add', '0', '--pull', 'never',
-    '--mount', `type=bind,source=${options.upstream},target=${UPSTREAM_IN_RELAY}`,
-    '--mount', `type=volume,source=${name},target=${SERVED_DIR_IN_RELAY}`,
-    '--entrypoint', RELAY_BINARY_IN_IMAGE, options.image, 'serve', UPSTREAM_IN_RELAY, `${SERVED_DIR_IN_RELAY}/agent.sock`, String(RELAY_MAX_CONNECTIONS),
+    ...hardenedRelay(name, options.owner, UPSTREAM_MAX_OPEN + 16, '32m'),
+    '--user', '0:0',
+    '--mount', `type=bind,source=${options.upstream},target=${UPSTREAM_IN_HUB}`,
+    '--mount', `type=volume,source=${name},target=${HUB_DIR_IN_RELAY}`,
+    ...relayCommand(options.image, UPSTREAM_IN_HUB, HUB_SOCKET_IN_RELAY, UPSTREAM_MAX_OPEN, 0, '666'),
   ];
 }
 
-/**
- * What a session adds to `run`: the volume, where the socket is `agent.sock`, read-only, so no
- * session can put a listener of its own there for the others (connecting needs no write access).
- */
-export function sessionMountFlags(name: string, target: string): string[] {
-  return ['--mount', `type=volume,source=${name},target=${target},readonly`];
-}
-
-/** `docker wait` as a child of its own: it holds no subprocess slot for as long as the relay runs. */
-function dockerWait(docker: string, env: Record<string, string>): (name: string) => ContainerWatch {
+/** `docker wait` as a child of its own: it holds no subprocess slot for as long as the hub runs. */
+function dockerWait(dockerPath: string, env: Record<string, string>): (name: string) => ContainerWatch {
   return (name) => {
-    const child: ChildProcess = spawn(docker, ['wait', name], { env, stdio: ['ignore', 'pipe', 'ignore'] });
+    const child: ChildProcess = spawn(dockerPath, ['wait', name], { env, stdio: ['ignore', 'pipe', 'ignore'] });
     let stdout = '';
     child.stdout?.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
@@ -108,33 +87,15 @@ function dockerWait(docker: string, env: Record<string, string>): (name: string)
   };
 }
 
-/** The last line a command printed on stderr, for a message. */
-function lastLine(stderr: string): string {
-  return clip(stderr.trim().split('\n').filter((line) => line !== '').at(-1) ?? '');
-}
-
 /**
- * Why the relay could not reach the engine's agent socket (`upstream` in the VM, mounted into the
- * relay), from its `connect <path>: <strerror>` line: the socket's owner and mode decide who may
- * connect, and they differ by engine.
- */
-export function upstreamReason(line: string, uid: number, upstream: string): string | null {
-  if (!line.startsWith('sandboxd-relay: connect ')) return null;
-  if (line.endsWith('Permission denied')) {
-    return `the engine's agent socket ${upstream} is not writable by uid ${String(uid)} with group 0 (Colima: it belongs to the VM's user; older Docker Desktop: root, mode 0755)`;
-  }
-  if (line.endsWith('Connection refused') || line.endsWith('No such file or directory')) return `no agent listens at ${upstream} in the engine's VM`;
-  return null;
-}
-
-/**
- * The shared relay container of one engine instance and container user (docs/engines.md, "Docker
- * Desktop"). Sessions mount its volume, never the VM socket, and never hold gid 0 themselves.
- * While it runs a `docker wait` watches it: a relay whose socket was replaced exits, and is
- * re-created at once with what it said as `lastError`; one that stopped otherwise (the engine
- * restarted, someone removed it) is `failed` until the next session asks for it. When the engine
- * restarts, the next session identifies a new instance and gets a new relay, while this one idles
- * out.
+ * The hub of one engine instance (docs/engines.md, "Docker Desktop"): the one container that holds
+ * gid 0 and reaches the VM's built-in agent socket, and the bound toward it across sessions. Each
+ * session gets a relay container of its own (session-relays.ts) whose upstream is the hub's socket;
+ * session containers never mount the hub's volume or the VM socket. While it runs a `docker wait`
+ * watches it: one that stopped (the engine restarted, someone removed it) is `failed` until the
+ * next session asks for it. A hub a previous daemon left running (it stopped gracefully, its
+ * sessions' relays still serving) is taken over as it is. When the engine restarts, the next
+ * session identifies a new instance and gets a new hub, while this one idles out.
  */
 export class DesktopRelay implements Bridge {
   readonly id: string;
@@ -142,9 +103,10 @@ export class DesktopRelay implements Bridge {
   private ready: Promise<void> = Promise.resolve();
   /** The running container's watch; null while none runs (starting, halted, stopped). */
   private watching: ContainerWatch | null = null;
-  /** The running relay stopped by itself: the next session that asks starts it again. */
+  /** The running hub stopped by itself: the next session that asks starts it again. */
   private stoppedByItself = false;
-  private replacedRelaunches = 0;
+  /** Connections it holds toward the agent, as its last status line said (`tunnels ls` asks). */
+  private open = 0;
   /**
    * Launches so far: a stop noticed while a later launch ran is not that launch's, and a launch
    * that a restart or halt overtook leaves the state alone.
@@ -158,7 +120,7 @@ export class DesktopRelay implements Bridge {
     this.status = new BridgeStatus(RELAY_TRANSITIONS, this.logger);
   }
 
-  get volume(): string {
+  get name(): string {
     return this.options.name;
   }
 
@@ -168,10 +130,9 @@ export class DesktopRelay implements Bridge {
   }
 
   whenReady(): Promise<void> {
-    this.replacedRelaunches = 0;
     if (this.stoppedByItself) {
       this.stoppedByItself = false;
-      this.relaunch('a session asked for the relay');
+      this.relaunch('a session asked for the hub');
     }
     return this.ready;
   }
@@ -181,25 +142,48 @@ export class DesktopRelay implements Bridge {
     await this.ready;
   }
 
-  /** A second halt (a bridge removed while its acquire fails) finds the relay stopped already. */
+  /**
+   * A second halt (a bridge removed while its acquire fails) finds the hub stopped already. As the
+   * daemon stops gracefully with sessions' relays kept, the hub keeps running: they still reach the
+   * agent through it, and the next daemon takes it over.
+   */
   async halt(): Promise<void> {
     if (this.status.state === 'stopped') return;
     this.status.transition('stopped', 'halted');
     this.unwatch();
-    await this.docker(['rm', '--force', this.options.name]);
+    if (this.options.keeping() && this.options.sessions().kept > 0) {
+      this.logger.info('hub left running for the sessions\' relays');
+      return;
+    }
+    await this.options.beforeRemoval();
+    await docker(this.options, ['rm', '--force', this.options.name]);
     await this.removeVolume();
-    this.logger.info('relay container halted');
+    this.logger.info('hub halted');
   }
 
+  /** Reads what its status line says now (`tunnels ls`). */
+  async refresh(): Promise<void> {
+    const said = await relayStatus(this.options, this.options.name);
+    if (said !== null) this.open = said.open;
+  }
+
+  /** A session relay that found its socket replaced bound it again itself: it counts as a restart here. */
   describe(refs: number): BridgeInfo {
+    const sessions = this.options.sessions();
+    const fields = this.status.fields(refs);
     return {
       id: this.id,
       kind: 'container-relay',
       connection: null,
       hostAgentSocket: this.options.upstream,
-      socketPath: `${this.options.name}:/agent.sock`,
+      socketPath: 'sandboxd-relay-*:/agent.sock',
       pid: null,
-      ...this.status.fields(refs),
+      endpoints: sessions.endpoints,
+      open: this.open,
+      refused: sessions.refused,
+      ...fields,
+      restarts: fields.restarts + sessions.rebound,
+      lastError: fields.lastError ?? sessions.said,
     };
   }
 
@@ -209,7 +193,7 @@ export class DesktopRelay implements Bridge {
   }
 
   private async launch(): Promise<void> {
-    const { name, uid, gid, owner, docker, env } = this.options;
+    const { name, owner, records } = this.options;
     this.launches += 1;
     const launch = this.launches;
     const overtaken = (): boolean => launch !== this.launches || this.status.state === 'stopped';
@@ -218,49 +202,53 @@ export class DesktopRelay implements Bridge {
     let container: string | null = null;
     try {
       // On disk before anything is created: a daemon killed from here on leaves a record.
-      await this.options.records.add(helperRecord(name, docker, env)).catch((error: unknown) => {
+      await records.add(helperRecord(name, this.options.docker, this.options.env)).catch((error: unknown) => {
         throw new SandboxdError('RELAY_CONTAINER_FAILED', `cannot record relay container ${name} in the state dir: ${(error as Error).message}`);
       });
-      // Whatever a previous daemon left under this name is ours (the name carries our state dir).
-      await this.docker(['rm', '--force', name]);
-      // A new volume gets this release's options and labels; one a session still mounts is reused.
-      await this.docker(['volume', 'rm', name]);
-      const volume = await this.docker(volumeCreateArgs(name, uid, gid, owner));
-      if (volume.exitCode !== 0) throw this.failure(`cannot create volume ${name}`, volume.stderr);
       const image = await this.options.image();
-      if (overtaken()) {
-        await this.abandon(null);
-        return;
+      if (overtaken()) return;
+      if (await this.adopt(image)) {
+        this.logger.info({ name }, 'took over the hub a previous daemon left running');
+      } else {
+        // Whatever a previous daemon left under this name is ours (the name carries our state dir).
+        // Its volume is kept while the sessions' relays mount it: they find the new socket there.
+        await docker(this.options, ['rm', '--force', name]);
+        await docker(this.options, hubVolumeArgs(name, owner));
+        const started = await docker(this.options, hubRunArgs({ name, upstream: this.options.upstream, image, owner }));
+        if (started.exitCode !== 0) throw relayFailure(`cannot start relay container ${name}`, started.stderr);
+        const id = started.stdout.trim();
+        container = id === '' ? null : id;
+        if (!overtaken()) await awaitReadyLine(this.options, name, this.options.upstream, this.options.sleep);
       }
-      const started = await this.docker(relayRunArgs({ name, upstream: this.options.upstream, uid, gid, image, owner }));
-      if (started.exitCode !== 0) throw this.failure(`cannot start relay container ${name}`, started.stderr);
-      const id = started.stdout.trim();
-      container = id === '' ? null : id;
-      if (!overtaken()) await this.awaitReadyLine();
       if (overtaken()) {
         await this.abandon(container);
         return;
       }
       this.watch();
       this.status.transition('ready', 'its ready line');
-      this.logger.info({ name }, 'relay container ready');
+      this.logger.info({ name }, 'hub ready');
     } catch (error) {
       this.status.lastError = error as Error;
-      this.logger.error({ err: error }, 'relay container failed');
+      this.logger.error({ err: error }, 'hub failed');
       if (overtaken()) await this.abandon(container);
       else this.status.transition('failed', (error as Error).message);
       throw error;
     }
   }
 
+  /** A hub of this name that runs sandboxd's current image is the one to keep. */
+  private async adopt(image: string): Promise<boolean> {
+    const found = await docker(this.options, ['inspect', '--format', '{{.State.Running}} {{.Config.Image}}', this.options.name]);
+    return found.exitCode === 0 && found.stdout.trim() === `true ${image}`;
+  }
+
   /**
    * Undoes what a launch that a restart or halt overtook made. Its container goes by its own id:
-   * the name may be a newer launch's already. After a halt, which may have run before this launch
-   * made the volume, the volume and its record go too; after a restart they are the newer launch's.
+   * the name may be a newer launch's already. After a halt, the volume and record go too.
    */
   private async abandon(container: string | null): Promise<void> {
     try {
-      if (container !== null) await this.docker(['rm', '--force', container]);
+      if (container !== null) await docker(this.options, ['rm', '--force', container]);
       if (this.status.state === 'stopped') await this.removeVolume();
     } catch (error) {
       this.logger.warn({ err: error, container }, 'cannot remove what an overtaken launch made');
@@ -268,12 +256,12 @@ export class DesktopRelay implements Bridge {
   }
 
   /**
-   * Fails while a session container still mounts the volume: the record stays, so the next relay
-   * of that name reuses it or the next start-up removes it.
+   * Fails while a relay container still mounts the volume: the record stays, so the next hub of
+   * that name reuses it or the next start-up removes it.
    */
   private async removeVolume(): Promise<void> {
     const { name } = this.options;
-    const volume = await this.docker(['volume', 'rm', name]);
+    const volume = await docker(this.options, ['volume', 'rm', name]);
     if (volume.exitCode !== 0) return;
     await this.options.records.forget([name]).catch((error: unknown) => {
       this.logger.warn({ err: error }, 'cannot forget the relay container\'s record');
@@ -291,48 +279,18 @@ export class DesktopRelay implements Bridge {
     this.watching = null;
   }
 
-  /** The relay container stopped while nothing here stopped it. */
+  /** The hub container stopped while nothing here stopped it. */
   private async stopped(watch: ContainerWatch, code: number | null): Promise<void> {
     if (watch !== this.watching) return;
     this.watching = null;
     const { name } = this.options;
     const launches = this.launches;
-    const said = lastLine((await this.docker(['logs', '--tail', '5', name]).catch(() => null))?.stderr ?? '');
+    const said = lastLine((await docker(this.options, ['logs', '--tail', '5', name]).catch(() => null))?.stderr ?? '');
     // Halted, or restarted by hand, meanwhile.
     if (this.status.state !== 'ready' || this.launches !== launches) return;
     this.status.lastError = new Error(`relay container ${name} stopped${code === null ? '' : ` (exit ${String(code)})`}${said === '' ? '' : `: ${said}`}`);
-    this.logger.warn({ name, code, said }, 'relay container stopped');
-    if (code === EXIT_REPLACED && this.replacedRelaunches < MAX_REPLACED_RELAUNCHES) {
-      this.replacedRelaunches += 1;
-      this.relaunch('its socket was replaced');
-      return;
-    }
+    this.logger.warn({ name, code, said }, 'hub stopped');
     this.status.transition('failed', 'it stopped by itself');
     this.stoppedByItself = true;
-  }
-
-  /** The relay prints its ready line once it listens; `docker run -d` returns before that. */
-  private async awaitReadyLine(): Promise<void> {
-    const sleep = this.options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
-    // Monotonic: a wall clock stepped meanwhile would end the wait at once or make it endless.
-    const deadline = performance.now() + READY_TIMEOUT_MS;
-    for (;;) {
-      const logs = await this.docker(['logs', this.options.name]);
-      if (logs.stdout.includes(READY_LINE)) return;
-      if (logs.stderr.includes('sandboxd-relay:') || performance.now() > deadline) {
-        const reason = upstreamReason(lastLine(logs.stderr), this.options.uid, this.options.upstream);
-        throw this.failure(`relay container ${this.options.name} did not become ready`, logs.stderr, reason);
-      }
-      await sleep(READY_POLL_MS);
-    }
-  }
-
-  private docker(args: string[]) {
-    return this.options.run(this.options.docker, args, { env: this.options.env, timeoutMs: COMMAND_TIMEOUT_MS });
-  }
-
-  private failure(what: string, stderr: string, reason: string | null = null): SandboxdError {
-    const detail = lastLine(stderr);
-    return new SandboxdError('RELAY_CONTAINER_FAILED', `${what}${detail === '' ? '' : `: ${detail}`}${reason === null ? '' : ` (${reason})`}`);
   }
 }

@@ -9,17 +9,38 @@ import { stableHash } from '../os/text.js';
 import type { Logger } from '../os/logger.js';
 import { connectionFromHost, type PodmanConnection } from '../podman/connections.js';
 import type { RunSubprocess } from '../os/subprocess.js';
-import { CONTAINER_AGENT_DIR, type Lease, type ServedAgent, type ServeRole, type Unavailable } from './bridge.js';
+import { CONTAINER_AGENT_DIR, endpointLease, type ServedAgent, type ServeRole, type Unavailable } from './bridge.js';
 import { BridgePool } from './bridge-pool.js';
-import { DesktopRelay, sessionMountFlags } from './desktop-relay.js';
-import { helperLabels, type HelperRecords } from './helper-records.js';
+import { DesktopRelay } from './desktop-relay.js';
+import type { KeptEndpoint } from './endpoint-records.js';
+import { helperLabels, helperRecord, type HelperRecords } from './helper-records.js';
+import { SessionRelays, sessionMountFlags } from './session-relays.js';
 import { removeLeftoverHelpers } from './leftover-helpers.js';
 import { ensureRelayImage, RELAY_BINARY_IN_IMAGE } from './relay-image.js';
+
+/** An engine instance as the relays need it: how to reach it and which hub is its. */
+export interface HubEngine {
+  instance: string;
+  architecture: string;
+  docker: string;
+  env: Record<string, string>;
+  /** The VM's built-in agent socket the hub serves. */
+  upstream: string;
+}
+
+/** A session's relay container, as its record names it (kept across a graceful stop). */
+export interface SessionRelayRecord extends HubEngine {
+  relay: string;
+  uid: number;
+  gid: number;
+  /** The session's own agent on the host. */
+  hostSocket: string;
+}
 
 export interface DockerBridgesDeps {
   engines: DockerEngines;
   run: RunSubprocess;
-  /** sandboxd's state dir: relay container names carry it, so two daemons never share one. */
+  /** sandboxd's state dir: hub names carry it, so two daemons never share one. */
   stateDir: string;
   /** This daemon's owner label, on every helper container and volume. */
   owner: string;
@@ -29,15 +50,12 @@ export interface DockerBridgesDeps {
   workDir: string;
   idleMs: number;
   logger: Logger;
+  /** Whether the daemon stops gracefully: the sessions' relays and their hubs then keep running. */
+  keeping(): boolean;
   /** The local relay (an engine on this host). */
-  serveLocal(agentSocket: string, input: AcquireInput): Promise<ServedAgent>;
-  /** An `ssh -R` tunnel: into the session's Podman machine, or into the given host. */
-  serveTunnel(agentSocket: string, input: AcquireInput, connection?: PodmanConnection): Promise<ServedAgent>;
-}
-
-/** The built-in socket needs no process for root: the lease only marks the session's use of it. */
-function markerLease(bridgeId: string): Lease {
-  return { bridgeId, release: () => undefined };
+  serveLocal(agentSocket: string, input: AcquireInput, name: string | null): Promise<ServedAgent>;
+  /** An ssh tunnel: into the session's Podman machine, or into the given host. */
+  serveTunnel(agentSocket: string, input: AcquireInput, name: string | null, connection?: PodmanConnection): Promise<ServedAgent>;
 }
 
 /** Keys the session's agent holds that the VM's agent lacks, as a warning with the remedy. */
@@ -54,14 +72,18 @@ export function agentMismatchWarning(label: string, vmKeys: readonly string[], s
 
 /**
  * The agent bridge for `--engine docker` (DESIGN §7): identify the engine behind the session's
- * docker context, then use its built-in socket (verified by a probe; through a shared relay
- * container for non-root users), the Podman tunnel, an ssh tunnel, the local relay, or nothing.
+ * docker context, then use its built-in socket (verified by a probe; through the engine's hub and
+ * a relay container of the session's own), the Podman tunnel, an ssh tunnel, the local relay, or
+ * nothing.
  */
 export class DockerBridges {
+  /** One hub per engine instance, shared by its sessions by reference count. */
   readonly relays: BridgePool<DesktopRelay>;
+  /** The sessions' relays, by engine instance. */
+  private readonly sessionRelays = new Map<string, SessionRelays>();
   /**
    * The start-up sweep of helpers a killed daemon left: probes and relays wait for it, since it
-   * removes every helper with this daemon's owner label.
+   * removes every helper with this daemon's owner label but those kept for live sessions.
    */
   private swept: Promise<void> = Promise.resolve();
   /** Imports of the relay image under way, by engine instance. */
@@ -71,14 +93,14 @@ export class DockerBridges {
     this.relays = new BridgePool<DesktopRelay>({ idleMs: deps.idleMs, logger: deps.logger.child({ module: 'pool' }) });
   }
 
-  /** Called once at start-up. */
-  removeLeftovers(): void {
-    this.swept = removeLeftoverHelpers({ run: this.deps.run, owner: this.deps.owner, records: this.deps.records, logger: this.deps.logger.child({ module: 'helpers' }) }).catch((error: unknown) => {
+  /** Called once at start-up, once the sockets the previous daemon kept (`keep`: their containers) are known. */
+  removeLeftovers(keep: readonly string[]): void {
+    this.swept = removeLeftoverHelpers({ run: this.deps.run, owner: this.deps.owner, records: this.deps.records, keep, logger: this.deps.logger.child({ module: 'helpers' }) }).catch((error: unknown) => {
       this.deps.logger.error({ err: error }, 'cannot remove helpers a previous daemon left');
     });
   }
 
-  async serve(agentSocket: string, input: AcquireInput, role: ServeRole, builtinOnly: boolean): Promise<ServedAgent | Unavailable> {
+  async serve(agentSocket: string, input: AcquireInput, role: ServeRole, builtinOnly: boolean, name: string | null): Promise<ServedAgent | Unavailable> {
     let engine: IdentifiedEngine;
     try {
       engine = await this.deps.engines.identify(input);
@@ -91,32 +113,43 @@ export class DockerBridges {
     if (builtinOnly && bridge.kind !== 'builtin') {
       return { unavailable: `the desktop bridge needs an engine with a built-in agent socket; the session's engine is ${label}`, remedy: 'Pass --ssh-bridge auto.' };
     }
-    return this.serveBy(bridge, engine, agentSocket, input, role);
+    return this.serveBy(bridge, engine, agentSocket, input, role, name);
   }
 
-  private serveBy(bridge: EngineBridge, engine: IdentifiedEngine, agentSocket: string, input: AcquireInput, role: ServeRole): Promise<ServedAgent | Unavailable> | Unavailable {
+  /** Reads the relays' status lines, for `sessions ls` and `tunnels ls`. */
+  async refresh(): Promise<void> {
+    await Promise.all([...this.relays.bridges().map((hub) => hub.refresh()), ...[...this.sessionRelays.values()].map((relays) => relays.refresh())]);
+  }
+
+  /** A recorded session's relay, kept running across the daemon's stop, served again for its renewal. */
+  async reopen(record: SessionRelayRecord, name: string | null): Promise<ServedAgent> {
+    return this.serveByRelayContainer(record, record.hostSocket, { uid: record.uid, gid: record.gid }, [], name, record.relay);
+  }
+
+  private serveBy(bridge: EngineBridge, engine: IdentifiedEngine, agentSocket: string, input: AcquireInput, role: ServeRole, name: string | null): Promise<ServedAgent | Unavailable> | Unavailable {
     switch (bridge.kind) {
       case 'relay':
-        return this.deps.serveLocal(agentSocket, input);
+        return this.deps.serveLocal(agentSocket, input, name);
       case 'podman-tunnel':
-        return this.deps.serveTunnel(agentSocket, input);
+        return this.deps.serveTunnel(agentSocket, input, name);
       case 'ssh-tunnel':
-        return this.deps.serveTunnel(agentSocket, input, { ...connectionFromHost(bridge.uri, undefined), name: 'DOCKER_HOST' });
+        return this.deps.serveTunnel(agentSocket, input, name, { ...connectionFromHost(bridge.uri, undefined), name: 'DOCKER_HOST' });
       case 'skip':
         return { unavailable: bridge.reason, remedy: bridge.remedy };
       case 'builtin':
         if (role === 'socket') {
           return { unavailable: `${engine.identity.label} carries only its own agent into its VM, not other host sockets`, remedy: 'Use a Podman machine or Docker Engine on Linux for extra sockets.' };
         }
-        return this.serveBuiltin(bridge, engine, agentSocket, input);
+        return this.serveBuiltin(bridge, engine, agentSocket, input, name);
     }
   }
 
-  private async serveBuiltin(bridge: Extract<EngineBridge, { kind: 'builtin' }>, engine: IdentifiedEngine, agentSocket: string, input: AcquireInput): Promise<ServedAgent | Unavailable> {
-    const { label, instance } = engine.identity;
+  private async serveBuiltin(bridge: Extract<EngineBridge, { kind: 'builtin' }>, engine: IdentifiedEngine, agentSocket: string, input: AcquireInput, name: string | null): Promise<ServedAgent | Unavailable> {
+    const { label, instance, architecture } = engine.identity;
     await this.swept;
+    const hubEngine: HubEngine = { instance, architecture, docker: engine.docker, env: engine.env, upstream: bridge.socket };
     const probe = await this.deps.engines.probe(engine, bridge.socket, {
-      tag: () => this.relayImage(engine),
+      tag: () => this.relayImage(hubEngine),
       entrypoint: RELAY_BINARY_IN_IMAGE,
       labels: helperLabels(this.deps.owner, 'probe'),
     });
@@ -130,11 +163,8 @@ export class DockerBridges {
       if (mismatch !== null) warnings.push(mismatch);
     }
     const user = input.containerUser ?? { uid: 0, gid: 0 };
-    if (user.uid === 0) {
-      return { kind: 'desktop', lease: markerLease(`desk_${instance.slice(4)}`), mountSource: bridge.socket, socketFile: true, relabel: undefined, flags: [], warnings };
-    }
     try {
-      return await this.serveByRelayContainer(bridge.socket, engine, user.uid, user.gid, warnings);
+      return await this.serveByRelayContainer(hubEngine, agentSocket, user, warnings, name);
     } catch (error) {
       if (!isSandboxdError(error) || input.sshAgent === 'on') throw error;
       return { unavailable: error.message, remedy: error.remedy };
@@ -145,8 +175,8 @@ export class DockerBridges {
    * sandboxd's own image in the engine, for the probe and the relay containers alike; callers at
    * the same time share one import (they would write the same archive).
    */
-  private relayImage(engine: IdentifiedEngine): Promise<string> {
-    const { instance, architecture } = engine.identity;
+  private relayImage(engine: Pick<HubEngine, 'instance' | 'architecture' | 'docker' | 'env'>): Promise<string> {
+    const { instance, architecture } = engine;
     const pending = this.imports.get(instance);
     if (pending !== undefined) return pending;
     const dir = stableHash([this.deps.stateDir, instance].join('\n'), 16);
@@ -157,26 +187,87 @@ export class DockerBridges {
     return started;
   }
 
-  private async serveByRelayContainer(socket: string, engine: IdentifiedEngine, uid: number, gid: number, warnings: string[]): Promise<ServedAgent> {
-    const { instance } = engine.identity;
-    const hash = stableHash([this.deps.stateDir, instance, uid, gid].join('\n'), 16);
-    const name = `sandboxd-relay-${hash}`;
-    const { lease } = await this.relays.acquire(`${instance}\n${uid}:${gid}`, () =>
+  /**
+   * The session's own relay container behind the engine's hub (DESIGN §7, §9); `relay` when a
+   * recorded one is served again.
+   */
+  private async serveByRelayContainer(engine: HubEngine, hostSocket: string, user: { uid: number; gid: number }, warnings: string[], name: string | null, relay?: string): Promise<ServedAgent> {
+    const { instance } = engine;
+    const { uid, gid } = user;
+    const hash = stableHash([this.deps.stateDir, instance].join('\n'), 16);
+    const hub = `sandboxd-hub-${hash}`;
+    const sessions = this.relaysOf(engine, hub);
+    // The hub is the bridge the sessions of an engine share (`tunnels ls`); each has a relay of its own.
+    const { lease } = await this.relays.acquire(instance, () =>
       new DesktopRelay({
         id: `crelay_${hash}`,
-        name,
-        upstream: socket,
-        uid,
-        gid,
+        name: hub,
+        upstream: engine.upstream,
         owner: this.deps.owner,
         records: this.deps.records,
         image: () => this.relayImage(engine),
+        sessions: () => ({ endpoints: sessions.inUse, refused: sessions.refused, rebound: sessions.rebound.count, said: sessions.rebound.said, kept: sessions.kept }),
+        keeping: () => this.deps.keeping(),
+        beforeRemoval: () => sessions.removeSpares(),
         run: this.deps.run,
         docker: engine.docker,
         env: engine.env,
         logger: this.deps.logger,
       }),
     );
-    return { kind: 'desktop', lease, mountSource: null, relabel: undefined, flags: sessionMountFlags(name, CONTAINER_AGENT_DIR), warnings };
+    const opened = await sessions.open(uid, gid, relay).catch((error: unknown) => {
+      lease.release();
+      throw error;
+    });
+    const record: KeptEndpoint = {
+      kind: 'docker',
+      name,
+      upstream: hostSocket,
+      vmSocket: engine.upstream,
+      relay: opened.name,
+      uid,
+      gid,
+      instance,
+      architecture: engine.architecture,
+      docker: engine.docker,
+      env: helperRecord(opened.name, engine.docker, engine.env).env,
+    };
+    return {
+      kind: 'desktop',
+      lease: endpointLease(lease, {
+        refused: () => opened.refused,
+        kept: () => record,
+        close: () => sessions.close(opened, this.deps.keeping()),
+        logger: this.deps.logger,
+      }),
+      mountSource: null,
+      relabel: undefined,
+      flags: sessionMountFlags(opened.name, CONTAINER_AGENT_DIR),
+      warnings,
+    };
+  }
+
+  private relaysOf(engine: HubEngine, hub: string): SessionRelays {
+    let relays = this.sessionRelays.get(engine.instance);
+    if (relays === undefined) {
+      relays = new SessionRelays({
+        hub,
+        upstream: engine.upstream,
+        owner: this.deps.owner,
+        records: this.deps.records,
+        image: () => this.relayImage(engine),
+        run: this.deps.run,
+        docker: engine.docker,
+        env: engine.env,
+        logger: this.deps.logger.child({ module: 'session-relays' }),
+      });
+      this.sessionRelays.set(engine.instance, relays);
+    }
+    return relays;
+  }
+
+  /** As the daemon stops: the spares go (the sessions' relays stay for the next daemon). */
+  async removeSpares(): Promise<void> {
+    await Promise.all([...this.sessionRelays.values()].map((relays) => relays.removeSpares()));
   }
 }

@@ -19,12 +19,13 @@ const DOCKER_ENV_NAMES = ['PATH', 'HOME', 'DOCKER_HOST', 'DOCKER_CONTEXT', 'DOCK
 const MAX_RECORDS = 256;
 
 /**
- * A relay container (and its volume, of the same name) as the daemon remembers it across its own
+ * A relay container or hub (and its volume, of the same name) as the daemon remembers it across its own
  * restarts: the engine it runs on, reached with the session's docker and environment, never the
  * daemon's.
  */
 export const HelperRecord = z.strictObject({
-  name: z.string().check(z.regex(/^sandboxd-relay-[0-9a-f]{16}$/)),
+  /** A session's relay, or an engine's hub: daemon-made names only. */
+  name: z.string().check(z.regex(/^sandboxd-(?:relay|hub)-[0-9a-f]{16}$/)),
   docker: AbsolutePath,
   env: z.partialRecord(z.enum(DOCKER_ENV_NAMES), z.string().check(z.maxLength(65_536))),
 });

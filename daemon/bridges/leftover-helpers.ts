@@ -11,6 +11,8 @@ export interface LeftoverDeps {
   /** This daemon's owner label (user and state dir): only helpers carrying it are touched. */
   owner: string;
   records: HelperRecords;
+  /** Helpers the sockets of the previous daemon's live sessions still need: left running. */
+  keep: readonly string[];
   logger: Logger;
 }
 
@@ -26,23 +28,25 @@ function lines(text: string): string[] {
 
 /**
  * Removes every helper container, then every helper volume, carrying this daemon's owner label on
- * one engine. True when none is left; a volume a running session container still mounts stays
- * (the engine refuses), and is tried again by the next start-up.
+ * one engine, but those it keeps. True when none is left; a volume a running session container
+ * still mounts stays (the engine refuses), and is tried again by the next start-up.
  */
 async function removeOn(engine: Engine, deps: LeftoverDeps): Promise<boolean> {
   const options = { env: envOf(engine), timeoutMs: LIST_TIMEOUT_MS };
   const filters = ['--filter', `label=${OWNER_LABEL}=${deps.owner}`, '--filter', `label=${HELPER_LABEL}`];
-  const containers = await deps.run(engine.docker, ['ps', '--all', '--quiet', '--no-trunc', ...filters], options);
+  const keep = new Set(deps.keep);
+  const containers = await deps.run(engine.docker, ['ps', '--all', '--no-trunc', '--format', '{{.ID}} {{.Names}}', ...filters], options);
   if (containers.exitCode !== 0) return false;
-  const ids = lines(containers.stdout);
+  const ids = lines(containers.stdout).map((line) => line.split(' ')).filter(([, name]) => !keep.has(name ?? '')).map(([id]) => id ?? '');
   if (ids.length > 0 && (await deps.run(engine.docker, ['rm', '--force', ...ids], { ...options, timeoutMs: REMOVE_TIMEOUT_MS })).exitCode !== 0) return false;
   const volumes = await deps.run(engine.docker, ['volume', 'ls', '--quiet', ...filters], options);
   if (volumes.exitCode !== 0) return false;
+  const removable = lines(volumes.stdout).filter((volume) => !keep.has(volume));
   let left = 0;
-  for (const volume of lines(volumes.stdout)) {
+  for (const volume of removable) {
     if ((await deps.run(engine.docker, ['volume', 'rm', volume], options)).exitCode !== 0) left += 1;
   }
-  deps.logger.info({ containers: ids.length, volumes: lines(volumes.stdout).length - left, left }, 'removed helpers a previous daemon left');
+  deps.logger.info({ containers: ids.length, volumes: removable.length - left, left, kept: keep.size }, 'removed helpers a previous daemon left');
   return left === 0;
 }
 
@@ -63,6 +67,6 @@ export async function removeLeftoverHelpers(deps: LeftoverDeps): Promise<void> {
       deps.logger.warn({ err: error, docker: engine.docker }, 'cannot remove helpers a previous daemon left');
       return false;
     });
-    if (done) await deps.records.forget(records.map((record) => record.name));
+    if (done) await deps.records.forget(records.map((record) => record.name).filter((name) => !deps.keep.includes(name)));
   }
 }

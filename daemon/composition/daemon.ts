@@ -72,6 +72,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       quiet.stop();
       stopSweeps();
       await app.close();
+      // The sessions' sockets are recorded and kept in place for the next daemon before they end.
+      await agentBridges.suspend();
       registry.endAll('shutdown');
       await Promise.all([agentBridges.all.closeAll(), guards.close()]);
       // A removal or record write under way finishes, so the next daemon finds what it left.

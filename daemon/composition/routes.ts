@@ -32,8 +32,10 @@ export function registerRoutes(app: FastifyInstance, deps: DaemonDeps, services:
     ...services.privacy,
     drain,
   });
-  registerSessionRoutes(app, services.sessions, registry, services.containers);
-  registerTunnelRoutes(app, agentBridges.all);
+  // What relays in engines' VMs counted is read when someone lists, never on a timer.
+  const counted = () => agentBridges.refresh();
+  registerSessionRoutes(app, services.sessions, registry, services.containers, counted);
+  registerTunnelRoutes(app, agentBridges.all, counted);
   registerPurgeRoute(app, {
     purge,
     requestShutdown: (reason) => {

@@ -15,6 +15,7 @@ import { createPodmanVersions } from '../podman/podman-version.js';
 import type { SessionContainers } from '../sessions/session-containers.js';
 import { SessionRegistry } from '../sessions/session-registry.js';
 import { SessionService } from '../sessions/session-service.js';
+import type { KeptSession } from '../bridges/endpoint-records.js';
 import { userEngine } from '../sessions/user-engine.js';
 import { AgentBridges } from './agent-bridges.js';
 import { TrackedWork } from './background.js';
@@ -51,9 +52,12 @@ function buildCaches(deps: DaemonDeps, quiet: QuietTime) {
   };
 }
 
-function buildAgentBridges(deps: DaemonDeps, caches: Caches): AgentBridges {
+function buildAgentBridges(deps: DaemonDeps, caches: Caches, liveSessions: () => KeptSession[]): AgentBridges {
   const { discovery } = caches;
   return new AgentBridges({
+    probe: deps.probe,
+    liveSessions,
+    keptTtlMs: deps.settings.leaseTtlMs,
     engines: caches.engines,
     platform: deps.platform,
     paths: deps.paths,
@@ -91,9 +95,9 @@ function buildGuards(deps: DaemonDeps, endSessions: (ids: readonly string[]) => 
  * The registry with what a session's end and start set off: its guard hold released, its
  * container removed or its record completed. `onEmpty` hears when the last session has ended.
  */
-function buildRegistry(deps: DaemonDeps, parts: { guards: RepoGuards; containers: SessionContainers; work: TrackedWork; onEmpty: () => void }): SessionRegistry {
+function buildRegistry(deps: DaemonDeps, parts: { guards: RepoGuards; containers: SessionContainers; agentBridges: AgentBridges; work: TrackedWork; onEmpty: () => void }): SessionRegistry {
   const { logger, settings } = deps;
-  const { guards, containers, work } = parts;
+  const { guards, containers, agentBridges, work } = parts;
   const registry: SessionRegistry = new SessionRegistry({
     clock: deps.edges.clock,
     probe: deps.probe,
@@ -101,7 +105,11 @@ function buildRegistry(deps: DaemonDeps, parts: { guards: RepoGuards; containers
     sweepIntervalMs: settings.sweepIntervalMs,
     maxSessions: settings.maxSessions,
     logger,
+    onAdd: () => {
+      agentBridges.changed();
+    },
     onEnd: (info, reason) => {
+      agentBridges.changed();
       guards.release(info.id);
       const ended = containers.ended(info.id, reason);
       work.track(ended, (error) => {
@@ -125,7 +133,7 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
   const { edges, logger, settings } = deps;
   const quiet = new QuietTime(() => edges.clock.monotonic(), edges.timers);
   const caches = buildCaches(deps, quiet);
-  const agentBridges = buildAgentBridges(deps, caches);
+  const agentBridges = buildAgentBridges(deps, caches, () => registry.keptSessions());
   const work = new TrackedWork();
   const containers = createSessionContainers({
     paths: deps.paths,
@@ -144,7 +152,7 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
   const guards = buildGuards(deps, (ids) => {
     for (const id of ids) registry.end(id, 'guard');
   });
-  const registry = buildRegistry(deps, { guards, containers, work, onEmpty });
+  const registry = buildRegistry(deps, { guards, containers, agentBridges, work, onEmpty });
   const privacy = { principal: deps.privacy?.principal ?? { binary: process.execPath, launchd: false }, readable: deps.privacy?.readable ?? probeReadable };
   const gitConfigs = new GeneratedConfigStore(path.join(deps.paths.runtimeDir, 'git'));
   const sessions = new SessionService({
@@ -153,7 +161,7 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
     clock: edges.clock,
     probe: deps.probe,
     registry,
-    ssh: { inspect: inspectAgentSocket, serve: (agentSocket, input, role) => agentBridges.serve(agentSocket, input, role) },
+    ssh: { inspect: inspectAgentSocket, serve: (agentSocket, input, role, name) => agentBridges.serve(agentSocket, input, role, name) },
     gitFacts: (input) => caches.gitFacts.get(input),
     privacy: createPrivacyGate({ platform: deps.platform, home: deps.hostHome, ...privacy }),
     guard: guards,

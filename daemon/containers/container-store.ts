@@ -5,6 +5,7 @@ import { Engine, Id } from '../../shared/contracts/common.js';
 import { ENGLISH } from '../../shared/contracts/messages.js';
 import { removeFile, writeFileAtomic } from '../os/files.js';
 import { readRecordFile } from '../os/record-file.js';
+import { readStateFile } from '../os/state-file.js';
 import type { Logger } from '../os/logger.js';
 import { ensureSecureDir } from '../os/secure-dir.js';
 import { ENGINE_ENV_NAMES } from '../../shared/contracts/session-routes.js';
@@ -193,7 +194,8 @@ export class ContainerStore {
     if (key === undefined) return null;
     let json: unknown;
     try {
-      const text = await fs.readFile(file, 'utf8');
+      const text = await readStateFile(file, { logger: this.logger, moveAside: true });
+      if (text === null) return null;
       // Created, then the daemon was killed before writing it: that plan was never handed out.
       if (text === '') {
         await removeFile(file);

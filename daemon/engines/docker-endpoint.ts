@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import * as z from 'zod/mini';
+import { readStateFile } from '../os/state-file.js';
 
 /** The Docker variables of a session (the client sends them; the daemon's own never count). */
 export interface DockerView {
@@ -35,7 +35,10 @@ export function contextMetaPath(dir: string, name: string): string {
 
 async function readJson<T>(file: string, schema: z.ZodMiniType<T>): Promise<T | null> {
   try {
-    const parsed = schema.safeParse(JSON.parse(await fs.readFile(file, 'utf8')));
+    // docker's own files, often linked from dotfiles: followed, but a FIFO or device is never waited on.
+    const text = await readStateFile(file, { followSymlink: true, maxBytes: 1024 * 1024 });
+    if (text === null) return null;
+    const parsed = schema.safeParse(JSON.parse(text));
     return parsed.success ? parsed.data : null;
   } catch {
     return null;

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { readStateFile } from './state-file.js';
 import type { Platform } from '../../shared/paths.js';
 
 /**
@@ -198,7 +199,10 @@ export interface PidRecord {
 /** Clients read it too (`stop`, auto-start), so it lives apart from the lock and its library. */
 export async function readPidRecord(pidPath: string): Promise<PidRecord | null> {
   try {
-    const parsed = JSON.parse(await readFile(pidPath, 'utf8')) as Partial<PidRecord>;
+    // The daemon writes it; a client reads it too, so what is not a regular file is only refused.
+    const text = await readStateFile(pidPath, { maxBytes: 4096 });
+    if (text === null) return null;
+    const parsed = JSON.parse(text) as Partial<PidRecord>;
     return typeof parsed.pid === 'number' ? { pid: parsed.pid, startTime: parsed.startTime ?? null } : null;
   } catch {
     return null;

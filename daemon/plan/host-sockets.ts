@@ -9,8 +9,11 @@ import type { AgentSocketCheck } from './agent-socket.js';
 export interface SshDeps {
   /** `label` names the socket in a reason (default: SSH_AUTH_SOCK). */
   inspect(socket: string | undefined, label?: string): Promise<AgentSocketCheck>;
-  /** Serves a host socket through the bridge the session needs, or says why none can be used. */
-  serve(hostSocket: string, input: AcquireInput, role: ServeRole): Promise<ServedAgent | Unavailable>;
+  /**
+   * Serves a host socket through the bridge the session needs, or says why none can be used;
+   * `name` is the socket's in the session (null: the agent).
+   */
+  serve(hostSocket: string, input: AcquireInput, role: ServeRole, name: string | null): Promise<ServedAgent | Unavailable>;
 }
 
 /** Each extra socket's directory in every container is `<this>/<name>/`. */
@@ -56,7 +59,7 @@ async function planOne(request: HostSocketRequest, input: AcquireInput, deps: Ss
   try {
     const check = await deps.inspect(request.hostPath, `socket ${name}`);
     if (!check.usable) return skipped(name, check.reason);
-    const served = await deps.serve(check.realpath, { ...input, sshBridge: socketBridge(input.sshBridge) }, 'socket');
+    const served = await deps.serve(check.realpath, { ...input, sshBridge: socketBridge(input.sshBridge) }, 'socket', name);
     if ('unavailable' in served) return skipped(name, served.unavailable);
     if (served.kind === 'desktop' || served.mountSource === null) return skipped(name, 'its bridge serves only the ssh agent');
     const dir = path.posix.join(CONTAINER_SOCKETS_DIR, name);

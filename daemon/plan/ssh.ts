@@ -64,7 +64,7 @@ async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSecti
     if (input.sshAgent === 'on') throw new SandboxdError('SSH_AGENT_UNAVAILABLE', `ssh-agent is on but ${check.reason}`);
     return { ...skipped(check.reason), warnings: [agentNotForwarded(check.reason, `To forward one, ${AGENT_REMEDY}; or run without it: \`--ssh-agent off\`.`)] };
   }
-  const served = await deps.serve(check.realpath, input, 'agent');
+  const served = await deps.serve(check.realpath, input, 'agent', null);
   if ('unavailable' in served) {
     if (input.sshAgent === 'on') throw new SandboxdError('SSH_BRIDGE_UNSUPPORTED', `ssh-agent is on but ${served.unavailable}`, served.remedy === undefined ? undefined : { remedy: served.remedy });
     // A reason with a remedy is news to the user (DESIGN §7: say so in the plan's warnings).
@@ -78,16 +78,16 @@ async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSecti
       hostAgentSocket: check.realpath,
       bridgeId: served.lease.bridgeId,
     },
-    // Read-only: the directory is shared by every session on the bridge, and a container that could
-    // write it could put its own listener at agent.sock for all of them. connect() on a socket in a
-    // read-only mount still works (the read-only check covers files, directories and links).
+    // Read-only: a container that could write its directory could put a listener of its own at
+    // agent.sock, or fill it. connect() on a socket in a read-only mount still works (the read-only
+    // check covers files, directories and links).
     mounts:
       served.mountSource === null
         ? []
         : [
             {
               source: served.mountSource,
-              target: served.socketFile === true ? CONTAINER_AGENT_SOCKET : CONTAINER_AGENT_DIR,
+              target: CONTAINER_AGENT_DIR,
               readOnly: true,
               purpose: 'ssh agent',
               relabel: served.relabel,

@@ -1,6 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import * as z from 'zod/mini';
+import { readStateFile } from '../os/state-file.js';
 import { FingerprintCache } from '../cache/fingerprint-cache.js';
 import type { Defer } from '../cache/quiet-time.js';
 import { isLoopback, type PodmanConnection } from './connections.js';
@@ -71,21 +72,10 @@ export interface MachineConfigFs {
   readText(file: string, maxBytes: number): Promise<string | null>;
 }
 
-async function readBounded(file: string, maxBytes: number): Promise<string | null> {
-  const handle = await fs.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW).catch(() => null);
-  if (handle === null) return null;
-  try {
-    const stat = await handle.stat();
-    if (!stat.isFile() || stat.size > maxBytes) return null;
-    return await handle.readFile('utf8');
-  } finally {
-    await handle.close();
-  }
-}
-
 export const NODE_MACHINE_CONFIG_FS: MachineConfigFs = {
   readdir: (dir) => fs.readdir(dir).catch(() => []),
-  readText: (file, maxBytes) => readBounded(file, maxBytes).catch(() => null),
+  // Podman's files, not ours: refused quietly and left where they are.
+  readText: (file, maxBytes) => readStateFile(file, { maxBytes }).catch(() => null),
 };
 
 /** Every machine config under the given dirs; unreadable or foreign files are skipped. */

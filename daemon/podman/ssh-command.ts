@@ -6,24 +6,26 @@ import { shQuote } from '../os/text.js';
 export const READY_MARKER = 'sandboxd-ready';
 /** Printed first, before anything can fail, so a refused bind can be explained (DESIGN §6 SELinux). */
 export const SELINUX_MARKER = 'sandboxd-selinux';
-/** The answer to a visibility query: `sandboxd-seen <id> d|f|-`. */
+/** The answer to a query or a slot command: `sandboxd-seen <id> d|f|-`. */
 export const SEEN_MARKER = 'sandboxd-seen';
+/** The answer to `V <id>`: `sandboxd-slots <id> [name…]`, the slots whose socket is not the one published. */
+export const SLOTS_MARKER = 'sandboxd-slots';
 /** The root is not the remote user's own directory (taken first, or a symlink): the daemon picks another. */
 export const ROOT_TAKEN_MARKER = 'sandboxd-root-taken';
 /** The tunnel directory could not be locked (no flock in the VM): tmpfiles may age it out. */
 export const UNLOCKED_MARKER = 'sandboxd-unlocked';
 /** Sent on stdin by a deliberate halt, so the remote side also removes the tunnel directory. */
 export const HALT_WORD = 'halt';
-/** How long the remote side waits for sshd to bind the forwarded socket (polls of 20 ms). */
-const BIND_WAIT_POLLS = 250;
 /** How long the remote side waits for its lock while tmpfiles holds the directory's. */
 const LOCK_WAIT_SECONDS = 2;
+/** The socket sshd binds in each session's directory, and what a container's SSH_AUTH_SOCK names. */
+export const SLOT_SOCKET = 'agent.sock';
 
 /**
  * The whole remote command, the same for every tunnel: it reads one line from stdin and evaluates
  * it. The script, and with it every VM path, travels on stdin and so never appears on any argv in
  * the VM (DESIGN §6); `read` takes one byte at a time from a pipe, so it leaves the rest of stdin
- * (queries, the halt word) to the script.
+ * (queries, slot commands, the halt word) to the script.
  */
 export const REMOTE_STUB = `exec /bin/sh -c 'IFS= read -r s && eval "$s"'`;
 
@@ -31,36 +33,30 @@ export const REMOTE_STUB = `exec /bin/sh -c 'IFS= read -r s && eval "$s"'`;
 export interface TunnelLayout {
   /** The remote user's tunnel root in the VM: 0700, so nothing in it is reachable by others. */
   root: string;
-  /** Per-tunnel directory in the VM, mounted by containers; its name is a secret. */
+  /** Per-tunnel directory in the VM, holding one directory per session; its name is a secret. */
   dir: string;
-  /** This generation's socket name inside `dir`. */
-  generationName: string;
-  /**
-   * Where sshd binds it: beside the root (which may not exist yet), under a fresh random name that
-   * says nothing about `dir`, so a listing of /tmp reveals nothing and nothing stale is in the way.
-   */
-  bindPath: string;
 }
 
-/** `dirName` is unguessable (see `tunnelDirName`); `nonce` is fresh per generation. */
-export function tunnelLayout(vmRoot: string, dirName: string, generation: number, nonce: string): TunnelLayout {
-  return {
-    root: vmRoot,
-    dir: path.posix.join(vmRoot, dirName),
-    generationName: `a-${generation}-${nonce}.sock`,
-    bindPath: `${vmRoot}.${nonce}.sock`,
-  };
+/** `dirName` is unguessable (see `tunnelDirName`). */
+export function tunnelLayout(vmRoot: string, dirName: string): TunnelLayout {
+  return { root: vmRoot, dir: path.posix.join(vmRoot, dirName) };
+}
+
+/** A session's directory in the VM (a container mounts it) and the socket sshd binds in it. */
+export function slotPaths(layout: TunnelLayout, slot: string): { dir: string; socket: string } {
+  const dir = path.posix.join(layout.dir, slot);
+  return { dir, socket: path.posix.join(dir, SLOT_SOCKET) };
 }
 
 /**
  * Runs over the tunnel's own ssh connection, so readiness costs no extra login (DESIGN §6). It
  * prints the VM's SELinux mode, enters the root and checks it is what it names (below), enters the
- * 0711 tunnel dir, locks it, waits for sshd's bind, moves the socket in, makes it usable by any
- * container user (0666), atomically repoints `agent.sock`, removes older generations and prints the
- * ready line. Then it answers visibility queries (`s <id> <path>` → `sandboxd-seen <id> d|f|-`)
- * until stdin closes (halt, crash, or the daemon dying) and removes this generation's socket. The
- * directory itself stays unless the daemon said `halt`: running containers bind-mount that very
- * inode, and a re-created directory would be invisible to them.
+ * 0711 tunnel dir, locks it and prints the ready line. Then it answers queries and slot commands
+ * (`queryLoop`) until stdin closes (halt, crash, or the daemon dying). Each session has a directory
+ * of its own in the tunnel dir, where sshd binds its socket (a remote forward the daemon asks the
+ * ssh master for over the control socket); the sessions' directories stay when the tunnel stops
+ * unless the daemon said `halt`: running containers bind-mount those very inodes, and the next
+ * daemon binds their sockets again.
  *
  * The root sits in /tmp, where another user of the VM can create that name first or plant a
  * symlink there at any moment. So the script never follows the name: it creates it (or finds
@@ -72,64 +68,55 @@ export function tunnelLayout(vmRoot: string, dirName: string, generation: number
  *
  * While the tunnel runs, the script holds a shared BSD lock on the tunnel dir: systemd-tmpfiles
  * skips a directory it cannot lock, with everything in it (tmpfiles.d(5), "Age"), so Fedora's
- * 10-day ageing of /tmp never removes `agent.sock` under running containers.
+ * 10-day ageing of /tmp never removes a session's socket under running containers.
  *
- * `leftovers` are the bind paths of this tunnel's earlier generations that closed before they moved
- * their socket in (ssh or sshd killed in that window); they are removed first.
- *
- * No argv shows the tunnel dir: only the `mkdir`/`rmdir` that create and remove it name it, inside
- * a root no other user can enter. One line: the stub reads exactly one.
+ * No argv shows the tunnel dir: only the `mkdir`/`rm` that create and remove it name it, inside
+ * a root no other user can enter, and slot commands name a session's directory only relative to
+ * it. One line: the stub reads exactly one.
  */
-export function remoteScript(layout: TunnelLayout, leftovers: readonly string[] = []): string {
-  const { root, dir, generationName, bindPath } = layout;
+export function remoteScript(layout: TunnelLayout): string {
+  const { root, dir } = layout;
   const fail = (code: number, message: string): string => `{ echo "sandboxd-error ${message}" >&2; exit ${code}; }`;
   return [
-    `r=${shQuote(root)}; n=${shQuote(path.posix.basename(dir))}; g=${shQuote(generationName)}; b=${shQuote(bindPath)}`,
+    `r=${shQuote(root)}; n=${shQuote(path.posix.basename(dir))}`,
     `e=none; [ -r /sys/fs/selinux/enforce ] && read -r e < /sys/fs/selinux/enforce; echo "${SELINUX_MARKER} $e"`,
     'umask 077',
-    // Bind sockets of earlier generations that died before moving them in: daemon-made names only.
-    ...(leftovers.length === 0 ? [] : [removeLeftovers(leftovers)]),
     // Something already there (ours from before, or anyone's) is judged below, never followed.
     `mkdir -m 700 -- "$r" 2>/dev/null || [ -e "$r" ] || [ -L "$r" ] || ${fail(3, 'cannot create $r')}`,
     `d=$(cd -P -- "\${r%/*}" && pwd -P) || ${fail(3, 'cannot enter the directory of $r')}`,
     `if cd -P -- "$r" 2>/dev/null && [ "$(pwd -P)" = "$d/\${r##*/}" ] && [ -O . ]; then chmod 700 . || ${fail(3, 'cannot make $r private')}; else echo ${ROOT_TAKEN_MARKER}; exit 6; fi`,
     `{ [ -d "$n" ] || mkdir -m 711 -- "$n"; } && cd -P -- "$n" && [ -O . ] || ${fail(3, 'cannot create the tunnel directory in $r')}`,
     `exec 9<. && { flock -s -w ${LOCK_WAIT_SECONDS} 9 2>/dev/null || echo ${UNLOCKED_MARKER}; }`,
-    `i=0; while [ ! -S "$b" ]; do i=$((i+1)); [ $i -gt ${BIND_WAIT_POLLS} ] && ${fail(4, 'socket $b never appeared')}; sleep 0.02; done`,
-    // `.bound` is a hard link to the socket sshd bound: a later swap of `$g` or of `agent.sock`
-    // under the same names no longer matches it (the `v` query below).
-    `mv -f "$b" "$g" && chmod 666 "$g" && ln -f "$g" .bound && ln -sfn "$g" .agent.sock.new && mv -f .agent.sock.new agent.sock || ${fail(5, 'cannot publish $g')}`,
-    'for f in a-*.sock; do [ "$f" = "$g" ] || rm -f "$f"; done',
     `echo ${READY_MARKER}`,
-    queryLoop(),
-    '[ .bound -ef "$g" ] && rm -f .bound; rm -f "$g"; [ "$(readlink agent.sock)" = "$g" ] && rm -f agent.sock',
-    `[ "$c" = ${HALT_WORD} ] && cd .. && rmdir -- "$n" 2>/dev/null`,
+    queryLoop(SLOT_COMMANDS),
+    `[ "$c" = ${HALT_WORD} ] && cd .. && rm -rf -- "$n"`,
     'exit 0',
   ].join('; ');
 }
 
-function removeLeftovers(leftovers: readonly string[]): string {
-  return `rm -f ${leftovers.map(shQuote).join(' ')}`;
-}
-
 /**
- * The script of a last login when a tunnel stops with leftovers no later generation will remove
- * (its last ssh died before moving its bind socket in): daemon-made names only, as above.
+ * A session's directory is named by the daemon (16 hex); a line that names anything else is
+ * answered `-`. `m` makes it (0711) or finds it, and removes the socket an earlier bind left in it
+ * (sshd refuses to bind over a file, and leaves the file when it stops listening); after sshd bound
+ * the socket, `p` makes it usable by any container user (sshd binds it 0600) and keeps a hard link
+ * to it (`.bound`), which `V` compares every directory's socket with; `r` removes the directory.
+ * Each is answered `sandboxd-seen <id> d`, or `-` when it failed; `V` with `sandboxd-slots <id>`
+ * and the names whose socket is not the one bound.
  */
-export function leftoverScript(leftovers: readonly string[]): string {
-  return `${removeLeftovers(leftovers)}; exit 0`;
-}
+const SLOT_COMMANDS = [
+  `"m "*) q=\${c#m }; k=\${q%% *}; p=\${q#* }; t=-; case "$p" in ''|*[!0-9a-f]*) ;; *) { [ -d "$p" ] || mkdir -m 711 -- "$p"; } && [ ! -L "$p" ] && [ -O "$p" ] && rm -f -- "$p/${SLOT_SOCKET}" "$p/.bound" && t=d;; esac; echo "${SEEN_MARKER} $k $t";;`,
+  `"p "*) q=\${c#p }; k=\${q%% *}; p=\${q#* }; t=-; case "$p" in ''|*[!0-9a-f]*) ;; *) [ -S "$p/${SLOT_SOCKET}" ] && chmod 666 "$p/${SLOT_SOCKET}" && ln -f "$p/${SLOT_SOCKET}" "$p/.bound" && t=d;; esac; echo "${SEEN_MARKER} $k $t";;`,
+  `"r "*) q=\${c#r }; k=\${q%% *}; p=\${q#* }; t=-; case "$p" in ''|*[!0-9a-f]*) ;; *) rm -f -- "$p/${SLOT_SOCKET}" "$p/.bound"; rmdir -- "$p" 2>/dev/null; t=d;; esac; echo "${SEEN_MARKER} $k $t";;`,
+  `"V "*) k=\${c#V }; b=''; for f in */; do f=\${f%/}; [ -e "$f/.bound" ] || continue; [ -S "$f/.bound" ] && [ "$f/${SLOT_SOCKET}" -ef "$f/.bound" ] || b="$b $f"; done; echo "${SLOTS_MARKER} $k$b";;`,
+].join(' ');
 
 /**
  * Answers `s <id> <path>` lines with `sandboxd-seen <id> d|f|-` until stdin closes or another word
- * (the halt word) arrives, which it leaves in `$c`. `[` is a builtin: no path reaches an argv.
- * In a tunnel's directory, `v <id>` asks whether `agent.sock` still leads to the socket this
- * generation published (`d`) or not (`-`): no container can change the directory (it is mounted
- * read-only), but a bridge checks its socket all the same (DESIGN §9).
+ * (the halt word) arrives, which it leaves in `$c`; `cases` adds commands of its own. `[` is a
+ * builtin: no path reaches an argv.
  */
-export function queryLoop(): string {
-  const verify = `"v "*) k=\${c#v }; if [ agent.sock -ef .bound ] && [ -S .bound ]; then t=d; else t=-; fi; echo "${SEEN_MARKER} $k $t";;`;
-  return `c=''; while IFS= read -r c; do case "$c" in "s "*) q=\${c#s }; k=\${q%% *}; p=\${q#* }; if [ -d "$p" ]; then t=d; elif [ -e "$p" ]; then t=f; else t=-; fi; echo "${SEEN_MARKER} $k $t";; ${verify} *) break;; esac; done`;
+export function queryLoop(cases = ''): string {
+  return `c=''; while IFS= read -r c; do case "$c" in "s "*) q=\${c#s }; k=\${q%% *}; p=\${q#* }; if [ -d "$p" ]; then t=d; elif [ -e "$p" ]; then t=f; else t=-; fi; echo "${SEEN_MARKER} $k $t";; ${cases} *) break;; esac; done`;
 }
 
 export interface SshOptions {
@@ -140,8 +127,11 @@ export interface SshOptions {
   connectTimeoutSeconds: number;
 }
 
-/** The login part shared by the tunnel and a one-off probe; no shell anywhere on the host side (DESIGN §9). */
-export function sshLoginArgs(options: SshOptions): string[] {
+/**
+ * The login part shared by the tunnel and a one-off probe; no shell anywhere on the host side
+ * (DESIGN §9). `controlPath`: this login is a ControlMaster listening there (a tunnel).
+ */
+export function sshLoginArgs(options: SshOptions, controlPath?: string): string[] {
   const { connection } = options;
   const { target } = connection;
   const loopback = isLoopback(target.host);
@@ -152,8 +142,7 @@ export function sshLoginArgs(options: SshOptions): string[] {
     '-o', `ServerAliveInterval=${options.aliveIntervalSeconds}`,
     '-o', `ServerAliveCountMax=${options.aliveCountMax}`,
     '-o', `ConnectTimeout=${options.connectTimeoutSeconds}`,
-    '-o', 'ControlMaster=no',
-    '-o', 'ControlPath=none',
+    ...(controlPath === undefined ? ['-o', 'ControlMaster=no', '-o', 'ControlPath=none'] : ['-o', 'ControlMaster=yes', '-o', `ControlPath=${controlPath}`, '-o', 'ControlPersist=no']),
     '-o', 'LogLevel=ERROR',
     '-T',
     '-p', String(target.port),
@@ -166,16 +155,13 @@ function destination(connection: PodmanConnection): string {
   return target.user === null ? target.host : `${target.user}@${target.host}`;
 }
 
-/** argv for `ssh -R`: the remote command is the fixed stub; `remoteScript` goes on stdin. */
-export function sshArgs(options: SshOptions & { agentSocket: string; layout: TunnelLayout }): string[] {
-  return [
-    ...sshLoginArgs(options),
-    '-o', 'ExitOnForwardFailure=yes',
-    '-R', `${options.layout.bindPath}:${options.agentSocket}`,
-    '--',
-    destination(options.connection),
-    REMOTE_STUB,
-  ];
+/**
+ * argv for a tunnel's ssh: a ControlMaster on `controlPath` (in a daemon-private directory) that
+ * runs the fixed stub; `remoteScript` goes on stdin, and every session's forward is asked for over
+ * the control socket (ssh-mux.ts). No VM path is on it.
+ */
+export function sshMasterArgs(options: SshOptions & { controlPath: string }): string[] {
+  return [...sshLoginArgs(options, options.controlPath), '--', destination(options.connection), REMOTE_STUB];
 }
 
 /** argv for one login that only runs the stub (a probe with no tunnel; its script goes on stdin). */

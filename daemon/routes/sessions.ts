@@ -20,7 +20,8 @@ import { parseInput } from '../http/errors.js';
 import type { SessionRegistry } from '../sessions/session-registry.js';
 import type { SessionService } from '../sessions/session-service.js';
 
-export function registerSessionRoutes(app: FastifyInstance, service: SessionService, registry: SessionRegistry, containers: SessionContainers): void {
+/** `refresh` brings counts kept outside the daemon (relay containers') up to date before a list. */
+export function registerSessionRoutes(app: FastifyInstance, service: SessionService, registry: SessionRegistry, containers: SessionContainers, refresh: () => Promise<void>): void {
   /** The container id is read from its cidfile when asked: the engine writes it after the plan left. */
   const withContainer = async (info: SessionInfo): Promise<SessionInfo> => ({ ...info, container: await containers.describe(info.id) });
 
@@ -31,7 +32,10 @@ export function registerSessionRoutes(app: FastifyInstance, service: SessionServ
     return result;
   });
 
-  app.get(SESSIONS_ROUTE, async (): Promise<SessionListResponse> => ({ sessions: await Promise.all(registry.list().map(withContainer)) }));
+  app.get(SESSIONS_ROUTE, async (): Promise<SessionListResponse> => {
+    await refresh();
+    return { sessions: await Promise.all(registry.list().map(withContainer)) };
+  });
 
   app.post(`${SESSIONS_ROUTE}/:id/heartbeat`, async (request): Promise<HeartbeatResponse> => {
     const { id } = parseInput(SessionParams, request.params, 'session id');

@@ -8,8 +8,12 @@ function notFound(id: string): SandboxdError {
   return new SandboxdError('TUNNEL_NOT_FOUND', `no tunnel ${id}`);
 }
 
-export function registerTunnelRoutes(app: FastifyInstance, bridges: Bridges): void {
-  app.get(TUNNELS_ROUTE, (): BridgeListResponse => ({ tunnels: bridges.list() }));
+/** `refresh` brings counts kept outside the daemon (relay containers') up to date before a list. */
+export function registerTunnelRoutes(app: FastifyInstance, bridges: Bridges, refresh: () => Promise<void>): void {
+  app.get(TUNNELS_ROUTE, async (): Promise<BridgeListResponse> => {
+    await refresh();
+    return { tunnels: bridges.list() };
+  });
 
   app.post(`${TUNNELS_ROUTE}/:id/restart`, async (request): Promise<{ tunnel: BridgeInfo }> => {
     const { id } = parseInput(BridgeParams, request.params, 'tunnel id');

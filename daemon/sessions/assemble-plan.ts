@@ -81,6 +81,7 @@ export function assemblePlan(parts: PlanParts): AcquireResponse {
       lastHeartbeatAt: now,
       ssh: ssh.ssh,
       container: parts.container.container,
+      refused: 0,
     },
     plan: { ...body, args: flattenArgs(body) },
     leaseTtlMs: parts.leaseTtlMs,

@@ -1,14 +1,19 @@
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import type { SessionContainer } from '../../shared/contracts/sessions.js';
 import type { Logger } from '../os/logger.js';
 import { sameProcess, type ProcessProbe } from '../os/process-identity.js';
 import { removeFile } from '../os/files.js';
+import { readStateFile } from '../os/state-file.js';
 import type { Defer } from '../cache/quiet-time.js';
 import type { Clock, EndReason } from './session-registry.js';
 import type { ContainerChange, ContainerRecord, DaemonIdentity, LoadedRecords } from '../containers/container-store.js';
 import { OWNER_LABEL, SESSION_LABEL, type EngineTarget, type OwnedContainer } from '../containers/engine-cli.js';
+
+/** The engine writes a cidfile in the daemon's own dir; what is not a regular file there holds no id. */
+async function readCidfile(cidfile: string): Promise<string> {
+  return ((await readStateFile(cidfile, { maxBytes: 4096 }).catch(() => null)) ?? '').trim();
+}
 
 /** What `prepare` needs to know about the session whose plan is being built. */
 export interface ContainerRequest extends EngineTarget {
@@ -243,7 +248,7 @@ export class SessionContainers {
   /** The records whose cidfile the engine wrote: their container was created. */
   private async created(records: readonly ContainerRecord[]): Promise<ContainerRecord[]> {
     const written = await Promise.all(
-      records.map(async (record) => this.ids.has(record.key) || CONTAINER_ID.test((await fs.readFile(this.cidfile(record.key), 'utf8').catch(() => '')).trim())),
+      records.map(async (record) => this.ids.has(record.key) || CONTAINER_ID.test(await readCidfile(this.cidfile(record.key)))),
     );
     return records.filter((_record, index) => written[index] === true);
   }
@@ -321,7 +326,7 @@ export class SessionContainers {
     // The engine writes the id once: after that every heartbeat answers from memory.
     const known = this.ids.get(record.key);
     if (known !== undefined) return { id: known, cidfile };
-    const text = (await fs.readFile(cidfile, 'utf8').catch(() => '')).trim();
+    const text = await readCidfile(cidfile);
     if (!CONTAINER_ID.test(text)) return { id: null, cidfile };
     if (this.records.has(record.key)) this.ids.set(record.key, text);
     return { id: text, cidfile };

@@ -1,6 +1,7 @@
 import { SandboxdError } from '../../shared/errors.js';
 import type { SessionInfo } from '../../shared/contracts/sessions.js';
 import type { Lease } from '../bridges/bridge.js';
+import type { KeptSession } from '../bridges/endpoint-records.js';
 import type { Logger } from '../os/logger.js';
 import type { Clock } from '../os/clock.js';
 import { sameProcess, type ProcessProbe } from '../os/process-identity.js';
@@ -28,6 +29,8 @@ export interface SessionRegistryOptions {
   sweepIntervalMs: number;
   maxSessions: number;
   logger: Logger;
+  /** Told after a session started. */
+  onAdd?: (info: SessionInfo) => void;
   /**
    * Told after a session ended, with why (its container goes or stays by the reason). The promise
    * of a container's removal keeps the session listed until the container is gone.
@@ -79,6 +82,7 @@ export class SessionRegistry {
     const { clock } = this.options;
     this.sessions.set(info.id, { info, clientStartTime, lastHeartbeat: clock.monotonic(), lastHeartbeatWall: clock.now(), clientStopped: false, leases });
     this.log(info.id).info({ clientPid: info.clientPid, engine: info.engine, ssh: info.ssh.status, ms: acquireMs }, 'session acquired');
+    this.options.onAdd?.(info);
   }
 
   heartbeat(id: string): SessionInfo {
@@ -134,6 +138,14 @@ export class SessionRegistry {
     return [...this.sessions.values(), ...this.ending.values()].map(infoOf);
   }
 
+  /** Each session's own sockets, as a next daemon should serve them again (those its bridges can keep). */
+  keptSessions(): KeptSession[] {
+    return [...this.sessions.values()].flatMap((record) => {
+      const endpoints = record.leases.flatMap((lease) => (lease.kept === undefined ? [] : [lease.kept()]));
+      return endpoints.length === 0 ? [] : [{ sessionId: record.info.id, clientPid: record.info.clientPid, clientStartTime: record.clientStartTime, endpoints }];
+    });
+  }
+
   /**
    * Called on a timer; a dead client is noticed within one sweep interval. Heartbeats that could
    * not arrive because the daemon itself was stalled (SIGSTOP, a laptop asleep) do not count
@@ -186,9 +198,11 @@ export class SessionRegistry {
   }
 }
 
-/** `lastHeartbeatAt` is formatted when asked, not on every heartbeat. */
+/** `lastHeartbeatAt` and the refusals on the session's sockets are read when asked, not kept up to date. */
 function infoOf(record: SessionRecord): SessionInfo {
-  return { ...record.info, lastHeartbeatAt: new Date(record.lastHeartbeatWall).toISOString() };
+  let refused = 0;
+  for (const lease of record.leases) refused += lease.refused?.() ?? 0;
+  return { ...record.info, lastHeartbeatAt: new Date(record.lastHeartbeatWall).toISOString(), refused };
 }
 
 function notFound(id: string): SandboxdError {

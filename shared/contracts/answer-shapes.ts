@@ -15,12 +15,13 @@ const node10: ShapeNode = { kind: "object", fields: { status: node9, reason: { k
 const node11: ShapeNode = { kind: "union", of: [node8, node10] };
 const node12: ShapeNode = { kind: "object", fields: { id: node3, cidfile: node7 } };
 const node13: ShapeNode = { kind: "nullable", of: node12 };
-const node14: ShapeNode = { kind: "object", fields: { id: node1, engine: node2, label: node3, clientPid: { kind: "number", integer: true }, createdAt: node4, lastHeartbeatAt: node4, ssh: node11, container: node13 } };
-const node15: ShapeNode = { kind: "record", key: { kind: "string" }, value: { kind: "string" } };
-const node16: ShapeNode = { kind: "array", of: { kind: "string" } };
-const node17: ShapeNode = { kind: "number", integer: true, bounds: [{ op: ">", value: 0 }] };
+const node14: ShapeNode = { kind: "number", integer: true, bounds: [{ op: ">=", value: 0 }] };
+const node15: ShapeNode = { kind: "object", fields: { id: node1, engine: node2, label: node3, clientPid: { kind: "number", integer: true }, createdAt: node4, lastHeartbeatAt: node4, ssh: node11, container: node13, refused: node14 } };
+const node16: ShapeNode = { kind: "record", key: { kind: "string" }, value: { kind: "string" } };
+const node17: ShapeNode = { kind: "array", of: { kind: "string" } };
+const node18: ShapeNode = { kind: "number", integer: true, bounds: [{ op: ">", value: 0 }] };
 
-export const AcquireResponseShape: Shape<AcquireResponse> = { root: { kind: "object", fields: { session: node14, plan: { kind: "object", fields: { mounts: { kind: "array", of: { kind: "object", fields: { source: node7, target: node7, readOnly: { kind: "boolean" }, relabel: { kind: "optional", of: { kind: "literal", values: ["z"] } }, purpose: { kind: "string", maxLength: 200 } } } }, env: node15, spawnEnv: node15, globalArgs: node16, flags: node16, args: node16, warnings: node16, notices: node16 } }, leaseTtlMs: node17, heartbeatIntervalMs: node17, sockets: { kind: "array", of: { kind: "union", of: [{ kind: "object", fields: { name: { kind: "string" }, status: node5, bridge: { kind: "literal", values: ["mount", "tunnel"] }, socket: node7, hostSocket: node7, bridgeId: { kind: "string" }, env: node3 } }, { kind: "object", fields: { name: { kind: "string" }, status: node9, reason: { kind: "string" } } }] } } } } };
-export const HeartbeatResponseShape: Shape<HeartbeatResponse> = { root: { kind: "object", fields: { session: node14 } } };
+export const AcquireResponseShape: Shape<AcquireResponse> = { root: { kind: "object", fields: { session: node15, plan: { kind: "object", fields: { mounts: { kind: "array", of: { kind: "object", fields: { source: node7, target: node7, readOnly: { kind: "boolean" }, relabel: { kind: "optional", of: { kind: "literal", values: ["z"] } }, purpose: { kind: "string", maxLength: 200 } } } }, env: node16, spawnEnv: node16, globalArgs: node17, flags: node17, args: node17, warnings: node17, notices: node17 } }, leaseTtlMs: node18, heartbeatIntervalMs: node18, sockets: { kind: "array", of: { kind: "union", of: [{ kind: "object", fields: { name: { kind: "string" }, status: node5, bridge: { kind: "literal", values: ["mount", "tunnel"] }, socket: node7, hostSocket: node7, bridgeId: { kind: "string" }, env: node3 } }, { kind: "object", fields: { name: { kind: "string" }, status: node9, reason: { kind: "string" } } }] } } } } };
+export const HeartbeatResponseShape: Shape<HeartbeatResponse> = { root: { kind: "object", fields: { session: node15 } } };
 export const HeartbeatBatchResponseShape: Shape<HeartbeatBatchResponse> = { root: { kind: "object", fields: { unknown: { kind: "array", of: node1 } } } };
 export const ReleaseResponseShape: Shape<ReleaseResponse> = { root: { kind: "object", fields: { released: { kind: "boolean" } } } };

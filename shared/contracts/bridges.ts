@@ -22,6 +22,12 @@ export const BridgeInfo = z.strictObject({
   socketPath: z.string(),
   state: BridgeState,
   refs: Count,
+  /** The sessions' own sockets it serves now (DESIGN §9: each session's agent is its own). */
+  endpoints: Count,
+  /** Connections open now toward the host socket, across every session (bounded). */
+  open: Count,
+  /** Connections a bound refused on some session's socket since the bridge was made. */
+  refused: Count,
   pid: z.nullable(z.int()),
   restarts: Count,
   createdAt: Timestamp,

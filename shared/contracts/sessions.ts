@@ -1,5 +1,5 @@
 import * as z from 'zod/mini';
-import { AbsolutePath, Engine, ExecText, Id, Timestamp } from './common.js';
+import { AbsolutePath, Count, Engine, ExecText, Id, Timestamp } from './common.js';
 import { Plan, SshStatus } from './plan.js';
 import { CLIENT_ENV_NAMES, MAX_HEARTBEAT_BATCH, SSH_AGENT_SETTINGS, SSH_BRIDGE_SETTINGS } from './session-routes.js';
 
@@ -140,6 +140,8 @@ export const SessionInfo = z.strictObject({
   lastHeartbeatAt: Timestamp,
   ssh: SshStatus,
   container: z.nullable(SessionContainer),
+  /** Connections refused on the session's own sockets (the agent's and extra ones) by their bounds. */
+  refused: Count,
 });
 export type SessionInfo = z.infer<typeof SessionInfo>;
 

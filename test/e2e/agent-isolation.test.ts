@@ -1,4 +1,4 @@
-import { readdirSync, readlinkSync, renameSync, symlinkSync } from 'node:fs';
+import { readdirSync, renameSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { execa } from 'execa';
@@ -68,44 +68,36 @@ describe.skipIf(labMissing)('each session\'s agent is its own: a container canno
     cleanup.add(() => other.release());
     expect(await keysSeen(env, image, other)).toEqual(realKeys);
     expect(attempted).toBe('attacked');
-    // Nothing was added to the user's runtime dir either.
+    // Nothing was added to the user's runtime dir either: each session's directory holds its socket alone.
     const relays = (await listTunnels(env)).filter((bridge) => bridge.kind === 'relay');
     expect(relays).toHaveLength(2);
-    for (const relay of relays) {
-      expect(readdirSync(path.dirname(relay.socketPath))).toEqual(['agent.sock']);
-      expect(relay).toMatchObject({ state: 'ready', lastError: null });
+    for (const relay of relays) expect(relay).toMatchObject({ state: 'ready', lastError: null, endpoints: 2 });
+    for (const mount of [...attacker.plan.mounts, ...other.plan.mounts].filter((m) => m.purpose === 'ssh agent' || m.purpose === 'socket extra')) {
+      expect(readdirSync(mount.source)).toEqual(['agent.sock']);
     }
   });
 
-  it('a relay whose socket was replaced anyway (from the host, standing in for a bug) notices at the next acquire and on the sweep, re-creates it and says so', async () => {
+  it('a session socket replaced anyway (from the host, standing in for a bug) is noticed on the sweep, re-created and reported', async () => {
     const { env, image, agent, sockets, realKeys } = await setup();
-    const first = await acquireSession({ engine: 'podman', env, heartbeat: false, sockets });
-    cleanup.add(() => first.release());
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false, sockets });
+    cleanup.add(() => session.release());
     const relayOf = async () => (await listTunnels(env)).find((bridge) => bridge.kind === 'relay' && bridge.hostAgentSocket === agent.socket);
-    const socket = (await relayOf())?.socketPath ?? '';
-    const impostors: net.Server[] = [];
-    cleanup.add(() => Promise.all(impostors.map((server) => new Promise((resolve) => server.close(resolve)))));
-    const replace = async (): Promise<void> => {
-      renameSync(socket, `${socket}.moved`);
-      const impostor = net.createServer((client) => client.destroy());
-      impostors.push(impostor);
-      await new Promise<void>((resolve) => impostor.listen(socket, resolve));
-    };
+    const socket = path.join(session.plan.mounts.find((mount) => mount.purpose === 'ssh agent')?.source ?? '', 'agent.sock');
+    const impostor = net.createServer((client) => client.destroy());
+    cleanup.add(() => new Promise((resolve) => impostor.close(resolve)));
+    renameSync(socket, `${socket}.moved`);
+    await new Promise<void>((resolve) => impostor.listen(socket, resolve));
 
-    await replace();
-    const second = await acquireSession({ engine: 'podman', env, heartbeat: false, sockets });
-    cleanup.add(() => second.release());
-    expect(await relayOf()).toMatchObject({ state: 'ready', restarts: 1, lastError: expect.stringMatching(/agent\.sock is not the socket it bound/) as string });
-    expect(await keysSeen(env, image, second)).toEqual(realKeys);
-
-    // With no acquire at all, the sweep notices too.
-    await replace();
-    await waitFor(async () => (await relayOf())?.restarts === 2, 'the sweep to notice', 15_000, 100);
-    // The first session's container (one container per plan), started only now, gets the agent.
-    expect(await keysSeen(env, image, first)).toEqual(realKeys);
+    const noticed = await waitFor(async () => {
+      const relay = await relayOf();
+      return relay?.state === 'ready' && relay.restarts > 0 ? relay : null;
+    }, 'the sweep to notice and re-create it', 15_000, 100);
+    expect(noticed).toMatchObject({ restarts: 1, lastError: expect.stringMatching(/agent\.sock is not the socket it bound/) as string });
+    // The session's container (one container per plan), started only now, gets the agent.
+    expect(await keysSeen(env, image, session)).toEqual(realKeys);
   });
 
-  it('Podman machine: the tunnel directories in the VM are read-only too, and their agent.sock symlink still resolves', async () => {
+  it('Podman machine: each session\'s directory in the VM is read-only too, and holds its socket alone', async () => {
     const { sandbox, podmanEnv, image, agent, sockets, realKeys } = await setup();
     const conf = await startPodmanMachine(sandbox, podmanEnv, cleanup);
     const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket });
@@ -121,34 +113,32 @@ describe.skipIf(labMissing)('each session\'s agent is its own: a container canno
     expect(attempted).toBe('attacked');
     const tunnels = await listTunnels(env);
     expect(tunnels).toHaveLength(2);
-    for (const tunnel of tunnels) {
-      // `.bound` is the script's own hard link to the socket it published (the check below).
-      expect(readdirSync(path.dirname(tunnel.socketPath)).filter((name) => !name.startsWith('a-'))).toEqual(['.bound', 'agent.sock']);
-      expect(tunnel).toMatchObject({ state: 'ready', lastError: null });
+    for (const tunnel of tunnels) expect(tunnel).toMatchObject({ state: 'ready', lastError: null, endpoints: 2 });
+    for (const mount of [...attacker.plan.mounts, ...other.plan.mounts].filter((m) => m.purpose === 'ssh agent' || m.purpose === 'socket extra')) {
+      // `.bound` is the script's own hard link to the socket sshd bound (the check below).
+      expect(readdirSync(mount.source).sort()).toEqual(['.bound', 'agent.sock']);
     }
   });
 
-  it('a tunnel whose agent.sock in the VM was repointed anyway (by a VM process of the remote user, standing in for a bug) notices on the sweep, re-creates it and says so', async () => {
+  it('a session socket in the VM replaced anyway (by a VM process of the remote user, standing in for a bug) is noticed on the sweep, forwarded anew and reported', async () => {
     const { sandbox, podmanEnv, image, agent, sockets, realKeys } = await setup();
     const conf = await startPodmanMachine(sandbox, podmanEnv, cleanup);
     const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket });
     const session = await acquireSession({ engine: 'podman', env, heartbeat: false, sshBridge: 'tunnel', sockets });
     cleanup.add(() => session.release());
     const tunnelOf = async () => (await listTunnels(env)).find((bridge) => bridge.kind === 'tunnel' && bridge.hostAgentSocket === agent.socket);
-    const socket = (await tunnelOf())?.socketPath ?? '';
-    // The lab's "VM" shares this /tmp: an impostor beside the real socket, and agent.sock pointed at it.
+    const socket = path.join(session.plan.mounts.find((mount) => mount.purpose === 'ssh agent')?.source ?? '', 'agent.sock');
+    // The lab's "VM" shares this /tmp: an impostor listening where the session's socket was.
     const impostor = net.createServer((client) => client.destroy());
     cleanup.add(() => new Promise((resolve) => impostor.close(resolve)));
-    await new Promise<void>((resolve) => impostor.listen(path.join(path.dirname(socket), 'a-0-impostor.sock'), resolve));
-    symlinkSync('a-0-impostor.sock', `${socket}.new`);
-    renameSync(`${socket}.new`, socket);
+    renameSync(socket, `${socket}.moved`);
+    await new Promise<void>((resolve) => impostor.listen(socket, resolve));
 
     await waitFor(async () => {
       const tunnel = await tunnelOf();
       return tunnel?.state === 'ready' && tunnel.lastError !== null ? tunnel : null;
-    }, 'the sweep to notice and re-create it', 20_000, 100);
-    expect(await tunnelOf()).toMatchObject({ restarts: 1, lastError: expect.stringMatching(/no longer led to the socket this tunnel published/) as string });
-    expect(readlinkSync(socket)).not.toBe('a-0-impostor.sock');
+    }, 'the sweep to notice and forward it anew', 20_000, 100);
+    expect(await tunnelOf()).toMatchObject({ restarts: 1, lastError: expect.stringMatching(/was not the one sshd bound; forwarded it anew/) as string });
     expect(await keysSeen(env, image, session)).toEqual(realKeys);
   });
 });

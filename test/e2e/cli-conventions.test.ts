@@ -84,7 +84,7 @@ describe('the CLI behaves like the CLIs people know (built CLI)', () => {
     await waitFor(() => out.includes('held'), 'a session to be held', 30_000);
     const stopped = await cli(['stop'], env);
     expect(stopped.exitCode).toBe(0);
-    expect(stopped.stderr).toBe('sandboxd: stopping with 1 open session: their containers lose the SSH agent and extra sockets until a daemon runs again (live clients then renew their lease; containers are not removed)');
+    expect(stopped.stderr).toBe("sandboxd: stopping with 1 open session: their containers' SSH agent and extra sockets stop answering until a daemon runs again, which serves the same sockets; live clients renew their lease (containers are not removed)");
   });
 
   it('bare `sandboxd` prints the help on stdout and exits 0, as docker and podman do', async () => {
@@ -136,10 +136,12 @@ describe('the CLI behaves like the CLIs people know (built CLI)', () => {
     const table = (await cli(['tunnels', 'ls'], env)).stdout.split('\n');
     expect(table.filter((line) => line.length > 100)).toEqual([]);
     expect(table[1]).toContain(relay?.id);
-    // The socket's directory, which tells the bridges apart, is never cut away.
-    expect(table[1]).toContain(path.basename(path.dirname(relay?.socketPath ?? '')).slice(1));
+    // The directory of the sessions' directories, which tells the bridges apart, is never cut away.
+    const sessionsDir = path.dirname(path.dirname(relay?.socketPath ?? ''));
+    expect(relay?.socketPath).toBe(path.join(sessionsDir, '*', 'agent.sock'));
+    expect(table[1]).toContain(`/${path.basename(sessionsDir)}`);
     const whole = (await cli(['tunnels', 'ls', '--no-trunc'], env)).stdout;
-    expect(whole).toContain(path.dirname(relay?.socketPath ?? ''));
+    expect(whole).toContain(sessionsDir);
     expect(Math.max(...whole.split('\n').map((line) => line.length))).toBeGreaterThan(100);
   });
 });

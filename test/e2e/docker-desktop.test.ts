@@ -1,14 +1,19 @@
-import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { acquireSession, applyPlan, listSessions, listTunnels, type Session } from '../../dist/client/index.js';
+import { SESSION_MAX_OPEN } from '../../daemon/bridges/bounds.js';
 import { Cleanup, cli, cliEnv, daemonPid, makeSandbox, pidAlive, startAgent, waitFor, type Agent } from '../helpers.js';
 import { DESKTOP_SOCKET, takeDesktopPath } from '../lab/desktop-path.js';
 import { dockerLabUnavailable, startDockerd, type Dockerd } from '../lab/dockerd.js';
+import { buildHolder, HOLDER_IN_CONTAINER } from '../lab/holder.js';
 import { ATTACK, ATTACKER_TOOLS } from './agent-attack.js';
 import { lab } from './lab.js';
 
+const execFileAsync = async (file: string, args: string[], options: { env: NodeJS.ProcessEnv; timeout: number }): Promise<string> => (await promisify(execFile)(file, args, options)).stdout;
 const fileCleanup = new Cleanup();
 const cleanup = new Cleanup();
 // Docker Desktop's path is fixed, so one run at a time emulates it: another run waits its turn.
@@ -94,16 +99,20 @@ async function tunnels(env: NodeJS.ProcessEnv): Promise<TunnelJson[]> {
   return JSON.parse((await cli(['tunnels', 'ls', '--json'], env)).stdout) as TunnelJson[];
 }
 
-/** The relay container's name, which its volume shares (`tunnels ls` shows `<name>:/agent.sock`). */
-async function relayName(env: NodeJS.ProcessEnv): Promise<string> {
-  const relays = (await tunnels(env)).filter((bridge) => bridge.kind === 'container-relay');
-  expect(relays).toHaveLength(1);
-  return relays[0]?.socketPath.split(':')[0] ?? '';
+/** A session's own relay container, whose volume (of the same name) its plan mounts. */
+function relayOf(session: { plan: { args: string[] } }): string {
+  const mount = session.plan.args.find((arg) => arg.startsWith('type=volume,source=sandboxd-relay-'));
+  return /source=([^,]+)/.exec(mount ?? '')?.[1] ?? '';
 }
 
-/** Where the engine mounted the relay's volume on this host (the "VM"): its socket, as the relay bound it. */
+/** Where the engine mounted a relay's volume on this host (the "VM"): its socket, as the relay bound it. */
 async function volumeSocket(name: string): Promise<string> {
   return path.join((await dockerd.docker(['volume', 'inspect', '--format', '{{.Mountpoint}}', name])).stdout.trim(), 'agent.sock');
+}
+
+/** This daemon's relay containers (the sessions' and their spares) and hubs on the engine. */
+async function helpers(kind: 'relay' | 'hub'): Promise<string[]> {
+  return (await dockerd.docker(['ps', '--all', '--format', '{{.Names}}', '--filter', `name=^sandboxd-${kind}-`])).stdout.split('\n').filter((name) => name !== '');
 }
 
 /** Processes whose parent is `pid`: the relay forks one per connection. */
@@ -121,53 +130,18 @@ function childrenOf(pid: number): number {
   return count;
 }
 
-/** SSH2_AGENTC_REQUEST_IDENTITIES: a connection the relay serves answers it. */
-const REQUEST_IDENTITIES = Buffer.from([0, 0, 0, 1, 11]);
-
-/**
- * Opens `total` connections to `socket`, at most `parallel` unsettled at once, and keeps the served
- * ones open: each is served (an agent answer came back) or refused (closed without one).
- */
-async function flood(socket: string, total: number, parallel: number): Promise<{ served: net.Socket[]; refused: number }> {
-  const served: net.Socket[] = [];
-  let refused = 0;
-  let next = 0;
-  const one = (): Promise<void> =>
-    new Promise((resolve) => {
-      const client = net.connect(socket);
-      let answered = false;
-      client.once('data', () => {
-        answered = true;
-        served.push(client);
-        resolve();
-      });
-      client.once('connect', () => client.write(REQUEST_IDENTITIES));
-      client.once('close', () => {
-        if (answered) return;
-        refused += 1;
-        resolve();
-      });
-      client.on('error', () => undefined);
-    });
-  await Promise.all(
-    Array.from({ length: parallel }, async () => {
-      while (next < total) {
-        next += 1;
-        await one();
-      }
-    }),
-  );
-  return { served, refused };
-}
-
 describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker Desktop emulated over a real engine: the built-in agent socket', () => {
-  async function setup(desktop: 'agent' | 'agent-0755' | 'empty' | 'hang' | 'none') {
+  async function setup(desktop: 'agent' | 'empty' | 'hang' | 'none' | 'foreign', agentOptions: { maxFiles?: number } = {}) {
     if (unavailable !== null) throw new Error(`the docker lab is not available: ${unavailable}`);
     const sandbox = makeSandbox(cleanup);
-    const shellAgent = await startAgent(sandbox.dir, cleanup, 'shell');
+    const shellAgent = await startAgent(sandbox.dir, cleanup, 'shell', agentOptions);
     if (desktop === 'agent') await desktopSocket(shellAgent);
-    if (desktop === 'agent-0755') await desktopSocket(shellAgent, 0o755);
     if (desktop === 'hang') await desktopSocket('hang');
+    if (desktop === 'foreign') {
+      // Another user's socket, as Colima's can be: root without capabilities may not write it.
+      await desktopSocket(shellAgent, 0o600);
+      chownSync(DESKTOP_SOCKET, 1234, 1234);
+    }
     if (desktop === 'empty') {
       // Docker Desktop's launchd agent, which holds no key: startAgent's key is removed again.
       const launchd = await startAgent(sandbox.dir, cleanup, 'launchd');
@@ -183,15 +157,33 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
       expect(result.stderr).toBe('');
       return JSON.parse(result.stdout) as PlanJson;
     };
-    return { sandbox, env, shellAgent, probes: fake.probes, runs: fake.runs, plan };
+    /** A session held by this test (its relay lives as long as it does). */
+    const hold = async (user?: { uid: number; gid: number }): Promise<Session> => {
+      const session = await acquireSession({ engine: 'docker', env, heartbeat: false, cwd: sandbox.dir, ...(user === undefined ? {} : { containerUser: user }) });
+      cleanup.add(() => session.release());
+      return session;
+    };
+    return { sandbox, env, shellAgent, probes: fake.probes, runs: fake.runs, plan, hold };
   }
 
-  it('root gets the socket itself; --user 1000 gets it through the shared relay container, without gid 0', async () => {
+  /** A container from a held session's plan; detached ones are removed at the end. */
+  async function runIn(session: Session, args: string[], detach = false) {
+    const applied = applyPlan(['run', ...(detach ? ['--detach'] : ['--rm']), '--network', 'none', ...args], session.plan);
+    const result = await dockerd.docker(applied.args);
+    if (detach && result.exitCode === 0) {
+      const id = result.stdout.trim();
+      cleanup.add(() => dockerd.docker(['rm', '--force', id]));
+    }
+    return result;
+  }
+
+  it('root and --user 1000 each get a relay container of their own, mounted read-only; neither session holds gid 0; the hub is the one bridge', async () => {
     const { env, shellAgent } = await setup('agent');
     const run = (userArgs: string[]) =>
       cli(['run', '--quiet', '--engine', 'docker', '--', '--rm', '--network', 'none', ...userArgs, dockerd.image, 'sh', '-c', 'id -G; ssh-add -l'], env, 90_000);
     const root = await run([]);
     expect(root.stderr).toBe('');
+    expect(root.stdout.split('\n')[0]).toBe('0');
     expect(root.stdout).toContain(shellAgent.fingerprint);
     const user = await run(['--user', '1000:1000']);
     expect(user.stderr).toBe('');
@@ -218,7 +210,7 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
     expect((await plan()).session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
     expect((await plan()).session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
     expect(probes()).toBe(2);
-  });
+  }, 180_000);
 
   it('a probe that hangs is cut off with a warning', async () => {
     const { plan } = await setup('hang');
@@ -255,38 +247,35 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
   });
 
   const planAs1000 = ['--container-user', '1000:1000'];
-  const victimRun = (env: NodeJS.ProcessEnv) =>
-    cli(['run', '--quiet', '--engine', 'docker', '--', '--rm', '--network', 'none', '--user', '1000:1000', dockerd.image, 'ssh-add', '-l'], env, 90_000);
 
-  it('a built-in socket only root may write (0755): the relay fails at start saying why, instead of saying ready and dropping every connection', async () => {
-    const { sandbox, env } = await setup('agent-0755');
-    // The engine's own probe runs as root, which may write the socket: the relay's uid may not.
+  it('a built-in socket root without capabilities may not write (another user\'s): the probe says why, and no relay is started', async () => {
+    const { sandbox, env } = await setup('foreign');
+    const before = await helpers('relay');
     const result = await cli(['plan', '--engine', 'docker', '--ssh-agent', 'on', '--no-workdir', '--json', ...planAs1000], env, 90_000, sandbox.dir);
     const { error } = JSON.parse(result.stdout) as { error: { code: string; message: string } };
-    expect(error.code).toBe('RELAY_CONTAINER_FAILED');
-    expect(error.message).toContain('did not become ready: sandboxd-relay: connect /upstream.sock: Permission denied');
-    expect(error.message).toContain(`the engine's agent socket ${DESKTOP_SOCKET} is not writable by uid 1000 with group 0`);
+    expect(error.code).toBe('SSH_BRIDGE_UNSUPPORTED');
+    expect(error.message).toBe(`ssh-agent is on but Docker Desktop: nothing answers on ${DESKTOP_SOCKET} in the engine's VM: sandboxd-relay: connect /run/sandboxd/probe.sock: Permission denied`);
+    expect(await helpers('relay')).toEqual(before);
   });
 
-  it('the relay volume is read-only in every session: a uid-1000 container cannot serve its own agent to another session', async () => {
-    const { env, shellAgent, plan } = await setup('agent');
-    const attacker = await plan(planAs1000);
-    expect(attacker.session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
-    const started = await dockerd.docker(['run', '--detach', '--network', 'none', ...attacker.plan.args, '--user', '1000:1000', ...ATTACKER_TOOLS, dockerd.image, 'sh', '-c', ATTACK, 'attack', '/run/sandboxd/ssh']);
+  it('a session\'s relay volume is read-only in its container: a uid-1000 container cannot replace its own socket, and another session has its own', async () => {
+    const { shellAgent, hold } = await setup('agent');
+    const attacker = await hold({ uid: 1000, gid: 1000 });
+    expect(attacker.info.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
+    const started = await runIn(attacker, ['--user', '1000:1000', ...ATTACKER_TOOLS, dockerd.image, 'sh', '-c', ATTACK, 'attack', '/run/sandboxd/ssh'], true);
     expect(started.exitCode).toBe(0);
     const id = started.stdout.trim();
-    cleanup.add(() => dockerd.docker(['rm', '--force', id]));
     const attempted = await waitFor(async () => {
       const logs = await dockerd.docker(['logs', id]);
       return logs.stdout.includes('attacked') ? logs.stdout : null;
     }, 'the attack to finish', 30_000, 200);
+    expect(attempted.trim()).toBe('attacked');
 
-    const result = await victimRun(env);
-    expect(result.stderr).toBe('');
+    const other = await hold({ uid: 1000, gid: 1000 });
+    expect(relayOf(other)).not.toBe(relayOf(attacker));
+    const result = await runIn(other, ['--user', '1000:1000', dockerd.image, 'ssh-add', '-l']);
     expect(result.stdout).toContain(shellAgent.fingerprint);
-    expect(attempted).toBe('attacked');
-    expect(readdirSync(path.dirname(await volumeSocket(await relayName(env))))).toEqual(['agent.sock']);
-    expect((await tunnels(env))[0]).toMatchObject({ kind: 'container-relay', restarts: 0, lastError: null });
+    expect(readdirSync(path.dirname(await volumeSocket(relayOf(attacker))))).toEqual(['agent.sock']);
   });
 
   it('an image whose ssh-add fakes "bind source path does not exist" changes nothing for other sessions: the probe runs sandboxd\'s own image', async () => {
@@ -312,48 +301,92 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
     expect(status.engines).toEqual([expect.objectContaining({ probe: expect.objectContaining({ state: 'verified', keys: 1 }) as unknown })]);
   });
 
-  it('3,000 connections to the relay are capped: it refuses past its limit instead of forking, and serves again after', async () => {
-    const { env, shellAgent, plan } = await setup('agent');
-    await plan(planAs1000);
-    const name = await relayName(env);
-    const socket = await volumeSocket(name);
-    const pid = Number((await dockerd.docker(['inspect', '--format', '{{.State.Pid}}', name])).stdout.trim());
-    const { served, refused } = await flood(socket, 3_000, 32);
-    cleanup.add(() => {
-      for (const client of served) client.destroy();
-    });
-    expect(childrenOf(pid)).toBeLessThanOrEqual(128);
-    expect(served.length).toBeLessThanOrEqual(128);
-    expect(refused).toBeGreaterThanOrEqual(3_000 - 128);
+  it(`a container holding hundreds of connections is served ${String(SESSION_MAX_OPEN)} by its relay, never forked for the rest; another session and the user's own ssh-add answer (an agent under a low fd limit); sessions ls and tunnels ls count the refusals`, async () => {
+    const { sandbox, env, shellAgent, hold } = await setup('agent', { maxFiles: 100 });
+    const holder = buildHolder(sandbox.dir);
+    const attacker = await hold({ uid: 1000, gid: 1000 });
+    const relay = relayOf(attacker);
+    const pid = Number((await dockerd.docker(['inspect', '--format', '{{.State.Pid}}', relay])).stdout.trim());
+    const started = await runIn(attacker, [...holder, '--user', '1000:1000', dockerd.image, HOLDER_IN_CONTAINER, '/run/sandboxd/ssh/agent.sock', '300', '600'], true);
+    expect(started.exitCode).toBe(0);
+    const line = await waitFor(async () => /answered (\d+) closed (\d+)/.exec((await dockerd.docker(['logs', started.stdout.trim()])).stdout), 'the container to hold its connections', 90_000, 200);
+    expect({ answered: Number(line[1]), closed: Number(line[2]) }).toEqual({ answered: SESSION_MAX_OPEN, closed: 300 - SESSION_MAX_OPEN });
+    expect(childrenOf(pid)).toBeLessThanOrEqual(SESSION_MAX_OPEN);
     expect(pidAlive(pid)).toBe(true);
-    for (const client of served) client.destroy();
-    await waitFor(() => childrenOf(pid) === 0, 'the relay\'s connections to end', 20_000, 100);
-    const result = await victimRun(env);
-    expect(result.stdout).toContain(shellAgent.fingerprint);
+
+    const other = await hold({ uid: 1000, gid: 1000 });
+    expect((await runIn(other, ['--user', '1000:1000', dockerd.image, 'ssh-add', '-l'])).stdout).toContain(shellAgent.fingerprint);
+    const own = await execFileAsync('ssh-add', ['-l'], { env: { SSH_AUTH_SOCK: shellAgent.socket }, timeout: 10_000 });
+    expect(own).toContain(shellAgent.fingerprint);
+    // The relay says what it refused once a second.
+    const refused = await waitFor(async () => (await listSessions(env)).find((session) => session.id === attacker.id && session.refused >= 300 - SESSION_MAX_OPEN), 'sessions ls to count the refusals', 20_000, 500);
+    expect(refused.refused).toBe(300 - SESSION_MAX_OPEN);
+    expect((await listSessions(env)).find((session) => session.id === other.id)?.refused).toBe(0);
+    expect(await listTunnels(env)).toEqual([expect.objectContaining({ kind: 'container-relay', endpoints: 2, refused: 300 - SESSION_MAX_OPEN })]);
   }, 180_000);
 
-  it('a relay whose socket was replaced anyway (from the host, standing in for a bug) notices, is re-created and says so', async () => {
-    const { env, shellAgent, plan } = await setup('agent');
-    await plan(planAs1000);
-    const socket = await volumeSocket(await relayName(env));
-    // Another listener where the relay's socket was: nothing a session can do now, but a bug could.
-    // (The plan's session has ended: a relay with no sessions that serves is `draining`.)
+  it('a container whose session was released loses the agent at once, for good: its relay container is gone', async () => {
+    const { env, hold } = await setup('agent');
+    const session = await hold({ uid: 1000, gid: 1000 });
+    const relay = relayOf(session);
+    const started = await runIn(session, ['--user', '1000:1000', dockerd.image, 'sh', '-c', 'while true; do if ssh-add -l >/dev/null 2>&1; then echo ok; else echo lost; fi; sleep 0.3; done'], true);
+    const id = started.stdout.trim();
+    const logs = async () => (await dockerd.docker(['logs', id])).stdout.split('\n').filter((entry) => entry !== '');
+    await waitFor(async () => (await logs()).includes('ok'), 'the container to use the agent', 30_000, 200);
+    await session.release();
+    await waitFor(async () => (await logs()).filter((entry) => entry === 'lost').length >= 3, 'the container to lose the agent', 20_000, 200);
+    const lines = await logs();
+    expect(lines.slice(lines.indexOf('lost'))).not.toContain('ok');
+    expect(await helpers('relay')).not.toContain(relay);
+    expect((await listSessions(env)).map((entry) => entry.id)).not.toContain(session.id);
+  }, 120_000);
+
+  it('a session\'s relay whose socket was replaced anyway (from the host, standing in for a bug) binds it again and says so', async () => {
+    const { env, shellAgent, hold } = await setup('agent');
+    const session = await hold({ uid: 1000, gid: 1000 });
+    const socket = await volumeSocket(relayOf(session));
+    // Another listener where the relay's socket was: nothing a session can do (its mount is read-only), but a bug could.
     renameSync(socket, `${socket}.moved`);
     const impostor = net.createServer((client) => client.destroy());
     await new Promise<void>((resolve) => impostor.listen(socket, resolve));
     cleanup.add(() => new Promise((resolve) => impostor.close(resolve)));
 
-    const noticed = await waitFor(async () => (await tunnels(env)).find((bridge) => bridge.kind === 'container-relay' && bridge.restarts > 0 && bridge.state === 'draining'), 'the relay to notice', 60_000, 200);
-    expect(noticed.lastError).toMatch(/agent\.sock is not the socket it bound/);
-    const result = await victimRun(env);
-    expect(result.stderr).toBe('');
-    expect(result.stdout).toContain(shellAgent.fingerprint);
+    const noticed = await waitFor(async () => (await tunnels(env)).find((bridge) => bridge.kind === 'container-relay' && bridge.restarts > 0), 'the relay to notice', 60_000, 500);
+    expect(noticed.lastError).toMatch(/agent\.sock was not the socket it bound; bound it again/);
+    expect((await runIn(session, ['--user', '1000:1000', dockerd.image, 'ssh-add', '-l'])).stdout).toContain(shellAgent.fingerprint);
   }, 180_000);
 
-  it('kill -9 of the daemon: the next daemon\'s start-up removes its relay container and volume, and never another owner\'s', async () => {
+  it('a graceful restart leaves a running container\'s relay serving; the renewal takes it over', async () => {
+    const { sandbox, env, shellAgent } = await setup('agent');
+    const client = cli(['run', '--quiet', '--engine', 'docker', '--', '--rm', '--network', 'none', '--user', '1000:1000', dockerd.image, 'sh', '-c', 'i=0; while [ $i -lt 300 ]; do i=$((i+1)); ssh-add -l >/dev/null 2>&1 && echo "ok $i" || echo "lost $i"; sleep 0.3; done'], env, 200_000);
+    cleanup.add(() => {
+      client.kill('SIGTERM');
+      return client.catch(() => undefined);
+    });
+    let out = '';
+    client.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    await waitFor(() => out.includes('ok '), 'the container to use the agent', 60_000, 200);
+    const [before] = await listSessions(env);
+    expect((await cli(['restart'], env)).exitCode).toBe(0);
+    await waitFor(async () => (await listSessions(env)).some((session) => session.id !== before?.id), 'the client to renew its lease', 30_000, 200);
+    const log = () => readdirSync(sandbox.env.SANDBOXD_LOG_DIR).map((name) => readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, name), 'utf8')).join('\n');
+    await waitFor(() => log().includes('a renewed session took its socket over'), 'the renewal to take the relay over', 10_000, 100);
+    const seen = out.length;
+    await waitFor(() => out.slice(seen).includes('ok '), 'the container to use the agent again', 30_000, 200);
+    // The relay kept serving while no daemon ran: nothing was lost.
+    expect(out).not.toContain('lost');
+    expect(await listTunnels(env)).toEqual([expect.objectContaining({ kind: 'container-relay', endpoints: 1 })]);
+    expect(shellAgent.fingerprint).not.toBe('');
+  }, 180_000);
+
+  it('kill -9 of the daemon: the next daemon\'s start-up removes its relay containers, hub and volumes, and never another owner\'s', async () => {
     const { sandbox, env, plan } = await setup('agent');
+    // The engine is this file's: other tests' helpers may be on it, under their own owner labels.
+    const volumesNow = async (): Promise<string[]> => (await dockerd.docker(['volume', 'ls', '--quiet', '--filter', 'name=^sandboxd-'])).stdout.split('\n').filter((name) => name !== '');
+    const before = new Set([...(await helpers('hub')), ...(await helpers('relay')), ...(await volumesNow())]);
     await plan(planAs1000);
-    const name = await relayName(env);
+    const hubs = (await helpers('hub')).filter((name) => !before.has(name));
+    expect(hubs).toHaveLength(1);
     // Helpers labelled by another sandboxd (another user or state dir) on the same engine.
     const other = ['--label', 'sandboxd.owner=0123456789abcdef', '--label', 'sandboxd.helper=relay'];
     expect((await dockerd.docker(['volume', 'create', ...other, 'sandboxd-relay-other'])).exitCode).toBe(0);
@@ -365,14 +398,14 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
     const daemon = daemonPid(sandbox.env) ?? 0;
     process.kill(daemon, 'SIGKILL');
     await waitFor(() => !pidAlive(daemon), 'the daemon to die');
-    expect((await dockerd.docker(['inspect', '--format', '{{.State.Running}}', name])).stdout).toBe('true');
+    expect((await dockerd.docker(['inspect', '--format', '{{.State.Running}}', hubs[0] ?? ''])).stdout).toBe('true');
 
     expect((await cli(['start'], env)).exitCode).toBe(0);
     await waitFor(async () => {
-      const containers = await dockerd.docker(['ps', '--all', '--quiet', '--filter', `name=^${name}$`]);
-      const volumes = await dockerd.docker(['volume', 'ls', '--quiet', '--filter', `name=^${name}$`]);
-      return containers.stdout === '' && volumes.stdout === '';
-    }, 'the relay container and volume to be removed', 60_000, 200);
+      const left = [...(await helpers('hub')), ...(await helpers('relay'))].filter((name) => name !== 'sandboxd-relay-other' && !before.has(name));
+      const volumes = (await volumesNow()).filter((name) => name !== 'sandboxd-relay-other' && !before.has(name));
+      return left.length === 0 && volumes.length === 0;
+    }, 'the relay containers, hub and volumes to be removed', 60_000, 200);
     expect((await dockerd.docker(['inspect', '--format', '{{.State.Running}}', 'sandboxd-relay-other'])).stdout).toBe('true');
     expect((await dockerd.docker(['volume', 'inspect', '--format', '{{.Name}}', 'sandboxd-relay-other'])).stdout).toBe('sandboxd-relay-other');
   }, 180_000);

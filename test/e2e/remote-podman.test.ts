@@ -59,7 +59,7 @@ describe.skipIf(labMissing)('remote Podman over an ssh connection (podman system
     const session = await acquireSession({ engine: 'podman', connection: 'vm', env, heartbeat: false });
     cleanup.add(() => session.release());
     const vmDir = session.plan.mounts.find((mount) => mount.purpose === 'ssh agent')?.source ?? '';
-    expect(vmDir).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{16}\/[0-9a-f]{32}$/);
+    expect(vmDir).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{16}\/[0-9a-f]{32}\/[0-9a-f]{16}$/);
     // The "VM" is this host: every process's argv is in /proc.
     const leaks = readdirSync('/proc')
       .filter((entry) => /^\d+$/.test(entry))
@@ -70,7 +70,7 @@ describe.skipIf(labMissing)('remote Podman over an ssh connection (podman system
           return '';
         }
       })
-      .filter((line) => line.includes(path.basename(vmDir)));
+      .filter((line) => line.includes(path.dirname(path.dirname(vmDir))) || line.includes(path.basename(path.dirname(vmDir))) || line.includes(path.basename(vmDir)));
     expect(leaks).toEqual([]);
     const result = await cli(['run', '--quiet', '--engine', 'podman', '--connection', 'vm', '--', '--rm', '--network', 'none', '--user', '1000:1000', image, 'ssh-add', '-l'], env, 90_000);
     expect(result.stdout).toContain(agent.fingerprint);

@@ -176,7 +176,7 @@ describe('sandboxd install / uninstall on Linux (systemd user units)', () => {
       error: {
         code: 'DAEMON_ALREADY_RUNNING',
         message: 'a daemon with 1 open session is running; installing would stop it',
-        remedy: 'Run `sandboxd install` again once they end, or `sandboxd stop` first (their containers lose the agent).',
+        remedy: 'Run `sandboxd install` again once they end, or `sandboxd stop` first (their containers\' agent stops answering until the service\'s daemon runs).',
       },
     });
   });

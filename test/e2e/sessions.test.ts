@@ -199,7 +199,7 @@ describe('sessions (real daemon on a real Unix socket)', () => {
     expect(off.session.ssh).toEqual({ status: 'skipped', reason: 'ssh-agent is off for this session' });
   });
 
-  it('serves the client\'s own agent through one shared relay: 0711 dir, 0666 socket, key listed', async () => {
+  it('serves the client\'s own agent through one relay, a socket of its own per session: 0711 dir, 0666 socket, key listed', async () => {
     const sandbox = makeSandbox(cleanup);
     const { env } = await daemonIn(sandbox);
     const agent = await startAgent(sandbox.dir, cleanup);
@@ -225,7 +225,8 @@ describe('sessions (real daemon on a real Unix socket)', () => {
 
     const tunnels = await listTunnels(env);
     expect(tunnels).toHaveLength(1);
-    expect(tunnels[0]).toMatchObject({ kind: 'relay', refs: 2, state: 'ready', hostAgentSocket: agent.socket });
+    expect(tunnels[0]).toMatchObject({ kind: 'relay', refs: 2, endpoints: 2, state: 'ready', hostAgentSocket: agent.socket });
+    expect(b.plan.mounts.find((m) => m.purpose === 'ssh agent')?.source).not.toBe(dir);
     await a.release();
     await b.release();
     expect((await listTunnels(env))[0]).toMatchObject({ refs: 0, state: 'draining' });
@@ -247,7 +248,7 @@ describe('sessions (real daemon on a real Unix socket)', () => {
     const session = await acquireSession({ engine: 'podman', sshAgent: 'off', env, label: 'llxprt' });
     cleanup.add(() => session.release());
     const table = (await cli(['sessions', 'ls'], env)).stdout.split('\n');
-    expect(table[0]).toMatch(/^ID\s+ENGINE\s+LABEL\s+PID\s+AGE\s+SSH\s+CONTAINER$/);
+    expect(table[0]).toMatch(/^ID\s+ENGINE\s+LABEL\s+PID\s+AGE\s+SSH\s+REFUSED\s+CONTAINER$/);
     expect(table[1]).toContain(session.id);
     expect(table[1]).toMatch(/not started$/);
     expect(table[1]).toContain('llxprt');

@@ -51,15 +51,20 @@ async function tunnelLab(service = false, vmTmpOf?: number): Promise<Lab> {
   return { sandbox, sshd, env, agent, image };
 }
 
-/** The tunnel's ssh names no VM dir (its script is on stdin); it binds beside the dir's root. */
-function sshPidsFor(vmDir: string): number[] {
-  const out = spawnSync('pgrep', ['-f', `ssh .*-R ${path.dirname(vmDir)}\\.[0-9a-f]+\\.sock:`], { encoding: 'utf8' }).stdout;
+/** The tunnel's ssh names no VM path (its script is on stdin, its forwards go over its control socket in the runtime dir). */
+function sshPidsFor(env: NodeJS.ProcessEnv): number[] {
+  const out = spawnSync('pgrep', ['-f', `^ssh .*ControlPath=${env.SANDBOXD_RUNTIME_DIR ?? ''}/t/`], { encoding: 'utf8' }).stdout;
   return out.split('\n').filter((line) => line !== '').map(Number);
 }
 
-/** The VM directory a session's plan mounts for the agent. */
+/** The VM directory a session's plan mounts for the agent: its own, in the tunnel's dir, under the root. */
 function agentDirOf(session: { plan: { mounts: { purpose: string; source: string }[] } }): string {
   return session.plan.mounts.find((m) => m.purpose === 'ssh agent')?.source ?? '';
+}
+
+/** The tunnel root in the VM above a session's directory. */
+function rootOf(session: { plan: { mounts: { purpose: string; source: string }[] } }): string {
+  return path.dirname(path.dirname(agentDirOf(session)));
 }
 
 async function agentLists(socket: string): Promise<string> {
@@ -67,21 +72,30 @@ async function agentLists(socket: string): Promise<string> {
 }
 
 describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podman)', () => {
-  it('forwards the agent: the VM-side socket answers ssh-add -l, in a 0711 dir under a 0700 root, as a 0666 socket', async () => {
+  it('forwards the agent: the session\'s own VM socket answers ssh-add -l, 0666 in its own 0711 dir, in a 0711 tunnel dir under a 0700 root', async () => {
     const { env, agent } = await tunnelLab();
     const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
     cleanup.add(() => session.release());
     expect(session.info.ssh).toMatchObject({ status: 'forwarded', bridge: 'tunnel', socket: '/run/sandboxd/ssh/agent.sock', hostAgentSocket: agent.socket });
     const mount = session.plan.mounts.find((m) => m.purpose === 'ssh agent');
-    expect(mount?.source).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{16}\/[0-9a-f]{32}$/);
+    expect(mount?.source).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{16}\/[0-9a-f]{32}\/[0-9a-f]{16}$/);
     expect(mount).not.toHaveProperty('relabel');
     const vmDir = mount?.source ?? '';
-    expect(statSync(path.dirname(vmDir)).mode & 0o777).toBe(0o700);
+    expect(statSync(rootOf(session)).mode & 0o777).toBe(0o700);
+    expect(statSync(path.dirname(vmDir)).mode & 0o777).toBe(0o711);
     expect(statSync(vmDir).mode & 0o777).toBe(0o711);
     expect(statSync(path.join(vmDir, 'agent.sock')).mode & 0o777).toBe(0o666);
     expect(await agentLists(path.join(vmDir, 'agent.sock'))).toContain(agent.fingerprint);
+    const other = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    cleanup.add(() => other.release());
+    expect(path.dirname(agentDirOf(other))).toBe(path.dirname(vmDir));
+    expect(agentDirOf(other)).not.toBe(vmDir);
     const [tunnel] = await listTunnels(env);
-    expect(tunnel).toMatchObject({ kind: 'tunnel', connection: 'lab', state: 'ready', refs: 1, restarts: 0, socketPath: `${vmDir}/agent.sock` });
+    expect(tunnel).toMatchObject({ kind: 'tunnel', connection: 'lab', state: 'ready', refs: 2, endpoints: 2, restarts: 0, socketPath: `${path.dirname(vmDir)}/*/agent.sock` });
+    // Released, its socket no longer answers and its directory goes.
+    await session.release();
+    await waitFor(() => !existsSync(vmDir), 'the released session\'s directory to go', 10_000, 100);
+    expect(await agentLists(path.join(agentDirOf(other), 'agent.sock'))).toContain(agent.fingerprint);
   });
 
   it.each([
@@ -98,6 +112,45 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     expect(result.exitCode).toBe(0);
   });
 
+  it('no process, host or VM, names a VM path on its argv while sessions come and go: the script is on stdin, the forwards go over the control socket', async () => {
+    const { env, sandbox } = await tunnelLab();
+    // The lab's "VM" is this host: every process of both is in /proc. Sampled as fast as it reads.
+    const seen = new Set<string>();
+    const state = { sampling: true };
+    const sampler = (async () => {
+      while (state.sampling) {
+        for (const entry of readdirSync('/proc')) {
+          if (!/^\d+$/.test(entry)) continue;
+          try {
+            const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ');
+            // Tunnel roots are /tmp/sandboxd-<16 hex>; everything in the VM sandboxd names is below one.
+            if (/\/tmp\/sandboxd-[0-9a-f]{16}/.test(argv)) seen.add(argv);
+          } catch {
+            // gone meanwhile
+          }
+        }
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    })();
+    const dirs: string[] = [];
+    try {
+      for (let run = 0; run < 10; run += 1) {
+        const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
+        dirs.push(agentDirOf(session));
+        await session.release();
+      }
+      await cli(['stop'], env);
+    } finally {
+      state.sampling = false;
+      await sampler;
+    }
+    expect(new Set(dirs).size).toBe(10);
+    // Other users of this machine run their own tunnels: only this daemon's root counts.
+    const [root] = tunnelRootsOf(sandbox.env.SANDBOXD_STATE_DIR);
+    expect(root).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{16}$/);
+    expect([...seen].filter((argv) => argv.includes(root ?? ''))).toEqual([]);
+  });
+
   it('20 concurrent sessions on one machine and agent share exactly one ssh process', async () => {
     const { env, sandbox } = await tunnelLab();
     await cli(['start'], env);
@@ -107,37 +160,14 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     expect(bridgeIds.size).toBe(1);
     const tunnels = await listTunnels(env);
     expect(tunnels).toHaveLength(1);
-    expect(tunnels[0]?.refs).toBe(20);
-    const vmDir = path.dirname(tunnels[0]?.socketPath ?? '');
-    expect(sshPidsFor(vmDir)).toEqual([tunnels[0]?.pid]);
+    expect(tunnels[0]).toMatchObject({ refs: 20, endpoints: 20 });
+    // Each its own socket, in its own directory.
+    expect(new Set(sessions.map((s) => agentDirOf(s))).size).toBe(20);
+    expect(sshPidsFor(env)).toEqual([tunnels[0]?.pid]);
     expect(daemonPid(sandbox.env)).not.toBeNull();
   });
 
-  it('a stale socket file at the VM path does not break acquire', async () => {
-    const { env, agent } = await tunnelLab();
-    const first = await acquireSession({ engine: 'podman', env, heartbeat: false });
-    const vmDir = first.plan.mounts.find((m) => m.purpose === 'ssh agent')?.source ?? '';
-    await first.release();
-    expect((await cli(['stop'], env)).exitCode).toBe(0);
-    await waitFor(() => !existsSync(path.join(vmDir, 'agent.sock')), 'the VM socket to be removed on stop');
-
-    // Plant what a crashed tunnel leaves: dead sockets at agent.sock and at a generation name.
-    mkdirSync(vmDir, { recursive: true, mode: 0o711 });
-    for (const name of ['agent.sock', 'a-1-deadbeef.sock']) {
-      // A process that exits while listening leaves its socket file behind, as a crash does.
-      const script = `require('net').createServer().listen(${JSON.stringify(path.join(vmDir, name))}, () => process.exit(0))`;
-      await execa(process.execPath, ['-e', script]);
-    }
-    expect(readdirSync(vmDir).sort()).toEqual(['a-1-deadbeef.sock', 'agent.sock']);
-
-    const second = await acquireSession({ engine: 'podman', env, heartbeat: false });
-    cleanup.add(() => second.release());
-    expect(await agentLists(path.join(vmDir, 'agent.sock'))).toContain(agent.fingerprint);
-    expect(readdirSync(vmDir).filter((name) => name.startsWith('a-'))).toHaveLength(1);
-    expect(readdirSync(vmDir)).not.toContain('a-1-deadbeef.sock');
-  });
-
-  it('heals a killed ssh; a container started before the kill still reaches the agent after it', async () => {
+  it('heals a killed ssh (its sshd leaves the session\'s socket file, which is bound again); a container started before the kill still reaches the agent after it', async () => {
     const { env, agent, image } = await tunnelLab(true);
     const holder = await acquireSession({ engine: 'podman', env });
     cleanup.add(() => holder.release());
@@ -214,35 +244,31 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     });
   });
 
-  it('kill -9 of the daemon leaves no orphaned ssh and no stale VM socket, and acquire works after', async () => {
+  it('kill -9 of the daemon leaves no orphaned ssh, and acquire works after', async () => {
     const { env, sandbox, agent } = await tunnelLab();
-    const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
-    const [tunnel] = await listTunnels(env);
-    const vmDir = path.dirname(tunnel?.socketPath ?? '');
+    await acquireSession({ engine: 'podman', env, heartbeat: false });
     const daemon = daemonPid(sandbox.env) ?? 0;
     process.kill(daemon, 'SIGKILL');
     await waitFor(() => !pidAlive(daemon), 'the daemon to die');
-    await waitFor(() => sshPidsFor(vmDir).length === 0, 'no orphaned ssh', 10_000);
-    await waitFor(() => !existsSync(path.join(vmDir, 'agent.sock')), 'no stale VM socket', 10_000);
-    await session.release().catch(() => undefined);
+    await waitFor(() => sshPidsFor(env).length === 0, 'no orphaned ssh', 10_000);
 
     const next = await acquireSession({ engine: 'podman', env, heartbeat: false });
     cleanup.add(() => next.release());
-    expect(await agentLists(path.join(vmDir, 'agent.sock'))).toContain(agent.fingerprint);
-    expect(sshPidsFor(vmDir)).toHaveLength(1);
+    expect(await agentLists(path.join(agentDirOf(next), 'agent.sock'))).toContain(agent.fingerprint);
+    expect(sshPidsFor(env)).toHaveLength(1);
   });
 
   it('halts an idle tunnel after the grace period and removes its VM socket', async () => {
     const { env } = await tunnelLab();
     const idleEnv = { ...env, SANDBOXD_TUNNEL_IDLE: '1' };
     const session = await acquireSession({ engine: 'podman', env: idleEnv, heartbeat: false });
-    const [tunnel] = await listTunnels(idleEnv);
-    const vmDir = path.dirname(tunnel?.socketPath ?? '');
+    const vmDir = path.dirname(agentDirOf(session));
+    expect(existsSync(vmDir)).toBe(true);
     await session.release();
     expect((await listTunnels(idleEnv))[0]?.state).toBe('draining');
     await waitFor(async () => (await listTunnels(idleEnv)).length === 0, 'the idle tunnel to stop', 10_000, 200);
     await waitFor(() => !existsSync(vmDir), 'the VM dir to be removed', 5_000);
-    expect(sshPidsFor(vmDir)).toEqual([]);
+    expect(sshPidsFor(env)).toEqual([]);
   });
 
   it("a machine's `<name>-root` (root) and `<name>` (another user) connections on one port each get a VM root they own", async () => {
@@ -259,19 +285,18 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
       { name: 'lab-root', uri: `ssh://root@127.0.0.1:${sshd.port}/run/podman/podman.sock`, identity: sshd.clientKey },
     ], 'lab');
     const twoEnv = { ...env, CONTAINERS_CONF: conf };
-    const dirOf = (session: { plan: { mounts: { purpose: string; source: string }[] } }): string => session.plan.mounts.find((m) => m.purpose === 'ssh agent')?.source ?? '';
     // Root first: a root-owned directory shared with the other user is what used to fail.
     const asRoot = await acquireSession({ engine: 'podman', env: twoEnv, connection: 'lab-root', heartbeat: false });
     cleanup.add(() => asRoot.release());
     const asUser = await acquireSession({ engine: 'podman', env: twoEnv, connection: 'lab', heartbeat: false });
     cleanup.add(() => asUser.release());
-    expect(path.dirname(dirOf(asUser))).not.toBe(path.dirname(dirOf(asRoot)));
-    expect(statSync(path.dirname(dirOf(asUser))).uid).toBe(uid);
-    expect(statSync(path.dirname(dirOf(asRoot))).uid).toBe(0);
-    for (const session of [asRoot, asUser]) expect(await agentLists(path.join(dirOf(session), 'agent.sock'))).toContain(agent.fingerprint);
+    expect(rootOf(asUser)).not.toBe(rootOf(asRoot));
+    expect(statSync(rootOf(asUser)).uid).toBe(uid);
+    expect(statSync(rootOf(asRoot)).uid).toBe(0);
+    for (const session of [asRoot, asUser]) expect(await agentLists(path.join(agentDirOf(session), 'agent.sock'))).toContain(agent.fingerprint);
   });
 
-  it('`tunnels restart ID` makes a new generation; `sandboxd stop` ends the tunnel and its VM socket', async () => {
+  it('`tunnels restart ID` makes a new generation that forwards the session\'s socket again; `sandboxd stop` ends the tunnel and keeps the directory', async () => {
     const { env, agent } = await tunnelLab();
     const session = await acquireSession({ engine: 'podman', env });
     cleanup.add(() => session.release());
@@ -280,13 +305,14 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     const after = JSON.parse(restarted.stdout) as { pid: number; restarts: number; state: string };
     expect(after).toMatchObject({ state: 'ready', restarts: 1 });
     expect(after.pid).not.toBe(before?.pid);
-    const vmDir = path.dirname(before?.socketPath ?? '');
-    expect(await agentLists(path.join(vmDir, 'agent.sock'))).toContain(agent.fingerprint);
-    await waitFor(() => readdirSync(vmDir).filter((n) => n.startsWith('a-')).length === 1, 'the old generation to go');
+    const socket = path.join(agentDirOf(session), 'agent.sock');
+    expect(await agentLists(socket)).toContain(agent.fingerprint);
 
     expect((await cli(['stop'], env)).exitCode).toBe(0);
-    expect(sshPidsFor(vmDir)).toEqual([]);
-    await waitFor(() => !existsSync(path.join(vmDir, 'agent.sock')), 'the VM socket to be removed');
+    expect(sshPidsFor(env)).toEqual([]);
+    // The directory a container mounts stays, for the next daemon; nothing answers there meanwhile.
+    expect(existsSync(agentDirOf(session))).toBe(true);
+    expect(await agentLists(socket)).toBe('');
   });
 
   /**
@@ -300,7 +326,7 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     cleanup.add(() => execa('userdel', ['--force', user], { reject: false }));
     const uid = Number((await execa('id', ['-u', user])).stdout);
     const session = await acquireSession({ engine: 'podman', env: lab.env, heartbeat: false });
-    const root = path.dirname(agentDirOf(session));
+    const root = rootOf(session);
     await session.release();
     expect((await cli(['stop'], lab.env)).exitCode).toBe(0);
     removeTunnelRoot(root);
@@ -317,7 +343,7 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     await asOther(['mkdir', '-m', '755', root]);
     const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
     cleanup.add(() => session.release());
-    const moved = path.dirname(agentDirOf(session));
+    const moved = rootOf(session);
     expect(moved).toMatch(/^\/tmp\/sandboxd-[0-9a-f]{16}$/);
     expect(moved).not.toBe(root);
     expect(tunnelRootsOf(sandbox.env.SANDBOXD_STATE_DIR)).toEqual([moved]);
@@ -337,7 +363,7 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     await asOther(['ln', '-s', victim, root]);
     const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
     cleanup.add(() => session.release());
-    expect(path.dirname(agentDirOf(session))).not.toBe(root);
+    expect(rootOf(session)).not.toBe(root);
     expect(lstatSync(root).isSymbolicLink()).toBe(true);
     expect(statSync(victim).mode & 0o777).toBe(0o755);
     expect(readdirSync(victim)).toEqual([]);

@@ -1,16 +1,14 @@
-import { mkdtempSync, renameSync, rmSync, unlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, renameSync, rmSync, statSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { AgentRelay } from '../../daemon/bridges/agent-relay.js';
+import { SESSION_MAX_OPEN, SESSION_RATE_PER_SECOND, UPSTREAM_MAX_OPEN, UpstreamGate } from '../../daemon/bridges/bounds.js';
 import { createLogger } from '../../daemon/os/logger.js';
 import { Cleanup } from '../helpers.js';
 
 const cleanup = new Cleanup();
-afterEach(async () => {
-  vi.restoreAllMocks();
-  await cleanup.run();
-});
+afterEach(() => cleanup.run());
 
 async function listen(socket: string, onClient: (client: net.Socket) => void): Promise<net.Server> {
   const server = net.createServer(onClient);
@@ -19,106 +17,142 @@ async function listen(socket: string, onClient: (client: net.Socket) => void): P
   return server;
 }
 
-/** One round trip through `socket`: what the far end answered to "ping". */
-function ask(socket: string): Promise<string> {
+/**
+ * One connection through `socket`: "served" once the far end answered a ping (the connection is
+ * then kept open until the test ends), "refused" when it was closed without an answer.
+ */
+function connect(socket: string): Promise<{ outcome: 'served' | 'refused'; client: net.Socket; answer: string }> {
   return new Promise((resolve) => {
     const client = net.connect(socket, () => {
       client.write('ping');
     });
-    let answer = '';
-    client.on('data', (chunk: Buffer) => {
-      answer += chunk.toString();
-      client.end();
+    cleanup.add(() => client.destroy());
+    client.once('data', (chunk: Buffer) => {
+      resolve({ outcome: 'served', client, answer: chunk.toString() });
     });
     client.on('close', () => {
-      resolve(answer);
+      resolve({ outcome: 'refused', client, answer: '' });
     });
-    client.on('error', () => {
-      resolve('refused');
-    });
+    client.on('error', () => undefined);
   });
 }
 
-/** A relay in a temp dir, not started, in front of an upstream that stands in for the agent (it answers "agent"). */
-async function unstarted() {
+/** A started relay in a temp dir, in front of an upstream standing in for the agent: it answers "agent" and keeps each connection. */
+async function relay() {
   const dir = mkdtempSync('/tmp/sbx-relay-');
   cleanup.add(() => {
     rmSync(dir, { recursive: true, force: true });
   });
   const upstream = path.join(dir, 'upstream.sock');
-  await listen(upstream, (client) => client.once('data', () => client.end('agent')));
-  const bridge = new AgentRelay({ id: 'relay_t', agentSocket: upstream, dir: path.join(dir, 'served'), logger: createLogger({ kind: 'silent' }) });
+  const held: net.Socket[] = [];
+  await listen(upstream, (client) => {
+    held.push(client);
+    client.on('data', () => client.write('agent'));
+    client.on('error', () => undefined);
+  });
+  cleanup.add(() => {
+    for (const client of held) client.destroy();
+  });
+  let now = 0;
+  const bridge = new AgentRelay({ id: 'relay_t', agentSocket: upstream, agentsDir: path.join(dir, 'agents'), gate: new UpstreamGate(), monotonic: () => now, logger: createLogger({ kind: 'silent' }) });
   cleanup.add(() => bridge.halt());
-  return bridge;
-}
-
-/** A real relay, started and ready. */
-async function relay() {
-  const bridge = await unstarted();
   bridge.start();
   await bridge.whenReady();
-  return { bridge, socket: bridge.socketPath };
+  return { bridge, held, advance: (ms: number) => (now += ms) };
 }
 
-describe('AgentRelay: a socket that is not the one it bound is noticed and re-created (real Unix sockets)', () => {
-  it('finds an impostor at agent.sock, re-creates the relay and keeps what it found as lastError', async () => {
-    const { bridge, socket } = await relay();
-    expect(await ask(socket)).toBe('agent');
+describe('AgentRelay: each session has its own socket, bounded, closed when the session ends (real Unix sockets)', () => {
+  it('gives each session its own 0666 socket in its own 0711 directory, both piped to the agent', async () => {
+    const { bridge } = await relay();
+    const one = await bridge.open();
+    const two = await bridge.open();
+    expect(one.dir).not.toBe(two.dir);
+    expect(path.dirname(one.dir)).toBe(path.dirname(two.dir));
+    expect(statSync(one.dir).mode & 0o777).toBe(0o711);
+    expect(statSync(one.endpoint.socketPath).mode & 0o777).toBe(0o666);
+    expect((await connect(one.endpoint.socketPath)).answer).toBe('agent');
+    expect((await connect(two.endpoint.socketPath)).answer).toBe('agent');
+    expect(bridge.describe(2)).toMatchObject({ endpoints: 2, open: 2, refused: 0 });
+  });
+
+  it(`a session holding ${String(SESSION_MAX_OPEN)} connections is refused more at once on its own socket only, and counted`, async () => {
+    const { bridge } = await relay();
+    const greedy = await bridge.open();
+    const other = await bridge.open();
+    const outcomes = [];
+    for (let i = 0; i < SESSION_MAX_OPEN + 5; i += 1) outcomes.push((await connect(greedy.endpoint.socketPath)).outcome);
+    expect(outcomes.filter((outcome) => outcome === 'served')).toHaveLength(SESSION_MAX_OPEN);
+    expect(outcomes.slice(SESSION_MAX_OPEN)).toEqual(Array(5).fill('refused'));
+    expect(greedy.endpoint.refused).toBe(5);
+    expect((await connect(other.endpoint.socketPath)).outcome).toBe('served');
+    expect(other.endpoint.refused).toBe(0);
+    expect(bridge.describe(2)).toMatchObject({ open: SESSION_MAX_OPEN + 1, refused: 5 });
+  });
+
+  it(`accepts ${String(SESSION_RATE_PER_SECOND)} new connections a second per session, then refuses until time passes`, async () => {
+    const { bridge, advance } = await relay();
+    const session = await bridge.open();
+    for (let i = 0; i < SESSION_RATE_PER_SECOND; i += 1) {
+      const { outcome, client } = await connect(session.endpoint.socketPath);
+      expect(outcome).toBe('served');
+      client.destroy();
+      // The served count drops once the relay sees the close.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect((await connect(session.endpoint.socketPath)).outcome).toBe('refused');
+    advance(1000 / SESSION_RATE_PER_SECOND);
+    expect((await connect(session.endpoint.socketPath)).outcome).toBe('served');
+  });
+
+  it(`holds at most ${String(UPSTREAM_MAX_OPEN)} connections to the agent across every session`, async () => {
+    const { bridge, held } = await relay();
+    const sessions = await Promise.all(Array.from({ length: Math.ceil(UPSTREAM_MAX_OPEN / SESSION_MAX_OPEN) + 1 }, () => bridge.open()));
+    const outcomes = [];
+    for (const session of sessions) for (let i = 0; i < SESSION_MAX_OPEN; i += 1) outcomes.push((await connect(session.endpoint.socketPath)).outcome);
+    expect(outcomes.filter((outcome) => outcome === 'served')).toHaveLength(UPSTREAM_MAX_OPEN);
+    expect(held).toHaveLength(UPSTREAM_MAX_OPEN);
+    expect(sessions.at(-1)?.endpoint.refused).toBe(SESSION_MAX_OPEN);
+  });
+
+  it('closing a session\'s socket ends its connections and removes its directory; kept, the directory stays for the next daemon', async () => {
+    const { bridge } = await relay();
+    const ended = await bridge.open();
+    const kept = await bridge.open();
+    const open = await connect(ended.endpoint.socketPath);
+    const closed = new Promise((resolve) => open.client.once('close', resolve));
+    await bridge.close(ended, false);
+    await closed;
+    expect(existsSync(ended.dir)).toBe(false);
+    await bridge.close(kept, true);
+    expect(existsSync(kept.dir)).toBe(true);
+    expect(existsSync(kept.endpoint.socketPath)).toBe(false);
+    // The next daemon binds the same path in the same directory: a container's mount names its inode.
+    const inode = statSync(kept.dir).ino;
+    const again = await bridge.open(path.basename(kept.dir));
+    expect(statSync(again.dir).ino).toBe(inode);
+    expect((await connect(again.endpoint.socketPath)).answer).toBe('agent');
+  });
+
+  it('finds a session socket that is not the one it bound, re-creates it and keeps what it found as lastError', async () => {
+    const { bridge } = await relay();
+    const session = await bridge.open();
+    const socket = session.endpoint.socketPath;
     renameSync(socket, `${socket}.moved`);
     await listen(socket, (client) => client.once('data', () => client.end('impostor')));
-    expect(await ask(socket)).toBe('impostor');
+    expect((await connect(socket)).answer).toBe('impostor');
 
     await Promise.all([bridge.check(), bridge.check()]);
-    expect(bridge.describe(1)).toMatchObject({ state: 'ready', restarts: 1, lastError: expect.stringMatching(/agent\.sock is not the socket it bound \(inode \d+ is there, not \d+\); re-created it$/) as string });
-    expect(await ask(socket)).toBe('agent');
-    // Nothing changed since: the next look costs an lstat and restarts nothing.
+    expect(bridge.describe(1)).toMatchObject({ state: 'ready', restarts: 1, lastError: expect.stringMatching(/agent\.sock is not the socket it bound; re-created it$/) as string });
+    expect((await connect(socket)).answer).toBe('agent');
     await bridge.check();
     expect(bridge.describe(1).restarts).toBe(1);
   });
 
-  it('a removed socket is re-created at the next acquire (whenReady)', async () => {
-    const { bridge, socket } = await relay();
-    unlinkSync(socket);
-    expect(await ask(socket)).toBe('refused');
-    await bridge.whenReady();
-    expect(bridge.describe(1)).toMatchObject({ restarts: 1, lastError: expect.stringContaining('(nothing is there)') as string });
-    expect(await ask(socket)).toBe('agent');
-  });
-});
-
-describe('AgentRelay: a listen that a restart or halt overtook closes the server it made (real Unix sockets)', () => {
-  /** Every server the relay creates; `during` runs as the first is created, before it listens. */
-  function servers(during: () => Promise<void>): { made: net.Server[]; overtaking: () => Promise<void> } {
-    const create = net.createServer.bind(net);
-    const made: net.Server[] = [];
-    let overtaking: Promise<void> = Promise.resolve();
-    vi.spyOn(net, 'createServer').mockImplementation(((listener?: (socket: net.Socket) => void) => {
-      const server = create(listener);
-      made.push(server);
-      if (made.length === 1) overtaking = during();
-      return server;
-    }) as typeof net.createServer);
-    return { made, overtaking: () => overtaking };
-  }
-
-  it('a restart: only the newer server listens, at agent.sock', async () => {
-    const bridge = await unstarted();
-    const { made, overtaking } = servers(() => bridge.restart());
-    bridge.start();
-    await bridge.whenReady().catch(() => undefined);
-    await overtaking();
+  it('a restart binds every session socket again at the same path', async () => {
+    const { bridge } = await relay();
+    const session = await bridge.open();
+    await bridge.restart();
     expect(bridge.describe(1)).toMatchObject({ state: 'ready', restarts: 1 });
-    expect(made.map((server) => server.listening)).toEqual([false, true]);
-    expect(await ask(bridge.socketPath)).toBe('agent');
-  });
-
-  it('a halt: no server listens once the halt is done', async () => {
-    const bridge = await unstarted();
-    const { made, overtaking } = servers(() => bridge.halt());
-    bridge.start();
-    await bridge.whenReady().catch(() => undefined);
-    await overtaking();
-    expect(bridge.describe(0).state).toBe('stopped');
-    expect(made.map((server) => server.listening)).toEqual([false]);
+    expect((await connect(session.endpoint.socketPath)).answer).toBe('agent');
   });
 });

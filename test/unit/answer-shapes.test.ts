@@ -22,6 +22,7 @@ const session = {
   lastHeartbeatAt: '2026-08-20T10:11:13Z',
   ssh: { status: 'forwarded', bridge: 'mount', socket: '/run/sandboxd/ssh/agent.sock', hostAgentSocket: '/tmp/agent.sock', bridgeId: 'relay_0123' },
   container: { id: null, cidfile: '/run/user/1000/sandboxd/containers/ses_ABCdef123456.cid' },
+  refused: 0,
 };
 
 /** Answers as a daemon gives them: every field, every branch of every union, both sides of every nullable. */

@@ -101,6 +101,7 @@ describe('the acquire answer, assembled from its facts', () => {
       lastHeartbeatAt: '2026-01-02T03:04:05.000Z',
       ssh: SSH.ssh,
       container: { id: null, cidfile: '/state/ses_test0001.cid' },
+      refused: 0,
     });
     expect(answer.plan.globalArgs).toEqual(['--connection', 'vm']);
     expect(answer).toMatchObject({ leaseTtlMs: 30_000, heartbeatIntervalMs: 10_000, sockets: [] });

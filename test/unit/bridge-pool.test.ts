@@ -41,7 +41,7 @@ class FakeBridge implements Bridge {
     return Promise.resolve();
   }
   describe(refs: number): BridgeInfo {
-    return { id: this.id, kind: 'relay', connection: null, hostAgentSocket: '/a', socketPath: '/s', state: 'ready', refs, pid: null, restarts: this.restarts, createdAt: new Date(0).toISOString(), lastError: null };
+    return { id: this.id, kind: 'relay', connection: null, hostAgentSocket: '/a', socketPath: '/s', state: 'ready', refs, endpoints: refs, open: 0, refused: 0, pid: null, restarts: this.restarts, createdAt: new Date(0).toISOString(), lastError: null };
   }
 }
 

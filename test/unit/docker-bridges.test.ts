@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { agentMismatchWarning } from '../../daemon/bridges/docker-bridges.js';
-import { relayRunArgs, sessionMountFlags, volumeCreateArgs } from '../../daemon/bridges/desktop-relay.js';
+import { relayVolumeArgs } from '../../daemon/bridges/relay-containers.js';
+import { sessionMountFlags, sessionRelayRunArgs } from '../../daemon/bridges/session-relays.js';
 import { ensureRelayImage, relayArch, singleFileTar } from '../../daemon/bridges/relay-image.js';
 import { listAgentKeys, parseIdentities } from '../../daemon/engines/agent-keys.js';
 import type { RunSubprocess } from '../../daemon/os/subprocess.js';
@@ -12,20 +13,20 @@ import { Cleanup, startAgent } from '../helpers.js';
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
 
-describe('the shared relay container (least privilege for non-root container users)', () => {
-  it('holds gid 0 itself, with no network, capabilities or writable root, bounded and labelled, and serves into a small tmpfs volume of the user', () => {
-    expect(volumeCreateArgs('v', 1000, 100, 'o')).toEqual([
+describe('relay containers (least privilege: only the hub holds gid 0, no session does)', () => {
+  it('a session\'s relay runs as its user with no group beyond its own, bounded per session, serving a 0600 socket in its own small tmpfs volume', () => {
+    expect(relayVolumeArgs('v', 'o', 1000, 100, '0700')).toEqual([
       'volume', 'create', '--driver', 'local', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', '--opt', 'o=uid=1000,gid=100,mode=0700,size=64k,nr_inodes=16',
       '--label', 'sandboxd.owner=o', '--label', 'sandboxd.helper=relay', 'v',
     ]);
-    const args = relayRunArgs({ name: 'r', upstream: '/run/host-services/ssh-auth.sock', uid: 1000, gid: 100, image: 'sandboxd-relay:abc', owner: 'o' });
+    const args = sessionRelayRunArgs({ name: 'r', hub: 'h', uid: 1000, gid: 100, image: 'sandboxd-relay:abc', owner: 'o' });
     expect(args.join(' ')).toBe(
       'run --detach --name r --label sandboxd.owner=o --label sandboxd.helper=relay --network none --cap-drop ALL --read-only --security-opt no-new-privileges ' +
-        '--pids-limit 144 --memory 64m --user 1000:100 --group-add 0 --pull never ' +
-        '--mount type=bind,source=/run/host-services/ssh-auth.sock,target=/upstream.sock --mount type=volume,source=r,target=/srv ' +
-        '--entrypoint /sandboxd-relay sandboxd-relay:abc serve /upstream.sock /srv/agent.sock 128',
+        '--pids-limit 16 --memory 16m --pull never --user 1000:100 ' +
+        '--mount type=volume,source=h,target=/hub,readonly --mount type=volume,source=r,target=/srv ' +
+        '--entrypoint /sandboxd-relay sandboxd-relay:abc serve /hub/agent.sock /srv/agent.sock 8 20 600',
     );
-    // The session mounts the volume only: no group, no VM socket.
+    // The session mounts its own volume only: no group, no VM socket, no hub.
     expect(sessionMountFlags('r', '/run/sandboxd/ssh')).toEqual(['--mount', 'type=volume,source=r,target=/run/sandboxd/ssh,readonly']);
   });
 

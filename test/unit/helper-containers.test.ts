@@ -1,7 +1,9 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { DesktopRelay, upstreamReason, type ContainerWatch } from '../../daemon/bridges/desktop-relay.js';
+import { DesktopRelay, type ContainerWatch } from '../../daemon/bridges/desktop-relay.js';
+import { parseRelayStatus, upstreamReason } from '../../daemon/bridges/relay-containers.js';
+import { SessionRelays } from '../../daemon/bridges/session-relays.js';
 import { HelperRecords, helperRecord } from '../../daemon/bridges/helper-records.js';
 import { removeLeftoverHelpers } from '../../daemon/bridges/leftover-helpers.js';
 import { createLogger } from '../../daemon/os/logger.js';
@@ -15,6 +17,7 @@ afterEach(async () => {
 });
 const logger = createLogger({ kind: 'silent' });
 const NAME = 'sandboxd-relay-0123456789abcdef';
+const HUB = 'sandboxd-hub-0123456789abcdef';
 const ok = (stdout = ''): SubprocessResult => ({ exitCode: 0, stdout, stderr: '' });
 
 function records(): { file: string; store: HelperRecords } {
@@ -45,8 +48,9 @@ describe('helper records (helpers.json in the state dir)', () => {
     const { file, store } = records();
     await store.add(helperRecord(NAME, '/usr/bin/docker', { DOCKER_HOST: 'unix:///d.sock', PATH: '/bin', SECRET: 'x' }));
     await store.add(helperRecord('sandboxd-relay-fedcba9876543210', '/usr/bin/docker', {}));
+    await store.add(helperRecord(HUB, '/usr/bin/docker', {}));
     await store.forget(['sandboxd-relay-fedcba9876543210']);
-    expect(await new HelperRecords(file, logger).load()).toEqual([{ name: NAME, docker: '/usr/bin/docker', env: { PATH: '/bin', DOCKER_HOST: 'unix:///d.sock' } }]);
+    expect(await new HelperRecords(file, logger).load()).toEqual([{ name: NAME, docker: '/usr/bin/docker', env: { PATH: '/bin', DOCKER_HOST: 'unix:///d.sock' } }, { name: HUB, docker: '/usr/bin/docker', env: {} }]);
   });
 
   it('a record not in sandboxd\'s shape is ignored, never acted on', async () => {
@@ -61,31 +65,95 @@ describe('the start-up sweep of helpers a killed daemon left', () => {
     const { file, store } = records();
     await store.add(helperRecord(NAME, '/usr/bin/docker', { DOCKER_HOST: 'unix:///a.sock' }));
     await store.add(helperRecord('sandboxd-relay-1111111111111111', '/usr/bin/docker', { DOCKER_HOST: 'unix:///b.sock' }));
-    const docker = fakeDocker((args) => (args[0] === 'ps' ? ok('c1\nc2') : args[0] === 'volume' && args[1] === 'ls' ? ok(NAME) : ok()));
-    await removeLeftoverHelpers({ run: docker.run, owner: 'own', records: store, logger });
+    const docker = fakeDocker((args) => (args[0] === 'ps' ? ok(`c1 ${NAME}\nc2 other`) : args[0] === 'volume' && args[1] === 'ls' ? ok(NAME) : ok()));
+    await removeLeftoverHelpers({ run: docker.run, owner: 'own', records: store, keep: [], logger });
     const filters = '--filter label=sandboxd.owner=own --filter label=sandboxd.helper';
-    const perEngine = [`ps --all --quiet --no-trunc ${filters}`, 'rm --force c1 c2', `volume ls --quiet ${filters}`, `volume rm ${NAME}`];
+    const perEngine = [`ps --all --no-trunc --format {{.ID}} {{.Names}} ${filters}`, 'rm --force c1 c2', `volume ls --quiet ${filters}`, `volume rm ${NAME}`];
     expect(docker.commands()).toEqual([...perEngine, ...perEngine]);
     expect(docker.calls.map((call) => call.env.DOCKER_HOST)).toEqual([...perEngine.map(() => 'unix:///a.sock'), ...perEngine.map(() => 'unix:///b.sock')]);
     expect(helpersIn(file)).toEqual([]);
+  });
+
+  it('leaves the relays and hub a live session\'s socket still needs (kept across a graceful stop), with their records', async () => {
+    const { store } = records();
+    await store.add(helperRecord(NAME, '/usr/bin/docker', {}));
+    await store.add(helperRecord(HUB, '/usr/bin/docker', {}));
+    const docker = fakeDocker((args) => (args[0] === 'ps' ? ok(`c1 ${NAME}\nc2 ${HUB}\nc3 sandboxd-relay-2222222222222222`) : args[1] === 'ls' ? ok(`${NAME}\n${HUB}\nsandboxd-relay-2222222222222222`) : ok()));
+    await removeLeftoverHelpers({ run: docker.run, owner: 'own', records: store, keep: [NAME, HUB], logger });
+    expect(docker.commands().filter((command) => /^(volume )?rm /.test(command))).toEqual(['rm --force c3', 'volume rm sandboxd-relay-2222222222222222']);
+    expect((await store.load()).map((record) => record.name)).toEqual([NAME, HUB]);
   });
 
   it('keeps the record while a volume is still mounted (the engine refuses) or the engine does not answer', async () => {
     const { file, store } = records();
     await store.add(helperRecord(NAME, '/usr/bin/docker', {}));
     const busy = fakeDocker((args) => (args[1] === 'ls' ? ok(NAME) : args[1] === 'rm' ? { exitCode: 1, stdout: '', stderr: 'volume is in use' } : ok()));
-    await removeLeftoverHelpers({ run: busy.run, owner: 'own', records: store, logger });
+    await removeLeftoverHelpers({ run: busy.run, owner: 'own', records: store, keep: [], logger });
     const down = fakeDocker(() => ({ exitCode: 1, stdout: '', stderr: 'Cannot connect to the Docker daemon' }));
-    await removeLeftoverHelpers({ run: down.run, owner: 'own', records: store, logger });
+    await removeLeftoverHelpers({ run: down.run, owner: 'own', records: store, keep: [], logger });
     expect(down.commands()).toHaveLength(1);
     expect(await new HelperRecords(file, logger).load()).toHaveLength(1);
   });
 });
 
-describe('DesktopRelay: a relay container that stops by itself, or is halted while it starts', () => {
-  function relay(answers?: (args: readonly string[]) => SubprocessResult, image = () => Promise.resolve('sandboxd-relay:abc'), sleep?: (ms: number) => Promise<void>) {
+describe('SessionRelays: a relay container of each session\'s own', () => {
+  function relays(answers: (args: readonly string[]) => SubprocessResult = (args) => (args[0] === 'logs' ? ok('sandboxd-relay ready') : ok())) {
     const { file, store } = records();
-    const docker = fakeDocker(answers ?? ((args) => (args[0] === 'logs' ? { exitCode: 0, stdout: 'sandboxd-relay ready', stderr: 'sandboxd-relay: /srv/agent.sock is not the socket it bound' } : ok())));
+    const docker = fakeDocker(answers);
+    const subject = new SessionRelays({ hub: HUB, upstream: '/run/host-services/ssh-auth.sock', owner: 'own', records: store, image: () => Promise.resolve('sandboxd-relay:abc'), run: docker.run, docker: '/usr/bin/docker', env: {}, logger });
+    return { subject, docker, file };
+  }
+
+  it('each session gets one, recorded before it is made; a spare of its user is kept started for the next, and removed at the end', async () => {
+    const { subject, docker, file } = relays();
+    const first = await subject.open(1000, 1000);
+    const second = await subject.open(1000, 1000);
+    expect(new Set([first.name, second.name]).size).toBe(2);
+    expect(subject.inUse).toBe(2);
+    const runs = (): string[] => docker.commands().filter((command) => command.startsWith('run '));
+    // Its own and a spare, then the spare taken and another spare started.
+    await vi.waitFor(() => {
+      expect(runs()).toHaveLength(3);
+    });
+    // The second session took the spare started with the first.
+    expect(runs().slice(0, 2).join('\n')).toContain(`--name ${second.name} `);
+    expect(runs()[0]).toContain(`--mount type=volume,source=${HUB},target=/hub,readonly`);
+    expect(runs()[0]).toMatch(/--user 1000:1000 .*serve \/hub\/agent\.sock \/srv\/agent\.sock 8 20 600$/);
+    expect(runs().join(' ')).not.toContain('--group-add');
+    expect((helpersIn(file) as { name: string }[]).map((record) => record.name)).toEqual(expect.arrayContaining([first.name, second.name]));
+    await subject.close(first, false);
+    expect(docker.commands().slice(-2)).toEqual([`rm --force ${first.name}`, `volume rm ${first.name}`]);
+    const before = docker.commands().length;
+    await subject.close(second, true);
+    expect(docker.commands()).toHaveLength(before);
+    expect(subject.kept).toBe(1);
+    await subject.removeSpares();
+    expect(helpersIn(file)).toEqual([{ name: second.name, docker: '/usr/bin/docker', env: {} }]);
+  });
+
+  it('a recorded relay that still runs is taken as it is; one that does not is started again with its name and volume', async () => {
+    const running = relays((args) => (args[0] === 'inspect' ? ok('true') : ok('sandboxd-relay ready')));
+    await running.subject.open(0, 0, NAME);
+    expect(running.docker.commands()).toEqual([`inspect --format {{.State.Running}} ${NAME}`]);
+    const gone = relays((args) => (args[0] === 'inspect' ? { exitCode: 1, stdout: '', stderr: 'no such container' } : ok('sandboxd-relay ready')));
+    await gone.subject.open(0, 0, NAME);
+    expect(gone.docker.commands().filter((command) => command.startsWith('run '))).toEqual([expect.stringContaining(`--name ${NAME} `) as string]);
+  });
+
+  it('reads what each relay refused and bound again from its status line when asked', async () => {
+    const { subject } = relays((args) => (args[0] === 'logs' && args.includes('--tail') ? { exitCode: 0, stdout: 'sandboxd-relay ready\nsandboxd-relay status open=8 refused=292 rebound=1\n', stderr: 'sandboxd-relay: /srv/agent.sock was not the socket it bound; bound it again\n' } : ok('sandboxd-relay ready')));
+    const relay = await subject.open(1000, 1000);
+    await subject.refresh();
+    expect(relay.refused).toBe(292);
+    expect(subject.rebound).toEqual({ count: 1, said: 'sandboxd-relay: /srv/agent.sock was not the socket it bound; bound it again' });
+    expect(parseRelayStatus('nothing yet', '')).toBeNull();
+  });
+});
+
+describe('DesktopRelay (the hub): a container that stops by itself, or is halted while it starts', () => {
+  function hub(answers?: (args: readonly string[]) => SubprocessResult, image = () => Promise.resolve('sandboxd-relay:abc'), options: { keeping?: boolean; kept?: number } = {}) {
+    const { file, store } = records();
+    const docker = fakeDocker(answers ?? ((args) => (args[0] === 'logs' ? ok('sandboxd-relay ready') : args[0] === 'inspect' ? { exitCode: 1, stdout: '', stderr: 'no such object' } : ok())));
     const watches: { stop: ReturnType<typeof vi.fn>; exit: (code: number | null) => void }[] = [];
     // Stands in for `docker wait`: the test says when the container stops, and with which code.
     const watch = (): ContainerWatch => {
@@ -95,28 +163,43 @@ describe('DesktopRelay: a relay container that stops by itself, or is halted whi
       watches.push(entry);
       return { exited, stop: entry.stop };
     };
+    const removals: string[] = [];
     const bridge = new DesktopRelay({
-      id: 'crelay_t', name: NAME, upstream: '/run/host-services/ssh-auth.sock', uid: 1000, gid: 1000, owner: 'own', records: store,
-      image, run: docker.run, docker: '/usr/bin/docker', env: { DOCKER_HOST: 'unix:///d.sock' }, logger, watch, sleep,
+      id: 'crelay_t', name: HUB, upstream: '/run/host-services/ssh-auth.sock', owner: 'own', records: store,
+      image, run: docker.run, docker: '/usr/bin/docker', env: { DOCKER_HOST: 'unix:///d.sock' }, logger, watch,
+      sessions: () => ({ endpoints: 0, refused: 0, rebound: 0, said: null, kept: options.kept ?? 0 }),
+      keeping: () => options.keeping ?? false,
+      beforeRemoval: () => {
+        removals.push('spares');
+        return Promise.resolve();
+      },
     });
-    return { bridge, docker, watches, file };
+    return { bridge, docker, watches, file, removals };
   }
 
-  it('is recorded before anything is created; exit 3 (its socket replaced) re-creates it at once, saying so', async () => {
-    const { bridge, docker, watches, file } = relay();
+  it('runs as root with no capabilities, bounded toward the agent, serving a 0666 socket in its own volume; recorded before anything is made', async () => {
+    const { bridge, docker, file } = hub();
     bridge.start();
     await bridge.whenReady();
-    expect(helpersIn(file)).toEqual([{ name: NAME, docker: '/usr/bin/docker', env: { DOCKER_HOST: 'unix:///d.sock' } }]);
-    expect(docker.commands().slice(0, 3)).toEqual([`rm --force ${NAME}`, `volume rm ${NAME}`, expect.stringMatching(/^volume create /) as string]);
-    watches[0]?.exit(3);
-    await vi.waitFor(() => {
-      expect(watches).toHaveLength(2);
-    });
-    expect(bridge.describe(1)).toMatchObject({ state: 'ready', restarts: 1, lastError: `relay container ${NAME} stopped (exit 3): sandboxd-relay: /srv/agent.sock is not the socket it bound` });
+    expect(helpersIn(file)).toEqual([{ name: HUB, docker: '/usr/bin/docker', env: { DOCKER_HOST: 'unix:///d.sock' } }]);
+    const run = docker.commands().find((command) => command.startsWith('run ')) ?? '';
+    expect(run).toBe(
+      `run --detach --name ${HUB} --label sandboxd.owner=own --label sandboxd.helper=relay --network none --cap-drop ALL --read-only --security-opt no-new-privileges ` +
+        `--pids-limit 80 --memory 32m --pull never --user 0:0 --mount type=bind,source=/run/host-services/ssh-auth.sock,target=/upstream.sock --mount type=volume,source=${HUB},target=/hub ` +
+        '--entrypoint /sandboxd-relay sandboxd-relay:abc serve /upstream.sock /hub/agent.sock 64 0 666',
+    );
+    expect(docker.commands()).toContain(`volume create --driver local --opt type=tmpfs --opt device=tmpfs --opt o=uid=0,gid=0,mode=0711,size=64k,nr_inodes=16 --label sandboxd.owner=own --label sandboxd.helper=relay ${HUB}`);
   });
 
-  it('any other stop leaves it failed until the next session asks; halt stops the watch and forgets the record once the volume is gone', async () => {
-    const { bridge, watches, file } = relay();
+  it('takes over a hub a previous daemon left running with this image, as it is', async () => {
+    const { bridge, docker } = hub((args) => (args[0] === 'inspect' ? ok('true sandboxd-relay:abc') : ok()));
+    bridge.start();
+    await bridge.whenReady();
+    expect(docker.commands().filter((command) => command.startsWith('run ') || command.startsWith('rm '))).toEqual([]);
+  });
+
+  it('a stop leaves it failed until the next session asks; halt stops the watch, removes the spares first, and forgets the record once the volume is gone', async () => {
+    const { bridge, watches, file, removals } = hub();
     bridge.start();
     await bridge.whenReady();
     watches[0]?.exit(137);
@@ -127,14 +210,24 @@ describe('DesktopRelay: a relay container that stops by itself, or is halted whi
     await bridge.whenReady();
     expect(bridge.describe(1)).toMatchObject({ state: 'ready', restarts: 1 });
     await bridge.halt();
+    expect(removals).toEqual(['spares']);
     expect(watches[1]?.stop).toHaveBeenCalled();
     expect(helpersIn(file)).toEqual([]);
   });
 
-  it('a halt while it starts wins: the relay stays stopped, and nothing watches the container it went on to start', async () => {
+  it('as the daemon stops with sessions\' relays kept, it keeps running for them, with its record', async () => {
+    const { bridge, docker, file } = hub(undefined, undefined, { keeping: true, kept: 1 });
+    bridge.start();
+    await bridge.whenReady();
+    await bridge.halt();
+    expect(docker.commands().filter((command) => command.startsWith('rm ') || command.startsWith('volume rm'))).toEqual([`rm --force ${HUB}`]);
+    expect(helpersIn(file)).toHaveLength(1);
+  });
+
+  it('a halt while it starts wins: the hub stays stopped, and nothing watches the container it went on to start', async () => {
     let halted: () => void = () => undefined;
     const afterHalt = new Promise<void>((resolve) => (halted = resolve));
-    const { bridge, watches } = relay(undefined, () => afterHalt.then(() => 'sandboxd-relay:abc'));
+    const { bridge, watches } = hub(undefined, () => afterHalt.then(() => 'sandboxd-relay:abc'));
     bridge.start();
     const ready = bridge.whenReady();
     await bridge.halt();
@@ -145,81 +238,11 @@ describe('DesktopRelay: a relay container that stops by itself, or is halted whi
   });
 });
 
-describe('DesktopRelay: a launch that a restart or halt overtook removes the container it started', () => {
-  /**
-   * The docker CLI, where the first `docker run` returns only when `release` is called; `docker run`
-   * prints the new container's id, here the first's `id-of-overtaken` and any later one's `id-of-newer`.
-   */
-  function gatedRun() {
-    let release: () => void = () => undefined;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    let runs = 0;
-    const docker = fakeDocker((args) => (args[0] === 'logs' ? ok('sandboxd-relay ready') : ok()));
-    const run: RunSubprocess = async (file, args, options) => {
-      const answer = await docker.run(file, args, options);
-      if (args[0] !== 'run') return answer;
-      runs += 1;
-      if (runs > 1) return ok('id-of-newer\n');
-      await gate;
-      return ok('id-of-overtaken\n');
-    };
-    return { docker, run, release: () => { release(); } };
-  }
-  function relay() {
-    const { file, store } = records();
-    const { docker, run, release } = gatedRun();
-    const watches: string[] = [];
-    const bridge = new DesktopRelay({
-      id: 'crelay_t', name: NAME, upstream: '/run/host-services/ssh-auth.sock', uid: 1000, gid: 1000, owner: 'own', records: store,
-      image: () => Promise.resolve('sandboxd-relay:abc'), run, docker: '/usr/bin/docker', env: {}, logger,
-      watch: (name) => {
-        watches.push(name);
-        return { exited: new Promise(() => undefined), stop: () => undefined };
-      },
-    });
-    /** Resolves once the first launch is inside its `docker run`. */
-    const running = vi.waitFor(() => {
-      expect(docker.commands().at(-1)).toMatch(/^run /);
-    });
-    return { bridge, docker, watches, file, release, running };
-  }
-
-  it('a halt: the container goes by its id, and the volume and record the halt could not remove yet go too', async () => {
-    const { bridge, docker, watches, file, release, running } = relay();
-    bridge.start();
-    const ready = bridge.whenReady();
-    await running;
-    await bridge.halt();
-    const halted = docker.commands().length;
-    release();
-    await ready;
-    expect(docker.commands().slice(halted)).toEqual(['rm --force id-of-overtaken', `volume rm ${NAME}`]);
-    expect(bridge.describe(0).state).toBe('stopped');
-    expect(watches).toEqual([]);
-    expect(helpersIn(file)).toEqual([]);
-  });
-
-  it('a restart: the overtaken container goes by its id, the newer one keeps its name, volume and record', async () => {
-    const { bridge, docker, watches, file, release, running } = relay();
-    bridge.start();
-    const first = bridge.whenReady();
-    await running;
-    await bridge.restart();
-    release();
-    await first;
-    const removed = docker.commands().filter((command) => command.startsWith('rm ') || command.startsWith('volume rm'));
-    expect(removed.at(-1)).toBe('rm --force id-of-overtaken');
-    expect(docker.commands()).not.toContain('rm --force id-of-newer');
-    expect(bridge.describe(1)).toMatchObject({ state: 'ready', restarts: 1 });
-    expect(watches).toEqual([NAME]);
-    expect(helpersIn(file)).toEqual([{ name: NAME, docker: '/usr/bin/docker', env: {} }]);
-  });
-});
-
-describe('DesktopRelay: the wait for the ready line', () => {
+describe('the wait for a relay\'s ready line', () => {
   it('is measured on the monotonic clock: a wall clock stepped an hour forward does not end it', async () => {
     let looks = 0;
     const answers = (args: readonly string[]): SubprocessResult => {
+      if (args[0] === 'inspect') return { exitCode: 1, stdout: '', stderr: '' };
       if (args[0] !== 'logs') return ok();
       looks += 1;
       return ok(looks < 3 ? '' : 'sandboxd-relay ready');
@@ -231,30 +254,32 @@ describe('DesktopRelay: the wait for the ready line', () => {
       vi.spyOn(Date, 'now').mockReturnValue(now);
       return Promise.resolve();
     };
-    const { file, store } = records();
+    const { store } = records();
     const docker = fakeDocker(answers);
     const bridge = new DesktopRelay({
-      id: 'crelay_t', name: NAME, upstream: '/run/host-services/ssh-auth.sock', uid: 1000, gid: 1000, owner: 'own', records: store,
+      id: 'crelay_t', name: HUB, upstream: '/run/host-services/ssh-auth.sock', owner: 'own', records: store,
       image: () => Promise.resolve('sandboxd-relay:abc'), run: docker.run, docker: '/usr/bin/docker', env: {}, logger, sleep: stepped,
       watch: () => ({ exited: new Promise(() => undefined), stop: () => undefined }),
+      sessions: () => ({ endpoints: 0, refused: 0, rebound: 0, said: null, kept: 0 }),
+      keeping: () => false,
+      beforeRemoval: () => Promise.resolve(),
     });
     cleanup.add(() => bridge.halt());
     bridge.start();
     await bridge.whenReady();
     expect(looks).toBe(3);
     expect(bridge.describe(1).state).toBe('ready');
-    expect(helpersIn(file)).toHaveLength(1);
   });
 });
 
 describe('why a relay cannot reach the engine\'s agent socket', () => {
   const UPSTREAM = '/run/host-services/ssh-auth.sock';
   it('names the owner problem, or the missing agent, from the relay\'s connect line', () => {
-    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: Permission denied', 501, UPSTREAM)).toBe(
-      `the engine's agent socket ${UPSTREAM} is not writable by uid 501 with group 0 (Colima: it belongs to the VM's user; older Docker Desktop: root, mode 0755)`,
+    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: Permission denied', UPSTREAM)).toBe(
+      `the engine's agent socket ${UPSTREAM} is not writable by root without capabilities (Colima: it belongs to the VM's user)`,
     );
-    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: Connection refused', 501, UPSTREAM)).toBe(`no agent listens at ${UPSTREAM} in the engine's VM`);
-    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: No such file or directory', 501, UPSTREAM)).toBe(`no agent listens at ${UPSTREAM} in the engine's VM`);
-    expect(upstreamReason('sandboxd-relay: listen /relay/agent.sock: Address in use', 501, UPSTREAM)).toBeNull();
+    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: Connection refused', UPSTREAM)).toBe(`no agent listens at ${UPSTREAM} in the engine's VM`);
+    expect(upstreamReason('sandboxd-relay: connect /upstream.sock: No such file or directory', UPSTREAM)).toBe(`no agent listens at ${UPSTREAM} in the engine's VM`);
+    expect(upstreamReason('sandboxd-relay: listen /relay/agent.sock: Address in use', UPSTREAM)).toBeNull();
   });
 });

@@ -10,7 +10,8 @@ import {
   REMOTE_STUB,
   remoteScript,
   ROOT_TAKEN_MARKER,
-  sshArgs,
+  slotPaths,
+  sshMasterArgs,
   sshProbeArgs,
   tunnelLayout,
   type TunnelLayout,
@@ -20,23 +21,25 @@ import { Cleanup } from '../helpers.js';
 import { shQuote } from '../../daemon/os/text.js';
 
 const connection = (uri: string, identity: string | null = '/k/id') => ({ name: 'm', uri, identity, isDefault: true, isMachine: false, target: parseSshUri(uri, 'm') });
-const layout = tunnelLayout('/tmp/sandboxd-u', 'abc', 3, 'n0nce');
+const layout = tunnelLayout('/tmp/sandboxd-u', 'abc');
 const base = { knownHostsPath: '/state/known_hosts', aliveIntervalSeconds: 5, aliveCountMax: 3, connectTimeoutSeconds: 8 };
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
 
 describe('ssh command', () => {
-  it('binds a fresh name beside the root that says nothing of the tunnel dir', () => {
-    expect(layout).toEqual({ root: '/tmp/sandboxd-u', dir: '/tmp/sandboxd-u/abc', generationName: 'a-3-n0nce.sock', bindPath: '/tmp/sandboxd-u.n0nce.sock' });
+  it('puts each session in a directory of its own in the tunnel dir', () => {
+    expect(layout).toEqual({ root: '/tmp/sandboxd-u', dir: '/tmp/sandboxd-u/abc' });
+    expect(slotPaths(layout, '0123456789abcdef')).toEqual({ dir: '/tmp/sandboxd-u/abc/0123456789abcdef', socket: '/tmp/sandboxd-u/abc/0123456789abcdef/agent.sock' });
   });
 
-  it('treats a loopback machine like `podman machine ssh` and checks host keys elsewhere', () => {
-    const local = sshArgs({ ...base, agentSocket: '/a.sock', layout, connection: connection('ssh://core@127.0.0.1:5000/x') });
-    expect(local).toEqual(expect.arrayContaining(['-F', '/dev/null', 'UserKnownHostsFile=/dev/null', 'ExitOnForwardFailure=yes', 'ServerAliveInterval=5', '-p', '5000', '-i', '/k/id']));
-    expect(local[local.indexOf('-R') + 1]).toBe('/tmp/sandboxd-u.n0nce.sock:/a.sock');
+  it('a tunnel\'s ssh is a ControlMaster on a private path, with no forward and no VM path on its argv; loopback machines log in like `podman machine ssh`', () => {
+    const local = sshMasterArgs({ ...base, controlPath: '/run/sbx/t/abc.1', connection: connection('ssh://core@127.0.0.1:5000/x') });
+    expect(local).toEqual(expect.arrayContaining(['-F', '/dev/null', 'UserKnownHostsFile=/dev/null', 'ControlMaster=yes', 'ControlPath=/run/sbx/t/abc.1', 'ControlPersist=no', 'ServerAliveInterval=5', '-p', '5000', '-i', '/k/id']));
+    expect(local).not.toContain('-R');
+    expect(local.join(' ')).not.toContain('/tmp/sandboxd-u');
     expect(local.slice(-2)).toEqual(['core@127.0.0.1', REMOTE_STUB]);
-    const remote = sshArgs({ ...base, agentSocket: '/a.sock', layout, connection: connection('ssh://[2001:db8::1]/x', null) });
+    const remote = sshMasterArgs({ ...base, controlPath: '/c', connection: connection('ssh://[2001:db8::1]/x', null) });
     expect(remote).toEqual(expect.arrayContaining(['StrictHostKeyChecking=accept-new', 'UserKnownHostsFile=/state/known_hosts', '-p', '22']));
     expect(remote).not.toContain('-i');
     expect(remote.at(-2)).toBe('2001:db8::1');
@@ -45,12 +48,12 @@ describe('ssh command', () => {
   it('a probe logs in the same way, without a forward, and runs the same stub', () => {
     const probe = sshProbeArgs({ ...base, connection: connection('ssh://core@127.0.0.1:5000/x') });
     expect(probe).not.toContain('-R');
-    expect(probe).not.toContain('ExitOnForwardFailure=yes');
+    expect(probe).toEqual(expect.arrayContaining(['ControlMaster=no', 'ControlPath=none']));
     expect(probe.slice(-2)).toEqual(['core@127.0.0.1', REMOTE_STUB]);
   });
 
   it('builds a one-line remote script that a POSIX shell parses, with every value quoted', () => {
-    const hostile = tunnelLayout("/tmp/it's $(x)", 'h', 1, 'n');
+    const hostile = tunnelLayout("/tmp/it's $(x)", 'h');
     const script = remoteScript(hostile);
     expect(script).toContain(`r='/tmp/it'\\''s $(x)'`);
     expect(script).not.toContain('\n');
@@ -112,91 +115,104 @@ function runRemote(script: string, env: NodeJS.ProcessEnv = process.env): { outp
 }
 
 describe('the remote script in a real shell (this host stands in for the VM)', () => {
+  const SLOT = '0123456789abcdef';
+
   function tempLayout(): TunnelLayout {
     const dir = mkdtempSync('/tmp/sbx-remote-');
     cleanup.add(() => {
       rmSync(dir, { recursive: true, force: true });
     });
-    return tunnelLayout(path.join(dir, 'root'), 'f'.repeat(32), 1, 'e'.repeat(32));
+    return tunnelLayout(path.join(dir, 'root'), 'f'.repeat(32));
   }
 
-  it('publishes the socket in a 0711 dir under a 0700 root, answers queries, removes the dir on halt', async () => {
-    const at = tempLayout();
-    const remote = runRemote(remoteScript(at));
-    // Stands in for sshd binding the -R socket.
-    const server = net.createServer().listen(at.bindPath);
+  /** Stands in for sshd binding a session's socket (a remote forward), 0600 as its StreamLocalBindMask makes it. */
+  async function bind(socket: string): Promise<net.Server> {
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(socket, resolve));
+    chmodSync(socket, 0o600);
     cleanup.add(() => {
       server.close();
     });
-    const file = path.join(path.dirname(at.root), 'a file');
-    execFileSync('touch', [file]);
-    await expect.poll(() => existsSync(path.join(at.dir, 'agent.sock')), { timeout: 10_000 }).toBe(true);
+    return server;
+  }
+
+  /** Sends a line and waits for the answer with its id. */
+  async function command(remote: ReturnType<typeof runRemote>, line: string, id: string): Promise<string> {
+    remote.send(`${line}\n`);
+    await expect.poll(() => remote.stdout().split('\n').some((answer) => answer.split(' ')[1] === id), { timeout: 5_000 }).toBe(true);
+    return remote.stdout().split('\n').find((answer) => answer.split(' ')[1] === id) ?? '';
+  }
+
+  it('makes a 0711 tunnel dir under a 0700 root, a 0711 directory per session, a 0666 socket in it; answers queries; removes everything on halt', async () => {
+    const at = tempLayout();
+    const remote = runRemote(remoteScript(at));
+    await expect.poll(() => remote.stdout().includes('sandboxd-ready'), { timeout: 10_000 }).toBe(true);
     expect(statSync(at.root).mode & 0o777).toBe(0o700);
     expect(statSync(at.dir).mode & 0o777).toBe(0o711);
-    expect(statSync(path.join(at.dir, at.generationName)).mode & 0o777).toBe(0o666);
+    const slot = slotPaths(at, SLOT);
+    expect(await command(remote, `m 1 ${SLOT}`, '1')).toBe('sandboxd-seen 1 d');
+    expect(statSync(slot.dir).mode & 0o777).toBe(0o711);
+    // Published before sshd bound it: refused.
+    expect(await command(remote, `p 2 ${SLOT}`, '2')).toBe('sandboxd-seen 2 -');
+    await bind(slot.socket);
+    expect(await command(remote, `p 3 ${SLOT}`, '3')).toBe('sandboxd-seen 3 d');
+    expect(statSync(slot.socket).mode & 0o777).toBe(0o666);
+    const file = path.join(path.dirname(at.root), 'a file');
+    execFileSync('touch', [file]);
     remote.send(`s 7 ${file}\ns 8 ${at.root}\ns 9 /no/such path\n`);
+    // Names that are not a daemon's are refused, never acted on.
+    expect(await command(remote, 'm 10 ../../etc', '10')).toBe('sandboxd-seen 10 -');
     remote.end('halt\n');
     const { stdout, code } = await remote.output;
-    expect(stdout.split('\n').filter((line) => line !== '')).toEqual(['sandboxd-selinux none', 'sandboxd-ready', 'sandboxd-seen 7 f', 'sandboxd-seen 8 d', 'sandboxd-seen 9 -']);
+    expect(stdout.split('\n').filter((line) => /^sandboxd-seen [789] /.test(line))).toEqual(['sandboxd-seen 7 f', 'sandboxd-seen 8 d', 'sandboxd-seen 9 -']);
     expect(code).toBe(0);
     expect(existsSync(at.dir)).toBe(false);
   });
 
-  it('answers `v` with whether agent.sock still leads to the socket it published, whichever name was swapped', async () => {
+  it('without the halt word the sessions\' directories stay (the next daemon binds their sockets again), and `m` removes the socket a dead sshd left', async () => {
     const at = tempLayout();
-    const remote = runRemote(remoteScript(at));
-    bind(at);
-    const agentSock = path.join(at.dir, 'agent.sock');
-    await expect.poll(() => existsSync(agentSock), { timeout: 10_000 }).toBe(true);
-    remote.send('v 1\n');
-    await expect.poll(() => remote.stdout().includes('sandboxd-seen 1 '), { timeout: 5_000 }).toBe(true);
-    // agent.sock repointed at another socket beside it.
-    const impostor = net.createServer().listen(path.join(at.dir, 'a-0-other.sock'));
-    cleanup.add(() => {
-      impostor.close();
-    });
-    await expect.poll(() => existsSync(path.join(at.dir, 'a-0-other.sock')), { timeout: 5_000 }).toBe(true);
-    symlinkSync('a-0-other.sock', `${agentSock}.new`);
-    renameSync(`${agentSock}.new`, agentSock);
-    remote.send('v 2\n');
-    await expect.poll(() => remote.stdout().includes('sandboxd-seen 2 '), { timeout: 5_000 }).toBe(true);
-    // The published name itself replaced by a new socket, agent.sock pointing at that name again.
-    rmSync(path.join(at.dir, at.generationName));
-    const replaced = net.createServer().listen(path.join(at.dir, at.generationName));
-    cleanup.add(() => {
-      replaced.close();
-    });
-    await expect.poll(() => existsSync(path.join(at.dir, at.generationName)), { timeout: 5_000 }).toBe(true);
-    symlinkSync(at.generationName, `${agentSock}.new`);
-    renameSync(`${agentSock}.new`, agentSock);
-    remote.end('v 3\nhalt\n');
-    const { stdout } = await remote.output;
-    expect(stdout.split('\n').filter((line) => line.startsWith('sandboxd-seen'))).toEqual(['sandboxd-seen 1 d', 'sandboxd-seen 2 -', 'sandboxd-seen 3 -']);
+    const first = runRemote(remoteScript(at));
+    await expect.poll(() => first.stdout().includes('sandboxd-ready'), { timeout: 10_000 }).toBe(true);
+    const slot = slotPaths(at, SLOT);
+    await command(first, `m 1 ${SLOT}`, '1');
+    // sshd leaves the file when it stops listening, as a process that exits while listening does.
+    execFileSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(slot.socket)}, () => process.exit(0))`]);
+    expect(await command(first, `p 2 ${SLOT}`, '2')).toBe('sandboxd-seen 2 d');
+    first.end('');
+    expect((await first.output).code).toBe(0);
+    expect(existsSync(slot.socket)).toBe(true);
+    const inode = statSync(slot.dir).ino;
+    const second = runRemote(remoteScript(at));
+    await expect.poll(() => second.stdout().includes('sandboxd-ready'), { timeout: 10_000 }).toBe(true);
+    expect(await command(second, `m 1 ${SLOT}`, '1')).toBe('sandboxd-seen 1 d');
+    expect(existsSync(slot.socket)).toBe(false);
+    expect(statSync(slot.dir).ino).toBe(inode);
+    expect(await command(second, `r 2 ${SLOT}`, '2')).toBe('sandboxd-seen 2 d');
+    expect(existsSync(slot.dir)).toBe(false);
+    second.end('halt\n');
+    expect((await second.output).code).toBe(0);
   });
 
-  it('removes the bind sockets earlier generations left (ssh or sshd killed before they were moved in)', async () => {
+  it('answers `V` with the sessions whose socket is not the one published, whichever way it was swapped', async () => {
     const at = tempLayout();
-    const leftovers = ['1'.repeat(32), '2'.repeat(32)].map((nonce) => tunnelLayout(at.root, 'f'.repeat(32), 0, nonce).bindPath);
-    // Stand in for sshd's bind sockets: the first two orphaned, the last this generation's own.
-    const servers = [...leftovers, at.bindPath].map((socket) => net.createServer().listen(socket));
-    cleanup.add(() => {
-      for (const server of servers) server.close();
-    });
-    await expect.poll(() => [...leftovers, at.bindPath].every((socket) => existsSync(socket)), { timeout: 5_000 }).toBe(true);
-    const remote = runRemote(remoteScript(at, leftovers));
-    await expect.poll(() => existsSync(path.join(at.dir, 'agent.sock')), { timeout: 10_000 }).toBe(true);
-    expect(leftovers.filter((socket) => existsSync(socket))).toEqual([]);
+    const remote = runRemote(remoteScript(at));
+    await expect.poll(() => remote.stdout().includes('sandboxd-ready'), { timeout: 10_000 }).toBe(true);
+    const names = ['1111111111111111', '2222222222222222', '3333333333333333'];
+    for (const [index, name] of names.entries()) {
+      await command(remote, `m m${String(index)} ${name}`, `m${String(index)}`);
+      await bind(slotPaths(at, name).socket);
+      await command(remote, `p p${String(index)} ${name}`, `p${String(index)}`);
+    }
+    expect(await command(remote, 'V 1', '1')).toBe('sandboxd-slots 1');
+    // The second one's socket replaced by another listener; the third's removed.
+    const second = slotPaths(at, names[1] ?? '').socket;
+    renameSync(second, `${second}.moved`);
+    await bind(second);
+    rmSync(slotPaths(at, names[2] ?? '').socket);
+    expect(await command(remote, 'V 2', '2')).toBe(`sandboxd-slots 2 ${names[1] ?? ''} ${names[2] ?? ''}`);
     remote.end('halt\n');
     expect((await remote.output).code).toBe(0);
   });
-
-  /** Stands in for sshd binding this generation's -R socket. */
-  function bind(at: TunnelLayout): void {
-    const server = net.createServer().listen(at.bindPath);
-    cleanup.add(() => {
-      server.close();
-    });
-  }
 
   it.skipIf(process.getuid?.() !== 0)('leaves a root that another user created first alone and says it is taken', async () => {
     const at = tempLayout();
@@ -238,9 +254,10 @@ describe('the remote script in a real shell (this host stands in for the VM)', (
       { mode: 0o755 },
     );
     const remote = runRemote(remoteScript(at), { PATH: `${shims}:${process.env.PATH ?? '/usr/bin:/bin'}`, SWAP_ROOT: at.root, SWAP_VICTIM: victim });
-    bind(at);
+    await expect.poll(() => remote.stdout().includes('sandboxd-ready'), { timeout: 10_000 }).toBe(true);
+    await command(remote, `m 1 ${SLOT}`, '1');
     const moved = path.join(`${at.root}.moved`, path.basename(at.dir));
-    await expect.poll(() => existsSync(path.join(moved, 'agent.sock')), { timeout: 10_000 }).toBe(true);
+    expect(existsSync(path.join(moved, SLOT))).toBe(true);
     expect(lstatSync(at.root).isSymbolicLink()).toBe(true);
     expect(statSync(victim).mode & 0o777).toBe(0o755);
     expect(readdirSync(victim)).toEqual([]);
@@ -253,23 +270,26 @@ describe('the remote script in a real shell (this host stands in for the VM)', (
     const at = tempLayout();
     const parent = path.dirname(at.root);
     const remote = runRemote(remoteScript(at));
-    bind(at);
-    const agentSock = path.join(at.dir, 'agent.sock');
-    await expect.poll(() => existsSync(agentSock), { timeout: 10_000 }).toBe(true);
+    await expect.poll(() => remote.stdout().includes('sandboxd-ready'), { timeout: 10_000 }).toBe(true);
+    const slot = slotPaths(at, SLOT);
+    await command(remote, `m 1 ${SLOT}`, '1');
+    await bind(slot.socket);
+    await command(remote, `p 2 ${SLOT}`, '2');
     // The same tree, unlocked: what tmpfiles does to a tunnel dir nobody holds.
-    const control = path.join(parent, 'control');
-    mkdirSync(control);
-    symlinkSync('a.sock', path.join(control, 'agent.sock'));
-    // A socket /proc/net/unix does not list under its name, as sshd's is not once the script moved
-    // it: a process that exits while listening leaves its socket file behind.
-    execFileSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(path.join(control, 'a.sock'))}, () => process.exit(0))`]);
+    const control = path.join(parent, 'control', SLOT);
+    mkdirSync(control, { recursive: true });
+    // A socket /proc/net/unix does not list under its name: a process that exits while listening
+    // leaves its socket file behind.
+    execFileSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(path.join(control, 'agent.sock'))}, () => process.exit(0))`]);
     // Eleven days old by access and change time (ctime cannot be set back; the rule below ignores
     // it, which only cleans more than the default rule does), children before their directories.
     const old = new Date(Date.now() - 11 * 24 * 3_600_000);
     const entries = [
-      ...[at.dir, control].flatMap((dir) => readdirSync(dir).map((name) => path.join(dir, name))),
-      at.dir,
+      ...[slot.dir, control].flatMap((dir) => readdirSync(dir).map((name) => path.join(dir, name))),
+      slot.dir,
       control,
+      path.dirname(control),
+      at.dir,
       at.root,
     ];
     for (const entry of entries) lutimesSync(entry, old, old);
@@ -277,10 +297,10 @@ describe('the remote script in a real shell (this host stands in for the VM)', (
     const conf = path.join(parent, 'tmp.conf');
     writeFileSync(conf, `d ${parent} 0700 root root amAM:10d\n`);
     execFileSync('systemd-tmpfiles', ['--clean', conf]);
-    expect(existsSync(control)).toBe(false);
-    expect(readdirSync(at.dir).sort()).toEqual(['.bound', at.generationName, 'agent.sock']);
+    expect(existsSync(path.dirname(control))).toBe(false);
+    expect(readdirSync(slot.dir).sort()).toEqual(['.bound', 'agent.sock']);
     const connected = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(agentSock, () => {
+      const socket = net.connect(slot.socket, () => {
         socket.destroy();
         resolve(true);
       });

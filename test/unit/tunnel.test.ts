@@ -1,15 +1,27 @@
 import type { ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import pino from 'pino';
+import { UpstreamGate } from '../../daemon/bridges/bounds.js';
 import { createLogger } from '../../daemon/os/logger.js';
 import { parseSshUri, type PodmanConnection } from '../../daemon/podman/connections.js';
 import { REMOTE_STUB } from '../../daemon/podman/ssh-command.js';
+import { MuxRefusal, type MuxClient } from '../../daemon/podman/ssh-mux.js';
 import { Tunnel, type TunnelRecord } from '../../daemon/bridges/tunnels/tunnel.js';
 import { reapOrphans } from '../../daemon/bridges/tunnels/tunnel-store.js';
+import { Cleanup } from '../helpers.js';
 
-/** Stands in for the `ssh -R` child: the test decides when it prints ready or exits. */
+const cleanup = new Cleanup();
+
+/**
+ * Stands in for the ssh ControlMaster child: the test decides when it prints ready or exits; once
+ * ready it answers the slot commands its script would (`m`, `p`, `r`: done; `V`: the names in
+ * `replaced`), and leaves visibility queries to the test.
+ */
 class FakeSsh extends EventEmitter {
   readonly stdout = new PassThrough();
   readonly stderr = new PassThrough();
@@ -19,12 +31,27 @@ class FakeSsh extends EventEmitter {
   stdinText = '';
   /** The VM's sshd is down: the login fails whatever it is sent. */
   refused = false;
+  /** Session directories `V` reports as replaced. */
+  replaced: string[] = [];
   constructor(readonly pid: number, readonly args: string[]) {
     super();
-    this.stdin.on('data', (chunk: Buffer) => (this.stdinText += chunk.toString()));
+    this.stdin.on('data', (chunk: Buffer) => {
+      const text = chunk.toString();
+      this.stdinText += text;
+      for (const line of text.split('\n')) this.answer(line);
+    });
     this.stdin.on('finish', () => {
       this.exit(this.refused ? 255 : 0);
     });
+  }
+  /** Slot commands and their answers, in order. */
+  commands(): string[] {
+    return this.stdinText.split('\n').filter((line) => /^[mprV] /.test(line));
+  }
+  private answer(line: string): void {
+    const [verb, id] = line.split(' ');
+    if (verb === 'm' || verb === 'p' || verb === 'r') this.stdout.write(`sandboxd-seen ${id ?? ''} d\n`);
+    if (verb === 'V') this.stdout.write(`sandboxd-slots ${id ?? ''}${this.replaced.map((name) => ` ${name}`).join('')}\n`);
   }
   refuse(): void {
     this.refused = true;
@@ -51,26 +78,52 @@ class FakeSsh extends EventEmitter {
   }
 }
 
+/** Stands in for a generation's control connection: what it was asked, by control path. */
+interface FakeMux {
+  calls: string[];
+  /** Every OPEN_FWD is refused with this reason while it is set. */
+  refuse: string | null;
+}
+
 const DIR_NAME = '0123456789abcdef0123456789abcdef';
+const TUNNEL_DIR = `/tmp/sandboxd-x/${DIR_NAME}`;
 
-/** The VM-side bind path a generation's `ssh -R` asked for. */
-const bindOf = (child: FakeSsh | undefined) => (child?.args[child.args.indexOf('-R') + 1] ?? '').split(':')[0] ?? '';
+/** A mux client that records each request as `<control path> open|close <vm socket> <host socket>`. */
+function fakeMux(mux: FakeMux, controlPath: string): MuxClient {
+  const request = (verb: string) => (listen: string, connect: string): Promise<void> => {
+    mux.calls.push(`${path.basename(controlPath)} ${verb} ${listen} ${path.basename(connect)}`);
+    const refusal = verb === 'open' ? mux.refuse : null;
+    if (refusal !== null) return Promise.reject(new MuxRefusal(refusal));
+    return Promise.resolve();
+  };
+  return { closed: false, openRemoteForward: request('open'), closeRemoteForward: request('close'), close: () => undefined } as unknown as MuxClient;
+}
 
-function setup(rediscover?: () => Promise<PodmanConnection>, replaceRoot?: (taken: string) => Promise<string>) {
+function setup(options: { rediscover?: () => Promise<PodmanConnection>; replaceRoot?: (taken: string) => Promise<string>; keeping?: boolean } = {}) {
   const children: FakeSsh[] = [];
   const records: (TunnelRecord | null)[] = [];
   const logs: { msg: string; taken?: string; root?: string; tunnelId?: string }[] = [];
+  const mux: FakeMux = { calls: [], refuse: null };
+  const hostDir = mkdtempSync('/tmp/sbx-tun-');
+  cleanup.add(() => {
+    rmSync(hostDir, { recursive: true, force: true });
+  });
   /** Set while the VM's sshd is down: every login spawned meanwhile is refused. */
   const vm = { down: false };
   const uri = 'ssh://core@127.0.0.1:2222/run/podman.sock';
   const tunnel = new Tunnel({
-    ...(rediscover === undefined ? {} : { rediscover }),
-    ...(replaceRoot === undefined ? {} : { replaceRoot }),
+    ...(options.rediscover === undefined ? {} : { rediscover: options.rediscover }),
+    ...(options.replaceRoot === undefined ? {} : { replaceRoot: options.replaceRoot }),
     id: 'tun_abcdef123456',
     dirName: DIR_NAME,
     connection: { name: 'machine', uri, identity: '/k', isDefault: true, isMachine: false, target: parseSshUri(uri, 'machine') },
     agentSocket: '/agent.sock',
     vmRoot: '/tmp/sandboxd-x',
+    hostDir,
+    gate: new UpstreamGate(),
+    monotonic: () => performance.now(),
+    keeping: () => options.keeping ?? false,
+    connectMux: (controlPath) => Promise.resolve(fakeMux(mux, controlPath)),
     knownHostsPath: '/kh',
     logger: pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line) as (typeof logs)[number]) }),
     spawnSsh: (args) => {
@@ -82,6 +135,7 @@ function setup(rediscover?: () => Promise<PodmanConnection>, replaceRoot?: (take
     onChild: (record) => records.push(record),
     readyTimeoutMs: 15_000,
   });
+  cleanup.add(() => tunnel.halt());
   /** Starts the tunnel and lets its first ssh print the ready line. */
   const ready = async (selinux?: string) => {
     tunnel.start();
@@ -89,23 +143,27 @@ function setup(rediscover?: () => Promise<PodmanConnection>, replaceRoot?: (take
     children[0]?.ready(selinux);
     await pending;
   };
-  return { tunnel, children, records, ready, logs, vm };
+  return { tunnel, children, records, ready, logs, vm, mux, hostDir };
 }
+
+/** The control path a generation's ssh listens on. */
+const controlOf = (child: FakeSsh | undefined): string => path.basename((child?.args.find((arg) => arg.startsWith('ControlPath=')) ?? '').slice('ControlPath='.length));
 
 describe('Tunnel state machine (fake ssh, fake time)', () => {
   beforeEach(() => {
-    vi.useFakeTimers();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
   });
-  afterEach(() => {
+  afterEach(async () => {
     vi.useRealTimers();
+    await cleanup.run();
   });
 
   it('is ready on the ready line, records its pid, and reports the SELinux mode', async () => {
     const { tunnel, records, ready } = setup();
     await ready('1');
-    expect(tunnel.describe(1)).toMatchObject({ state: 'ready', pid: 1000, restarts: 0, socketPath: `/tmp/sandboxd-x/${DIR_NAME}/agent.sock` });
+    expect(tunnel.describe(1)).toMatchObject({ state: 'ready', pid: 1000, restarts: 0, endpoints: 0, socketPath: `${TUNNEL_DIR}/*/agent.sock` });
     expect(tunnel.selinuxMode).toBe('enforcing');
-    expect(records).toEqual([{ id: 'tun_abcdef123456', pid: 1000, vmDir: `/tmp/sandboxd-x/${DIR_NAME}`, connection: 'machine', agentSocket: '/agent.sock' }]);
+    expect(records).toEqual([expect.objectContaining({ id: 'tun_abcdef123456', pid: 1000, vmDir: TUNNEL_DIR, connection: 'machine', agentSocket: '/agent.sock' })]);
   });
 
   it('fails a cold start with ssh\'s classified error and does not retry', async () => {
@@ -121,95 +179,7 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     expect(children).toHaveLength(1);
   });
 
-  it('has the next generation remove the bind socket of one that died before publishing it', async () => {
-    const { tunnel, children, ready } = setup();
-    await ready();
-    children[0]?.exit(255);
-    await vi.advanceTimersByTimeAsync(500);
-    // Generation 2 dies between sshd's bind and the script's move (ssh or sshd killed).
-    children[1]?.fail('Connection reset by peer\n');
-    await vi.advanceTimersByTimeAsync(1_000);
-    expect(children).toHaveLength(3);
-    expect(children[2]?.stdinText).toContain(`rm -f '${bindOf(children[1])}'`);
-    expect(children[2]?.stdinText).not.toContain(bindOf(children[0]));
-    expect(tunnel.describe(1).state).toBe('restarting');
-    // Generation 3 never reaches the VM (sshd still down): its script never ran, so generation 4
-    // must still remove generation 2's socket, and generation 3's own; once 4 publishes, none.
-    children[2]?.fail('ssh: connect to host 127.0.0.1 port 2222: Connection refused\n');
-    await vi.advanceTimersByTimeAsync(2_000);
-    expect(children).toHaveLength(4);
-    expect(children[3]?.stdinText).toContain(`rm -f '${bindOf(children[1])}' '${bindOf(children[2])}'`);
-    const back = tunnel.whenReady();
-    children[3]?.ready();
-    await back;
-    children[3]?.exit(255);
-    await vi.advanceTimersByTimeAsync(500);
-    expect(children[4]?.stdinText).not.toContain(bindOf(children[1]));
-    expect(children[4]?.stdinText).not.toContain(bindOf(children[2]));
-  });
-
-  it('a tunnel halted while its last generation died unpublished removes that bind socket with one more login', async () => {
-    const { tunnel, children, ready } = setup();
-    await ready();
-    children[0]?.exit(255);
-    await vi.advanceTimersByTimeAsync(500);
-    children[1]?.fail('Connection reset by peer\n');
-    await vi.advanceTimersByTimeAsync(0);
-    await tunnel.halt();
-    const cleanup = children.at(-1);
-    expect(cleanup?.args).not.toContain('-R');
-    expect(cleanup?.args.at(-1)).toBe(REMOTE_STUB);
-    expect(cleanup?.stdinText).toBe(`rm -f '${bindOf(children[1])}'; exit 0\n`);
-    expect(cleanup?.exitCode).toBe(0);
-  });
-
-  /** sshd is killed between generation 2's bind and its script's move, and is still down at the halt. */
-  async function haltedWhileVmDown() {
-    const lab = setup();
-    await lab.ready();
-    lab.children[0]?.exit(255);
-    await vi.advanceTimersByTimeAsync(500);
-    lab.children[1]?.fail('Connection to 127.0.0.1 closed by remote host.\n');
-    await vi.advanceTimersByTimeAsync(0);
-    lab.vm.down = true;
-    await lab.tunnel.halt();
-    return lab;
-  }
-
-  it('a tunnel halted while the VM is down logs in again with backoff until its leftover bind socket is removed', async () => {
-    const { children, vm } = await haltedWhileVmDown();
-    const script = `rm -f '${bindOf(children[1])}'; exit 0\n`;
-    const logins = () => children.filter((child) => child.stdinText === script).map((child) => child.exitCode);
-    expect(logins()).toEqual([255]);
-    await vi.advanceTimersByTimeAsync(500);
-    expect(logins()).toEqual([255, 255]);
-    vm.down = false;
-    await vi.advanceTimersByTimeAsync(1_000);
-    expect(logins()).toEqual([255, 255, 0]);
-    await vi.advanceTimersByTimeAsync(60_000);
-    expect(logins()).toEqual([255, 255, 0]);
-  });
-
-  it('a tunnel halted while the VM stays down gives its leftover up after a bounded number of logins, and says so', async () => {
-    const { children, logs } = await haltedWhileVmDown();
-    // 0.5 s, 1 s, then 2 s apart: the tenth login is 15.5 s after the first, and the last.
-    await vi.advanceTimersByTimeAsync(15_499);
-    expect(children.slice(2)).toHaveLength(9);
-    await vi.advanceTimersByTimeAsync(1);
-    await vi.advanceTimersByTimeAsync(600_000);
-    expect(children.slice(2).map((child) => child.exitCode)).toEqual(Array<number>(10).fill(255));
-    expect(logs.map((line) => line.msg)).toContain('10 logins to the VM failed; bind sockets of generations that died stay beside the tunnel root');
-    expect(logs.map((line) => line.msg)).not.toContain('removed bind sockets left by generations that died');
-  });
-
-  it('a tunnel halted with nothing left behind makes no extra login', async () => {
-    const { tunnel, children, ready } = setup();
-    await ready();
-    await tunnel.halt();
-    expect(children).toHaveLength(1);
-  });
-
-  it('re-creates a dead ssh with capped exponential backoff, a fresh socket name each time', async () => {
+  it('re-creates a dead ssh with capped exponential backoff, each generation on a control path of its own', async () => {
     const { tunnel, children, ready } = setup();
     await ready();
     children[0]?.exit(255);
@@ -227,8 +197,7 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     children[2]?.ready();
     await tunnel.whenReady();
     expect(tunnel.describe(1)).toMatchObject({ state: 'ready', restarts: 2, lastError: null, pid: 1002 });
-    const bindPaths = children.map((child) => child.args[child.args.indexOf('-R') + 1]);
-    expect(new Set(bindPaths).size).toBe(3);
+    expect(new Set(children.map(controlOf)).size).toBe(3);
   });
 
   it('a waiting session cuts the backoff short, and gives up with TUNNEL_UNREACHABLE after the bound', async () => {
@@ -251,10 +220,9 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     children[1]?.fail('Connection reset by peer\n');
     await vi.advanceTimersByTimeAsync(0);
     await expect(restarting).rejects.toMatchObject({ code: 'TUNNEL_UNREACHABLE', message: expect.stringContaining('Connection reset by peer') as string });
-    // Closed without the halt word: its script removes its own socket and leaves the directory.
+    // Closed without the halt word: its script leaves the sessions' directories.
     expect(children[0]?.exitCode).toBe(0);
     expect(children[0]?.stdinText).not.toMatch(/\nhalt\n$/);
-    // The restart, then the failed generation's retry.
     expect(tunnel.describe(1)).toMatchObject({ state: 'restarting', pid: null, restarts: 2 });
     await vi.advanceTimersByTimeAsync(500);
     expect(children).toHaveLength(3);
@@ -262,7 +230,6 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     await tunnel.whenReady();
     expect(tunnel.describe(1)).toMatchObject({ state: 'ready', pid: 1002, restarts: 2, lastError: null });
     expect(records.at(-1)).toMatchObject({ pid: 1002 });
-    await tunnel.halt();
   });
 
   it('a halt during a restart stops the old ssh and the new one', async () => {
@@ -272,7 +239,8 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     restarting.catch(() => undefined);
     await tunnel.halt();
     await expect(restarting).rejects.toMatchObject({ code: 'TUNNEL_FAILED', message: 'tunnel tun_abcdef123456: the tunnel was stopped' });
-    expect(children.slice(0, 2).map((child) => [child.exitCode, child.stdinText.endsWith('\nhalt\n')])).toEqual([[0, true], [0, true]]);
+    expect(children.slice(0, 2).map((child) => child.exitCode)).toEqual([0, 0]);
+    expect(children[1]?.stdinText.endsWith('\nhalt\n')).toBe(true);
     expect(tunnel.describe(0).state).toBe('stopped');
   });
 
@@ -288,11 +256,10 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     await vi.advanceTimersByTimeAsync(500);
     // A plain death: retried under the same root, not a root another user holds.
     expect(children).toHaveLength(2);
-    expect(bindOf(children[1])).toMatch(/^\/tmp\/sandboxd-x\./);
-    await tunnel.halt();
+    expect(children[1]?.stdinText).toMatch(/^r='\/tmp\/sandboxd-x'/);
   });
 
-  it('halt tells the remote side to remove the directory and stops the child', async () => {
+  it('halt tells the remote side to remove the tunnel directory and stops the child; as the daemon stops, it keeps the directories', async () => {
     const { tunnel, children, records, ready } = setup();
     await ready();
     await tunnel.halt();
@@ -301,24 +268,124 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     expect(tunnel.describe(0).state).toBe('stopped');
     expect(records.at(-1)).toBeNull();
     await expect(tunnel.whenReady()).rejects.toMatchObject({ code: 'TUNNEL_FAILED' });
+
+    const kept = setup({ keeping: true });
+    await kept.ready();
+    await kept.tunnel.halt();
+    expect(kept.children[0]?.exitCode).toBe(0);
+    expect(kept.children[0]?.stdinText).not.toContain('\nhalt\n');
+  });
+});
+
+describe('Tunnel: each session\'s own socket (fake ssh and control socket, real host listeners)', () => {
+  afterEach(async () => {
+    vi.useRealTimers();
+    await cleanup.run();
+  });
+
+  it('publishes a session\'s socket in its own directory: made, forwarded over the control socket to its own host listener, made usable; a spare is ready for the next', async () => {
+    const { tunnel, children, mux, hostDir, ready } = setup();
+    await ready();
+    const first = await tunnel.open();
+    expect(first.vmDir).toMatch(new RegExp(`^${TUNNEL_DIR}/[0-9a-f]{16}$`));
+    const control = controlOf(children[0]);
+    const name = path.basename(first.vmDir);
+    expect(mux.calls).toContain(`${control} open ${first.vmDir}/agent.sock ${name}.sock`);
+    expect(children[0]?.commands()).toEqual(expect.arrayContaining([expect.stringMatching(new RegExp(`^m \\d+ ${name}$`)) as string, expect.stringMatching(new RegExp(`^p \\d+ ${name}$`)) as string]));
+    // Its host listener is this user's alone.
+    expect(first.slot.endpoint.socketPath).toBe(path.join(hostDir, `${name}.sock`));
+    await vi.waitFor(() => {
+      expect(mux.calls.filter((call) => call.includes(' open '))).toHaveLength(2);
+    });
+    const before = mux.calls.length;
+    const second = await tunnel.open();
+    // The spare, taken: published already; a new spare is on its way.
+    expect(mux.calls.slice(0, before)).toContain(`${control} open ${second.vmDir}/agent.sock ${path.basename(second.vmDir)}.sock`);
+    expect(tunnel.describe(2)).toMatchObject({ endpoints: 2 });
+  });
+
+  it('a session that ends stops its listener at once, cancels its forward and removes its directory; kept, it leaves the VM alone', async () => {
+    const { tunnel, children, mux, ready } = setup();
+    await ready();
+    const ended = await tunnel.open();
+    const kept = await tunnel.open();
+    const connected = net.connect(ended.slot.endpoint.socketPath);
+    await new Promise((resolve) => connected.once('connect', resolve));
+    const closed = new Promise((resolve) => connected.once('close', resolve));
+    connected.on('error', () => undefined);
+    await tunnel.close(ended.slot, false);
+    await closed;
+    const name = path.basename(ended.vmDir);
+    expect(mux.calls).toContain(`${controlOf(children[0])} close ${ended.vmDir}/agent.sock ${name}.sock`);
+    expect(children[0]?.commands()).toContainEqual(expect.stringMatching(new RegExp(`^r \\d+ ${name}$`)));
+    const calls = mux.calls.length;
+    const commands = children[0]?.commands().length;
+    await tunnel.close(kept.slot, true);
+    expect(mux.calls).toHaveLength(calls);
+    expect(children[0]?.commands()).toHaveLength(commands ?? 0);
+  });
+
+  it('a new generation forwards every session\'s socket again at the same path; one that ended meanwhile has its directory removed', async () => {
+    const { tunnel, children, mux, ready } = setup();
+    await ready();
+    const live = await tunnel.open();
+    const gone = await tunnel.open();
+    children[0]?.exit(255);
+    await tunnel.close(gone.slot, false);
+    await vi.waitFor(() => {
+      expect(children).toHaveLength(2);
+    }, { timeout: 5_000 });
+    children[1]?.ready();
+    await tunnel.whenReady();
+    await vi.waitFor(() => {
+      expect(mux.calls).toContain(`${controlOf(children[1])} open ${live.vmDir}/agent.sock ${path.basename(live.vmDir)}.sock`);
+    });
+    expect(children[1]?.commands()).toContainEqual(expect.stringMatching(new RegExp(`^r \\d+ ${path.basename(gone.vmDir)}$`)));
+    expect(mux.calls.filter((call) => call.startsWith(controlOf(children[1])) && call.includes(path.basename(gone.vmDir)))).toEqual([]);
+  });
+
+  it('the sweep finds a session socket in the VM that is not the one sshd bound, forwards it anew and says so', async () => {
+    const { tunnel, children, mux, ready } = setup();
+    await ready();
+    const session = await tunnel.open();
+    const name = path.basename(session.vmDir);
+    await tunnel.check();
+    expect(tunnel.describe(1)).toMatchObject({ restarts: 0, lastError: null });
+    if (children[0] !== undefined) children[0].replaced = [name];
+    await tunnel.check();
+    const control = controlOf(children[0]);
+    expect(mux.calls.slice(-2)).toEqual([`${control} close ${session.vmDir}/agent.sock ${name}.sock`, `${control} open ${session.vmDir}/agent.sock ${name}.sock`]);
+    expect(tunnel.describe(1)).toMatchObject({ state: 'ready', restarts: 1, lastError: expect.stringContaining('was not the one sshd bound; forwarded it anew') as string });
+  });
+
+  it('a bind sshd refuses is TUNNEL_BIND_REFUSED, naming SELinux where the VM enforces it, and not the session\'s path', async () => {
+    const { tunnel, mux, ready } = setup();
+    await ready('1');
+    mux.refuse = 'remote port forwarding failed for listen path /tmp/sandboxd-x/secret/agent.sock';
+    const refused = await tunnel.open().catch((error: unknown) => error);
+    expect(refused).toMatchObject({
+      code: 'TUNNEL_BIND_REFUSED',
+      message: 'sshd behind connection machine refused to bind the agent socket: remote port forwarding failed; SELinux enforces in that VM and is the likely cause (it can deny sshd-session the bind)',
+    });
   });
 });
 
 describe('Tunnel and the VM (fake ssh)', () => {
-  afterEach(() => {
+  afterEach(async () => {
     vi.useRealTimers();
+    await cleanup.run();
   });
 
-  it('sends its script on stdin: the VM dir is on no argv, the remote command is the fixed stub', async () => {
+  it('sends its script on stdin: no VM path is on any argv, the remote command is the fixed stub', async () => {
     const { children, ready } = setup();
     await ready();
     const args = children[0]?.args ?? [];
     expect(args.at(-1)).toBe(REMOTE_STUB);
-    expect(args.join(' ')).not.toContain(DIR_NAME);
+    expect(args).not.toContain('-R');
+    expect(args.join(' ')).not.toContain('/tmp/sandboxd-x');
     const script = children[0]?.stdinText.split('\n')[0] ?? '';
     expect(script).toContain(`n='${DIR_NAME}'`);
-    // The bind path beside the root is fresh randomness, unrelated to the secret dir name.
-    expect(args[args.indexOf('-R') + 1]).toMatch(/^\/tmp\/sandboxd-x\.[0-9a-f]{32}\.sock:\/agent\.sock$/);
+    expect(args).toContain('ControlMaster=yes');
   });
 
   it('asks the VM over its own connection, one line per path, and matches the answers by id', async () => {
@@ -327,10 +394,10 @@ describe('Tunnel and the VM (fake ssh)', () => {
     const child = children[0];
     const asked = tunnel.ask(['/Users/me/p', '/Volumes/x']);
     await vi.waitFor(() => {
-      expect(child?.stdinText).toContain('s 2 /Volumes/x\n');
+      expect(child?.stdinText).toMatch(/s \d+ \/Volumes\/x\n/);
     });
-    expect(child?.stdinText).toContain('s 1 /Users/me/p\n');
-    child?.stdout.write('sandboxd-seen 2 -\nsandboxd-seen 1 d\n');
+    const id = (subject: string): string => new RegExp(`s (\\d+) ${subject}\\n`).exec(child?.stdinText ?? '')?.[1] ?? '';
+    child?.stdout.write(`sandboxd-seen ${id('/Volumes/x')} -\nsandboxd-seen ${id('/Users/me/p')} d\n`);
     expect(await asked).toEqual(new Map([['/Users/me/p', 'd'], ['/Volumes/x', '-']]));
   });
 
@@ -342,14 +409,13 @@ describe('Tunnel and the VM (fake ssh)', () => {
     children[0]?.exit(255);
     await expect(asked).rejects.toMatchObject({ code: 'TUNNEL_FAILED', message: expect.stringContaining('ssh connection closed') as string });
     await expect(tunnel.ask(['/p'])).rejects.toMatchObject({ code: 'TUNNEL_FAILED', message: expect.stringContaining('not ready') as string });
-    await tunnel.halt();
   });
 
   it('an unreachable machine is re-discovered before the next attempt, which follows it to its new port', async () => {
-    vi.useFakeTimers();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     const moved = 'ssh://core@127.0.0.1:3333/run/podman.sock';
     const rediscover = vi.fn(() => Promise.resolve({ name: 'machine', uri: moved, identity: '/k', isDefault: true, isMachine: false, target: parseSshUri(moved, 'machine') }));
-    const { tunnel, children, ready } = setup(rediscover);
+    const { tunnel, children, ready } = setup({ rediscover });
     await ready();
     children[0]?.fail('ssh: connect to host 127.0.0.1 port 2222: Connection refused\n');
     await vi.advanceTimersByTimeAsync(500);
@@ -360,32 +426,29 @@ describe('Tunnel and the VM (fake ssh)', () => {
     children[1]?.ready();
     await tunnel.whenReady();
     expect(tunnel.currentConnection.uri).toBe(moved);
-    await tunnel.halt();
   });
 
   it('an ssh that dies for another reason is retried without asking podman again', async () => {
-    vi.useFakeTimers();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     const rediscover = vi.fn(() => Promise.reject(new Error('not expected')));
-    const { tunnel, children, ready } = setup(rediscover);
+    const { children, ready } = setup({ rediscover });
     await ready();
     children[0]?.exit(255);
     await vi.advanceTimersByTimeAsync(500);
     expect(children).toHaveLength(2);
     expect(rediscover).not.toHaveBeenCalled();
-    await tunnel.halt();
   });
 
   it('a re-discovery that fails retries the old address', async () => {
-    vi.useFakeTimers();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     const rediscover = vi.fn(() => Promise.reject(new Error('podman is gone')));
-    const { tunnel, children, ready } = setup(rediscover);
+    const { children, ready } = setup({ rediscover });
     await ready();
     children[0]?.fail('ssh: connect to host 127.0.0.1 port 2222: Connection refused\n');
     await vi.advanceTimersByTimeAsync(500);
     expect(rediscover).toHaveBeenCalledTimes(1);
     const args = children[1]?.args ?? [];
     expect(args[args.indexOf('-p') + 1]).toBe('2222');
-    await tunnel.halt();
   });
 
   it('says in the log when the VM could not lock the tunnel dir against tmpfiles, and runs anyway', async () => {
@@ -395,28 +458,15 @@ describe('Tunnel and the VM (fake ssh)', () => {
     children[0]?.stdout.write('sandboxd-selinux none\nsandboxd-unlocked\nsandboxd-ready\n');
     await ready;
     expect(logs).toContainEqual(expect.objectContaining({ msg: expect.stringContaining('cannot lock the tunnel directory in the VM') as string, tunnelId: 'tun_abcdef123456' }));
-    await tunnel.halt();
-  });
-
-  it('a refused bind in a VM that enforces SELinux names SELinux as the likely cause', async () => {
-    const { tunnel, children } = setup();
-    tunnel.start();
-    const pending = tunnel.whenReady();
-    pending.catch(() => undefined);
-    children[0]?.stdout.write('sandboxd-selinux 1\n');
-    await vi.waitFor(() => {
-      expect(tunnel.selinuxMode).toBe('enforcing');
-    });
-    children[0]?.fail('Error: remote port forwarding failed for listen path /tmp/sandboxd-x.ab.sock\n');
-    await expect(pending).rejects.toMatchObject({
-      code: 'TUNNEL_BIND_REFUSED',
-      message: 'sshd behind connection machine refused to bind the agent socket: Error: remote port forwarding failed for listen path /tmp/sandboxd-x.ab.sock; SELinux enforces in that VM and is the likely cause (it can deny sshd-session the bind)',
-    });
-    expect(tunnel.describe(0).lastError).toContain('SELinux enforces');
   });
 });
 
 describe('Tunnel and a root another VM user holds (fake ssh)', () => {
+  afterEach(async () => {
+    vi.useRealTimers();
+    await cleanup.run();
+  });
+
   /** As the remote script does when the root is not the remote user's own: says so, and exits. */
   const taken = (child: FakeSsh | undefined) => {
     child?.stdout.write('sandboxd-selinux none\nsandboxd-root-taken\n');
@@ -430,7 +480,7 @@ describe('Tunnel and a root another VM user holds (fake ssh)', () => {
       replaced.push(old);
       return Promise.resolve('/tmp/sandboxd-0123456789abcdef');
     };
-    const { tunnel, children, records, logs } = setup(undefined, replaceRoot);
+    const { tunnel, children, records, logs } = setup({ replaceRoot });
     tunnel.start();
     const ready = tunnel.whenReady();
     taken(children[0]);
@@ -439,13 +489,10 @@ describe('Tunnel and a root another VM user holds (fake ssh)', () => {
     });
     expect(replaced).toEqual(['/tmp/sandboxd-x']);
     expect(rootOf(children[1])).toBe('/tmp/sandboxd-0123456789abcdef');
-    expect(bindOf(children[1])).toMatch(/^\/tmp\/sandboxd-0123456789abcdef\.[0-9a-f]{32}\.sock$/);
-    // The first generation's bind socket sits beside the old root: the next script removes it.
-    expect(children[1]?.stdinText).toContain(`rm -f '${bindOf(children[0])}'`);
     children[1]?.ready();
     await ready;
     expect(tunnel.vmDir).toBe(`/tmp/sandboxd-0123456789abcdef/${DIR_NAME}`);
-    expect(tunnel.describe(1)).toMatchObject({ state: 'ready', socketPath: `/tmp/sandboxd-0123456789abcdef/${DIR_NAME}/agent.sock`, lastError: null });
+    expect(tunnel.describe(1)).toMatchObject({ state: 'ready', socketPath: `/tmp/sandboxd-0123456789abcdef/${DIR_NAME}/*/agent.sock`, lastError: null });
     expect(records.at(-1)).toMatchObject({ vmDir: `/tmp/sandboxd-0123456789abcdef/${DIR_NAME}` });
     expect(logs).toContainEqual(
       expect.objectContaining({
@@ -455,13 +502,12 @@ describe('Tunnel and a root another VM user holds (fake ssh)', () => {
         tunnelId: 'tun_abcdef123456',
       }),
     );
-    await tunnel.halt();
   });
 
   it('fails with TUNNEL_FAILED once three new names in a row were taken too', async () => {
     let next = 0;
     const replaceRoot = () => Promise.resolve(`/tmp/sandboxd-000000000000000${String((next += 1))}`);
-    const { tunnel, children } = setup(undefined, replaceRoot);
+    const { tunnel, children } = setup({ replaceRoot });
     tunnel.start();
     const ready = tunnel.whenReady();
     ready.catch(() => undefined);
@@ -482,7 +528,7 @@ describe('Tunnel and a root another VM user holds (fake ssh)', () => {
 
 describe('reapOrphans', () => {
   const vmDir = '/tmp/sandboxd-0123456789/abcdef012345';
-  const argv = (pid: number): string[] => ['ssh', '-T', '-R', '/tmp/sandboxd-0123456789.abcdef012345.a-1.sock:/a', '--', 'core@h', `d=${vmDir} # ${String(pid)}`];
+  const argv = (pid: number): string[] => ['ssh', '-T', '-o', 'ControlMaster=yes', '-o', `ControlPath=/run/t/${String(pid)}`, '--', 'core@h', REMOTE_STUB];
   const record = (pid: number): TunnelRecord => ({ id: `tun_${String(pid)}`, pid, vmDir, connection: 'm', agentSocket: '/a', argv: argv(pid) });
 
   it('kills only pids that still run exactly the recorded ssh argv', async () => {

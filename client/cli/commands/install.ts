@@ -57,7 +57,7 @@ async function stopUnmanagedDaemon(json: boolean): Promise<void> {
   }
   if (sessions > 0) {
     throw new SandboxdError('DAEMON_ALREADY_RUNNING', `a daemon with ${sessions} open session${sessions === 1 ? '' : 's'} is running; installing would stop it`, {
-      remedy: 'Run `sandboxd install` again once they end, or `sandboxd stop` first (their containers lose the agent).',
+      remedy: 'Run `sandboxd install` again once they end, or `sandboxd stop` first (their containers\' agent stops answering until the service\'s daemon runs).',
     });
   }
   await stopDaemon(json);

@@ -28,22 +28,30 @@ export async function stoppedWithin(pid: number, timeoutMs: number): Promise<boo
   return false;
 }
 
-/** What the sessions of a daemon that stops lose, said before it happens. */
-export function sessionsWarning(sessions: number): string | null {
+/**
+ * What the sessions of a daemon that stops lose, said before it happens. The next daemon serves
+ * their sockets again at the same paths (DESIGN §5); only a client of this release can renew its
+ * lease with it, so one of another release keeps them for one lease.
+ */
+export function sessionsWarning(sessions: number, sameRelease = true): string | null {
   if (sessions === 0) return null;
-  return `sandboxd: stopping with ${sessions} open session${sessions === 1 ? '' : 's'}: their containers lose the SSH agent and extra sockets until a daemon runs again (live clients then renew their lease; containers are not removed)\n`;
+  const open = `sandboxd: stopping with ${sessions} open session${sessions === 1 ? '' : 's'}`;
+  if (!sameRelease) {
+    return `${open} of another release: their containers' SSH agent and extra sockets stop answering; the next daemon serves them again for one lease, which their clients cannot renew (containers are not removed)\n`;
+  }
+  return `${open}: their containers' SSH agent and extra sockets stop answering until a daemon runs again, which serves the same sockets; live clients renew their lease (containers are not removed)\n`;
 }
 
 /** The daemon to stop: of this release, or of another one (`restart` is how an upgrade ends). */
-async function daemonToStop(): Promise<{ pid: number; sessions: number } | null> {
+async function daemonToStop(): Promise<{ pid: number; sessions: number; sameRelease: boolean } | null> {
   try {
     const status = await statusOrNull();
-    return status === null ? null : { pid: status.pid, sessions: status.counts.sessions };
+    return status === null ? null : { pid: status.pid, sessions: status.counts.sessions, sameRelease: true };
   } catch (error) {
     if (!(error instanceof SandboxdError && error.code === 'PROTOCOL_MISMATCH')) throw error;
     const any = await readAnyStatus(clientPaths().socketPath);
     if (any.pid === undefined) throw error;
-    return { pid: any.pid, sessions: any.counts?.sessions ?? 0 };
+    return { pid: any.pid, sessions: any.counts?.sessions ?? 0, sameRelease: false };
   }
 }
 
@@ -54,7 +62,7 @@ async function daemonToStop(): Promise<{ pid: number; sessions: number } | null>
 export async function stopDaemon(json: boolean): Promise<'stopped' | 'not-running'> {
   const status = await daemonToStop();
   if (status === null) return 'not-running';
-  const warning = sessionsWarning(status.sessions);
+  const warning = sessionsWarning(status.sessions, status.sameRelease);
   if (warning !== null && !json) process.stderr.write(warning);
   const service = await installedService(managerInputs(process.env, currentPlatform()));
   if (service !== null) {

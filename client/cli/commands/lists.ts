@@ -19,8 +19,14 @@ const SESSION_COLUMNS: Column<SessionInfo>[] = [
   { header: 'PID', value: (s) => String(s.clientPid) },
   { header: 'AGE', value: (s) => formatAge(s.createdAt) },
   { header: 'SSH', value: (s) => (s.ssh.status === 'forwarded' ? `${s.ssh.bridge} ${s.ssh.bridgeId}` : `skipped: ${s.ssh.reason}`) },
+  { header: 'REFUSED', value: (s) => String(s.refused) },
   { header: 'CONTAINER', value: (s) => (s.container === null ? '-' : (s.container.id?.slice(0, 12) ?? 'not started')) },
 ];
+
+// Where a bridge makes its sessions' sockets, from the pattern it reports (`<dir>/*/agent.sock`, `sandboxd-relay-*:/agent.sock`).
+function sessionsDir(socketPath: string): string {
+  return socketPath.replace(/(\/\*)?\/agent\.sock$/, '').replace(/:$/, '');
+}
 
 const TUNNEL_COLUMNS: Column<BridgeInfo>[] = [
   { header: 'ID', value: (t) => t.id, whole: true },
@@ -28,12 +34,14 @@ const TUNNEL_COLUMNS: Column<BridgeInfo>[] = [
   { header: 'CONNECTION', value: (t) => t.connection ?? '-' },
   { header: 'STATE', value: (t) => t.state, whole: true },
   { header: 'REFS', value: (t) => String(t.refs) },
-  { header: 'PID', value: (t) => (t.pid === null ? '-' : String(t.pid)) },
+  { header: 'REFUSED', value: (t) => String(t.refused) },
+  // The ssh's pid is for debugging (--no-trunc, --json): the table's width goes to what bounds refused.
+  { header: 'PID', value: (t) => (t.pid === null ? '-' : String(t.pid)), wideOnly: true },
   { header: 'RESTARTS', value: (t) => String(t.restarts) },
   { header: 'AGE', value: (t) => formatAge(t.createdAt) },
   { header: 'AGENT', value: (t) => t.hostAgentSocket, keepEnd: true, wideOnly: true },
-  // Every bridge serves `agent.sock` in a directory of its own: the directory tells them apart.
-  { header: 'SOCKET DIR', value: (t) => t.socketPath.replace(/\/agent\.sock$/, ''), keepEnd: true, keepLast: true },
+  // Each session's `agent.sock` is in a directory of its own inside the bridge's: the bridge's tells them apart.
+  { header: 'SOCKETS', value: (t) => sessionsDir(t.socketPath), keepEnd: true, keepLast: true },
   { header: 'LAST ERROR', value: (t) => t.lastError ?? '-' },
 ];
 

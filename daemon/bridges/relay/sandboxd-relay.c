@@ -2,17 +2,21 @@
  * sandboxd-relay: the one process of sandboxd's helper containers (docs/engines.md, "Docker Desktop"). Static,
  * no libc look-ups, nothing taken from any image.
  *
- *   sandboxd-relay serve UPSTREAM LISTEN MAX
+ *   sandboxd-relay serve UPSTREAM LISTEN MAX [RATE [MODE]]
  *
- * The shared agent relay. It runs inside the engine's VM as the session's uid:gid with gid 0 as a
- * supplementary group, so it alone may connect to the built-in agent socket (root:root 0660), and it
- * serves a 0600 socket owned by that uid in a volume the session containers mount read-only. Prints
- * "sandboxd-relay ready" once LISTEN accepts and one connection to UPSTREAM succeeded (else it says
- * why on stderr and exits 1); each connection gets a child that pipes it to a fresh
- * connection to UPSTREAM, at most MAX at once: past that a connection is closed at once, never
- * forked for. Every second it checks that LISTEN is still the socket it bound; when it is not (moved,
- * removed or replaced), it says so on stderr and exits 3, so the daemon re-creates it. SIGTERM
- * removes LISTEN and exits.
+ * An agent relay. As an engine's hub it runs as root (gid 0), so it alone may connect to the
+ * built-in agent socket (root:root 0660), and serves a 0666 socket in a volume only the sessions'
+ * relays mount, at most MAX (the bound toward the agent across sessions) at once. As a session's
+ * relay it runs as the session's uid:gid and serves a 0600 socket in a volume only that session
+ * mounts (read-only), at most MAX at once and RATE new connections a second, piping each to the
+ * hub. Prints "sandboxd-relay ready" once LISTEN accepts and one connection to UPSTREAM succeeded
+ * (else it says why on stderr and exits 1); each connection gets a child that pipes it to a fresh
+ * connection to UPSTREAM; a connection past a bound is closed at once, never forked for, and
+ * counted. At most once a second, when they changed, it prints "sandboxd-relay status open=N
+ * refused=N rebound=N" on stdout. Every second it checks that LISTEN is still the socket it bound;
+ * when it is not (moved, removed or replaced), it binds it again, says so on stderr and counts it.
+ * SIGTERM removes LISTEN and exits. RATE 0 (the default) is no rate bound; MODE is the socket's
+ * (600, the default, or 666).
  *
  *   sandboxd-relay identities SOCKET
  *
@@ -31,6 +35,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CHECK_INTERVAL_MS 1000
@@ -41,6 +46,7 @@
 
 static const char *listen_path;
 static volatile sig_atomic_t live;
+static unsigned long refused, rebound;
 
 static void on_term(int sig) {
   (void)sig;
@@ -120,12 +126,35 @@ static void serve_connection(int client, const char *upstream_path) {
   _exit(0);
 }
 
-static int serve(const char *upstream_path, const char *max_text) {
+static long long now_ms(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+static long bounded(const char *text, long low, long high) {
   char *end;
-  long max = strtol(max_text, &end, 10);
+  long value = strtol(text, &end, 10);
+  return *text == '\0' || *end != '\0' || value < low || value > high ? -1 : value;
+}
+
+/* Binds LISTEN afresh (whatever is at the name goes first) and notes the inode it bound. */
+static int bind_listen(struct sockaddr_un *addr, struct stat *bound) {
+  unlink(listen_path);
+  int server = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (server < 0 || bind(server, (struct sockaddr *)addr, sizeof *addr) != 0 || listen(server, 64) != 0 || lstat(listen_path, bound) != 0) {
+    fprintf(stderr, "sandboxd-relay: listen %s: %s\n", listen_path, strerror(errno));
+    return -1;
+  }
+  return server;
+}
+
+static int serve(const char *upstream_path, const char *max_text, const char *rate_text, const char *mode_text) {
+  long max = bounded(max_text, 1, 4096);
+  long rate = bounded(rate_text, 0, 100000);
   struct sockaddr_un addr;
-  if (*max_text == '\0' || *end != '\0' || max < 1 || max > 4096) {
-    fprintf(stderr, "sandboxd-relay: MAX must be 1..4096: %s\n", max_text);
+  if (max < 0 || rate < 0 || (strcmp(mode_text, "600") != 0 && strcmp(mode_text, "666") != 0)) {
+    fprintf(stderr, "sandboxd-relay: MAX must be 1..4096, RATE 0..100000, MODE 600 or 666: %s %s %s\n", max_text, rate_text, mode_text);
     return 2;
   }
   if (unix_address(listen_path, &addr) != 0) {
@@ -143,14 +172,10 @@ static int serve(const char *upstream_path, const char *max_text) {
   signal(SIGPIPE, SIG_IGN);
   signal(SIGTERM, on_term);
   signal(SIGINT, on_term);
-  umask(0177);
-  unlink(listen_path);
-  int server = socket(AF_UNIX, SOCK_STREAM, 0);
+  umask(strcmp(mode_text, "666") == 0 ? 0111 : 0177);
   struct stat bound;
-  if (server < 0 || bind(server, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(server, 64) != 0 || lstat(listen_path, &bound) != 0) {
-    fprintf(stderr, "sandboxd-relay: listen %s: %s\n", listen_path, strerror(errno));
-    return 1;
-  }
+  int server = bind_listen(&addr, &bound);
+  if (server < 0) return 1;
   /* Ready means able to serve: one empty connection to the agent (it harms none), closed at once. */
   int probe = connect_to(upstream_path);
   if (probe < 0) {
@@ -161,13 +186,30 @@ static int serve(const char *upstream_path, const char *max_text) {
   close(probe);
   printf("sandboxd-relay ready\n");
   fflush(stdout);
-  struct pollfd waiting = {server, POLLIN, 0};
+  /* The rate bound: a token bucket of RATE tokens, one second's worth, refilled as time passes. */
+  long long tokens_ms = rate * 1000, filled_at = now_ms(), said_at = 0;
+  long said_live = -1;
+  unsigned long said_refused = 0, said_rebound = 0;
   for (;;) {
+    struct pollfd waiting = {server, POLLIN, 0};
     int ready = poll(&waiting, 1, CHECK_INTERVAL_MS);
-    struct stat now;
-    if (lstat(listen_path, &now) != 0 || now.st_dev != bound.st_dev || now.st_ino != bound.st_ino) {
-      fprintf(stderr, "sandboxd-relay: %s is not the socket it bound\n", listen_path);
-      return 3;
+    long long now = now_ms();
+    struct stat seen;
+    if (lstat(listen_path, &seen) != 0 || seen.st_dev != bound.st_dev || seen.st_ino != bound.st_ino) {
+      close(server);
+      server = bind_listen(&addr, &bound);
+      if (server < 0) return 1;
+      rebound++;
+      fprintf(stderr, "sandboxd-relay: %s was not the socket it bound; bound it again\n", listen_path);
+      continue;
+    }
+    if (now - said_at >= CHECK_INTERVAL_MS && (live != said_live || refused != said_refused || rebound != said_rebound)) {
+      said_at = now;
+      said_live = live;
+      said_refused = refused;
+      said_rebound = rebound;
+      printf("sandboxd-relay status open=%ld refused=%lu rebound=%lu\n", said_live, said_refused, said_rebound);
+      fflush(stdout);
     }
     if (ready <= 0) continue;
     int client = accept(server, NULL, NULL);
@@ -176,8 +218,14 @@ static int serve(const char *upstream_path, const char *max_text) {
       fprintf(stderr, "sandboxd-relay: accept: %s\n", strerror(errno));
       return 1;
     }
+    if (rate > 0) {
+      tokens_ms += (now - filled_at) * rate;
+      if (tokens_ms > rate * 1000) tokens_ms = rate * 1000;
+      filled_at = now;
+    }
     sigprocmask(SIG_BLOCK, &chld, NULL);
-    if (live < max) {
+    if (live < max && (rate == 0 || tokens_ms >= 1000)) {
+      if (rate > 0) tokens_ms -= 1000;
       pid_t child = fork();
       if (child == 0) {
         signal(SIGTERM, SIG_DFL);
@@ -187,6 +235,8 @@ static int serve(const char *upstream_path, const char *max_text) {
         serve_connection(client, upstream_path);
       }
       if (child > 0) live++;
+    } else {
+      refused++;
     }
     sigprocmask(SIG_UNBLOCK, &chld, NULL);
     close(client);
@@ -254,11 +304,11 @@ static int identities(const char *path) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 5 && strcmp(argv[1], "serve") == 0) {
+  if (argc >= 5 && argc <= 7 && strcmp(argv[1], "serve") == 0) {
     listen_path = argv[3];
-    return serve(argv[2], argv[4]);
+    return serve(argv[2], argv[4], argc >= 6 ? argv[5] : "0", argc == 7 ? argv[6] : "600");
   }
   if (argc == 3 && strcmp(argv[1], "identities") == 0) return identities(argv[2]);
-  fprintf(stderr, "usage: sandboxd-relay serve UPSTREAM LISTEN MAX | sandboxd-relay identities SOCKET\n");
+  fprintf(stderr, "usage: sandboxd-relay serve UPSTREAM LISTEN MAX [RATE [MODE]] | sandboxd-relay identities SOCKET\n");
   return 2;
 }

@@ -8,15 +8,20 @@ import {
   ROOT_TAKEN_MARKER,
   SEEN_MARKER,
   SELINUX_MARKER,
+  slotPaths,
+  SLOTS_MARKER,
   UNLOCKED_MARKER,
   type SelinuxMode,
   type TunnelLayout,
 } from '../../podman/ssh-command.js';
+import type { MuxClient } from '../../podman/ssh-mux.js';
 import { VmQueries, type PathKind } from '../../podman/vm-queries.js';
 
 /** After stdin closes, the remote script cleans up and ssh exits; past this we signal it. */
 const GRACEFUL_EXIT_MS = 2_000;
 const STDERR_KEEP_BYTES = 4_096;
+/** The control socket exists once the login is through; a few tries cover a slow master. */
+const MUX_CONNECT_TRIES = 5;
 
 export function tunnelFailure(tunnelId: string, message: string): SandboxdError {
   return new SandboxdError('TUNNEL_FAILED', `tunnel ${tunnelId}: ${message}`);
@@ -25,8 +30,8 @@ export function tunnelFailure(tunnelId: string, message: string): SandboxdError 
 /** What a generation tells its tunnel; the tunnel ignores all but its current generation. */
 export interface GenerationEvents {
   selinux(generation: Generation, mode: SelinuxMode): void;
-  /** Its script published the socket as `agent.sock`. */
-  published(generation: Generation): void;
+  /** Its script verified and locked the tunnel dir: sessions' sockets can be published. */
+  ready(generation: Generation): void;
   closed(generation: Generation, code: number | null): void;
 }
 
@@ -35,29 +40,38 @@ export interface GenerationOptions {
   number: number;
   child: ChildProcess;
   layout: TunnelLayout;
-  /** Bind paths of earlier generations that closed unpublished: this one's script removes them. */
-  cleaning: readonly string[];
+  /** Where this generation's ssh listens as a ControlMaster (a daemon-private directory). */
+  controlPath: string;
+  /** Connects to a control socket (ssh-mux.ts; a test stands in for it). */
+  connectMux(controlPath: string): Promise<MuxClient>;
   logger: Logger;
   events: GenerationEvents;
 }
 
+/** A session's socket: its directory's name in the tunnel dir, and the host socket its forward reaches. */
+export interface SlotTarget {
+  name: string;
+  hostSocket: string;
+}
+
 /**
- * One `ssh -R` child of a tunnel and what is known of it alone: its socket names in the VM, what
- * its script said, the questions asked over its stdin, and the tail of its stderr. Its script goes
- * on stdin as it is made, with every VM path in it: never on an argv in the VM.
+ * One ssh ControlMaster child of a tunnel and what is known of it alone: what its script said, the
+ * questions and slot commands sent over its stdin, its control connection, and the tail of its
+ * stderr. Its script goes on stdin as it is made, with every VM path in it, and each session's
+ * forward goes over the control socket: never on an argv, host or VM.
  */
 export class Generation {
   readonly number: number;
   readonly child: ChildProcess;
   readonly layout: TunnelLayout;
-  readonly cleaning: readonly string[];
   readonly log: Logger;
-  /** Its script moved the bound socket in and repointed `agent.sock` (it printed the ready line). */
-  published = false;
+  /** Its script printed the ready line. */
+  isReady = false;
   /** Its script found the root held by someone else: its close chooses another root. */
   foundTaken = false;
-  /** Visibility questions over this ssh's stdin; null until it is published. */
+  /** Questions and slot commands over this ssh's stdin; null until it is ready. */
   private queries: VmQueries | null = null;
+  private mux: Promise<MuxClient> | null = null;
   private stderr = '';
 
   constructor(private readonly options: GenerationOptions) {
@@ -65,10 +79,9 @@ export class Generation {
     this.number = options.number;
     this.child = child;
     this.layout = options.layout;
-    this.cleaning = options.cleaning;
     this.log = options.logger.child({ generation: options.number, pid: child.pid });
     this.watch();
-    child.stdin?.write(`${remoteScript(options.layout, options.cleaning)}\n`);
+    child.stdin?.write(`${remoteScript(options.layout)}\n`);
   }
 
   /** The last of what ssh printed on stderr (or why it could not be run). */
@@ -80,9 +93,37 @@ export class Generation {
     return this.queries === null ? Promise.reject(this.failure('the tunnel is not ready')) : this.queries.ask(paths);
   }
 
-  /** Whether `agent.sock` in the VM still leads to the socket this generation published. */
-  intact(): Promise<boolean> {
-    return this.queries === null ? Promise.resolve(false) : this.queries.intact();
+  /**
+   * Publishes a session's socket in its directory: made (a socket an earlier bind left removed),
+   * bound by sshd as a remote forward to the session's host socket, then made usable by any
+   * container user. `again`: the forward exists on this connection already and is asked for anew.
+   */
+  async publish(slot: SlotTarget, again = false): Promise<void> {
+    const queries = this.requireQueries();
+    const { socket } = slotPaths(this.layout, slot.name);
+    const mux = await this.control();
+    if (again) await mux.closeRemoteForward(socket, slot.hostSocket).catch(() => undefined);
+    if (!(await queries.slot('m', slot.name))) throw this.failure(`cannot make the session directory ${slot.name} in the VM`);
+    await mux.openRemoteForward(socket, slot.hostSocket);
+    if (!(await queries.slot('p', slot.name))) throw this.failure(`sshd did not bind the socket of session directory ${slot.name}`);
+  }
+
+  /** Cancels a session's forward and removes its directory in the VM. */
+  async unpublish(slot: SlotTarget): Promise<void> {
+    const queries = this.requireQueries();
+    const mux = await this.control();
+    await mux.closeRemoteForward(slotPaths(this.layout, slot.name).socket, slot.hostSocket);
+    await queries.slot('r', slot.name);
+  }
+
+  /** Removes a session's directory whose forward is gone already (its session ended while no ssh ran). */
+  async remove(name: string): Promise<void> {
+    await this.requireQueries().slot('r', name);
+  }
+
+  /** The session directories whose socket is not the one sshd bound there. */
+  replaced(): Promise<string[]> {
+    return this.queries === null ? Promise.resolve([]) : this.queries.replaced();
   }
 
   /**
@@ -91,7 +132,39 @@ export class Generation {
    */
   async stop(why: SandboxdError, farewell?: string): Promise<void> {
     this.queries?.close(why);
+    void this.mux?.then((client) => {
+      client.close();
+    }, () => undefined);
     await stopChild(this.child, farewell);
+  }
+
+  private requireQueries(): VmQueries {
+    if (this.queries === null) throw this.failure('the tunnel is not ready');
+    return this.queries;
+  }
+
+  /** One control connection per generation, made on first use; one that fails or closes is made again. */
+  private control(): Promise<MuxClient> {
+    const current = this.mux;
+    if (current !== null) {
+      return current.then((client) => (client.closed ? this.reconnect() : client), () => this.reconnect());
+    }
+    return this.reconnect();
+  }
+
+  private reconnect(): Promise<MuxClient> {
+    const connecting = (async () => {
+      for (let attempt = 1; ; attempt += 1) {
+        try {
+          return await this.options.connectMux(this.options.controlPath);
+        } catch (error) {
+          if (attempt >= MUX_CONNECT_TRIES || this.child.exitCode !== null) throw this.failure(`cannot reach the ssh control socket: ${(error as Error).message}`);
+          await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+        }
+      }
+    })();
+    this.mux = connecting;
+    return connecting;
   }
 
   private watch(): void {
@@ -113,29 +186,34 @@ export class Generation {
     });
     child.once('close', (code: number | null) => {
       this.queries?.close(this.failure('the ssh connection closed'));
+      void this.mux?.then((client) => {
+        client.close();
+      }, () => undefined);
       this.options.events.closed(this, code);
     });
   }
 
   /**
-   * The script says the root is taken, or that it published, once and before anything else but the
+   * The script says the root is taken, or that it is ready, once and before anything else but the
    * SELinux line; a VM that says either again, or out of turn, is not believed.
    */
   private onLine(line: string): void {
     const [marker, ...rest] = line.trim().split(' ');
     if (marker === SELINUX_MARKER) {
       this.options.events.selinux(this, parseSelinux(rest[0] ?? ''));
-    } else if (marker === ROOT_TAKEN_MARKER && !this.published) {
+    } else if (marker === ROOT_TAKEN_MARKER && !this.isReady) {
       this.foundTaken = true;
     } else if (marker === UNLOCKED_MARKER) {
-      this.log.warn('cannot lock the tunnel directory in the VM (is flock installed there?); systemd-tmpfiles may age its socket out of /tmp while the tunnel runs');
+      this.log.warn('cannot lock the tunnel directory in the VM (is flock installed there?); systemd-tmpfiles may age its sockets out of /tmp while the tunnel runs');
     } else if (marker === SEEN_MARKER) {
       this.queries?.answer(rest[0] ?? '', rest[1] ?? '');
-    } else if (marker === READY_MARKER && !this.published && !this.foundTaken) {
+    } else if (marker === SLOTS_MARKER) {
+      this.queries?.answer(rest[0] ?? '', rest.slice(1).join(' '));
+    } else if (marker === READY_MARKER && !this.isReady && !this.foundTaken) {
       const stdin = this.child.stdin;
       this.queries = stdin === null ? null : new VmQueries((text) => stdin.write(text));
-      this.published = true;
-      this.options.events.published(this);
+      this.isReady = true;
+      this.options.events.ready(this);
     }
   }
 

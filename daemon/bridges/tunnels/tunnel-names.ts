@@ -3,6 +3,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import * as z from 'zod/mini';
 import { writeFileAtomic } from '../../os/files.js';
+import { readStateFile } from '../../os/state-file.js';
 
 const SECRET_FILE = 'tunnel-secret';
 const ROOTS_FILE = 'tunnel-roots.json';
@@ -83,7 +84,7 @@ export class TunnelNames {
 
   private async loadSecret(): Promise<string> {
     const file = path.join(this.stateDir, SECRET_FILE);
-    const existing = await fs.readFile(file, 'utf8').catch(() => '');
+    const existing = (await readStateFile(file, { moveAside: true, maxBytes: 4096 }).catch(() => null)) ?? '';
     if (SECRET.test(existing.trim())) return existing.trim();
     const secret = randomBytes(32).toString('hex');
     await fs.mkdir(this.stateDir, { recursive: true, mode: 0o700 });
@@ -94,7 +95,7 @@ export class TunnelNames {
 
 /** What the file keeps; one that is missing or not in its shape keeps nothing (names are chosen anew). */
 async function readRoots(file: string): Promise<Map<string, string>> {
-  const text = await fs.readFile(file, 'utf8').catch(() => null);
+  const text = await readStateFile(file, { moveAside: true }).catch(() => null);
   if (text === null) return new Map();
   try {
     const parsed = RootsFile.safeParse(JSON.parse(text));

@@ -2,6 +2,7 @@ import * as z from 'zod/mini';
 import { writeFileAtomic } from '../../os/files.js';
 import { readRecordFile } from '../../os/record-file.js';
 import type { Logger } from '../../os/logger.js';
+import { REMOTE_STUB } from '../../podman/ssh-command.js';
 import type { TunnelRecord } from './tunnel.js';
 
 /**
@@ -13,10 +14,12 @@ import type { TunnelRecord } from './tunnel.js';
 const VM_DIR = /^\/tmp\/sandboxd-(?:[0-9a-f]{10}|[0-9a-f]{16})\/(?:[0-9a-f]{12}|[0-9a-f]{32})$/;
 
 /**
- * The ssh binds its socket beside the tunnel root (`<root>.<nonce>.sock`), its script on stdin
- * naming the dir; an older daemon's ssh named the dir in its remote command.
+ * A tunnel's ssh is a ControlMaster running the fixed stub, no VM path on its argv; one of an
+ * earlier release bound its socket beside the tunnel root (`-R <root>.<nonce>.sock:…`), or named
+ * the dir in its remote command.
  */
 function belongsTo(argv: readonly string[], vmDir: string): boolean {
+  if (argv.includes(REMOTE_STUB) && argv.includes('ControlMaster=yes')) return true;
   const spec = argv.includes('-R') ? argv[argv.indexOf('-R') + 1] : undefined;
   return spec?.startsWith(`${vmDir.slice(0, vmDir.lastIndexOf('/'))}.`) === true || argv.some((arg) => arg.includes(vmDir));
 }

@@ -1,16 +1,18 @@
 import type { ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import path from 'node:path';
 import { SandboxdError } from '../../../shared/errors.js';
 import type { BridgeInfo } from '../../../shared/contracts/bridges.js';
+import type { UpstreamGate } from '../bounds.js';
 import type { Bridge } from '../bridge.js';
 import { BridgeStatus } from '../bridge-status.js';
 import type { Logger } from '../../os/logger.js';
 import type { PodmanConnection } from '../../podman/connections.js';
-import { backoffMs, classifySshFailure, HALT_WORD, sshArgs, sshProbeArgs, tunnelLayout, type SelinuxMode, type SshOptions } from '../../podman/ssh-command.js';
+import { backoffMs, classifySshFailure, HALT_WORD, slotPaths, sshMasterArgs, tunnelLayout, type SelinuxMode, type SshOptions } from '../../podman/ssh-command.js';
+import { MuxClient, MuxRefusal } from '../../podman/ssh-mux.js';
 import type { IndexedTunnel, TunnelIndex } from '../../podman/tunnel-index.js';
 import type { PathKind } from '../../podman/vm-queries.js';
 import { Generation, tunnelFailure } from './generation.js';
-import { removeLeftovers } from './leftover-logins.js';
+import { TunnelSlots, type TunnelSlot } from './tunnel-slots.js';
 import { TUNNEL_TRANSITIONS } from './tunnel-states.js';
 
 /** A failing acquire is bounded at 20 s; ssh's ConnectTimeout sits well inside it. */
@@ -18,8 +20,6 @@ export const READY_TIMEOUT_MS = 15_000;
 const CONNECT_TIMEOUT_SECONDS = 8;
 const ALIVE_INTERVAL_SECONDS = 5;
 const ALIVE_COUNT_MAX = 3;
-/** A whole login plus one `rm`: as long as a connect may take. */
-const CLEANUP_LOGIN_MS = (CONNECT_TIMEOUT_SECONDS + 2) * 1_000;
 /**
  * New root names tried in a row before the tunnel fails: a fresh random name is taken only by
  * someone who can read the daemon's state, so a third in a row means the VM's /tmp is not usable.
@@ -46,6 +46,18 @@ export interface TunnelOptions {
   agentSocket: string;
   /** The remote user's tunnel root in the VM, as kept in the state dir (TunnelNames). */
   vmRoot: string;
+  /**
+   * Daemon-private (0700): each generation's control socket and each session's host listener. Its
+   * paths are on ssh's argv (the control path) and nothing in it is reachable by another user.
+   */
+  hostDir: string;
+  /** The bound toward the agent that every session's socket shares, through any bridge. */
+  gate: UpstreamGate;
+  monotonic(): number;
+  /** Whether the daemon stops gracefully: then the sessions' directories in the VM stay for the next one. */
+  keeping(): boolean;
+  /** Connects to a generation's control socket (default: OpenSSH's mux protocol, ssh-mux.ts). */
+  connectMux?: (controlPath: string) => Promise<MuxClient>;
   /** Chooses and keeps another root when the VM says this one is not the remote user's own. */
   replaceRoot?: (taken: string) => Promise<string>;
   knownHostsPath: string;
@@ -70,12 +82,14 @@ interface Waiter {
 }
 
 /**
- * One `ssh -R` tunnel into a Podman machine, shared by every session with the same connection and
- * agent (STYLE 3: owns its child, an explicit state, lastError instead of throwing). Each
- * generation binds a fresh socket name and repoints `<dir>/agent.sock`, so containers that mount
- * `<dir>` keep working across restarts. Its state changes only through `status.transition()`,
- * as TUNNEL_TRANSITIONS allows. The fields below outlive generations; what belongs to one ssh
- * child is its `Generation`'s.
+ * One ssh connection into a Podman machine, shared by every session with the same connection and
+ * agent (STYLE 3: owns its child, an explicit state, lastError instead of throwing). The ssh is a
+ * ControlMaster; each session gets its own socket in its own directory in the VM, a remote forward
+ * added and cancelled over the control socket (DESIGN §6, §9), whose host end is that session's
+ * bounded listener. A new generation (ssh died, a restart) forwards every session's socket again
+ * at the same paths, so containers that mount them keep working. Its state changes only through
+ * `status.transition()`, as TUNNEL_TRANSITIONS allows. The fields below outlive generations; what
+ * belongs to one ssh child is its `Generation`'s.
  */
 export class Tunnel implements Bridge, IndexedTunnel {
   readonly id: string;
@@ -92,8 +106,10 @@ export class Tunnel implements Bridge, IndexedTunnel {
   private launched = 0;
   /** The VM's SELinux mode as the latest script said it; it explains a later refused bind. */
   private selinux: SelinuxMode | null = null;
-  /** Bind paths of generations that closed before publishing: the next generation removes them. */
-  private leftovers: string[] = [];
+  /** The sessions' sockets; each generation publishes them all. */
+  private readonly slots: TunnelSlots;
+  /** The current generation publishing every slot, once it is ready. */
+  private publishing: Promise<void> = Promise.resolve();
   /** Failed generations since the last ready one: how long the next backoff is. */
   private attempt = 0;
   private backoffTimer: NodeJS.Timeout | null = null;
@@ -107,6 +123,24 @@ export class Tunnel implements Bridge, IndexedTunnel {
     this.status = new BridgeStatus(TUNNEL_TRANSITIONS, this.logger);
     this.connection = options.connection;
     this.root = options.vmRoot;
+    this.slots = new TunnelSlots({
+      hostDir: options.hostDir,
+      upstream: options.agentSocket,
+      gate: options.gate,
+      monotonic: () => options.monotonic(),
+      logger: this.logger,
+      onUpstreamError: (error) => {
+        this.status.lastError = this.failure(`agent ${error.message}`);
+        this.logger.warn({ err: error }, 'tunnel connection to the agent failed');
+      },
+      ready: async () => {
+        await this.whenReady();
+        const generation = this.generation;
+        if (generation === null || !generation.isReady) throw this.failure('the tunnel is not ready');
+        return generation;
+      },
+      current: () => (this.ready && this.generation?.isReady === true ? this.generation : null),
+    });
   }
 
   /** The connection the tunnel uses now (re-discovery can move it to a new address). */
@@ -114,9 +148,28 @@ export class Tunnel implements Bridge, IndexedTunnel {
     return this.connection;
   }
 
-  /** The VM directory containers mount. */
+  /** The tunnel's directory in the VM, holding one directory per session. */
   get vmDir(): string {
-    return tunnelLayout(this.root, this.options.dirName, 0, '').dir;
+    return tunnelLayout(this.root, this.options.dirName).dir;
+  }
+
+  /**
+   * A session's own socket: published in its own directory in the VM (that directory is what its
+   * container mounts), or `name`'s when a recorded one is served again.
+   */
+  async open(name?: string): Promise<{ slot: TunnelSlot; vmDir: string }> {
+    const slot = await this.slots.open(name).catch((error: unknown) => {
+      if (error instanceof SandboxdError) throw error;
+      // sshd refused the bind: what it said, without the path (it is the session's capability).
+      if (error instanceof MuxRefusal) throw classifySshFailure(this.connection.name, error.message.replace(/ for listen path .*$/, ''), null, this.selinux);
+      throw this.failure(error instanceof Error ? error.message : String(error));
+    });
+    return { slot, vmDir: slotPaths(tunnelLayout(this.root, this.options.dirName), slot.name).dir };
+  }
+
+  /** The session ended: its socket stops at once; see TunnelSlots.close. */
+  close(slot: TunnelSlot, keep: boolean): Promise<void> {
+    return this.slots.close(slot, keep);
   }
 
   /** `/sys/fs/selinux/enforce` in the VM as of the last generation (null before the first). */
@@ -177,26 +230,26 @@ export class Tunnel implements Bridge, IndexedTunnel {
   }
 
   /**
-   * Asks the VM, over the running generation's own connection, whether `agent.sock` still leads
-   * to the socket that generation published; when not, a new generation publishes its own and the
-   * finding stays as the last error (the daemon's sweep calls this).
+   * Asks the VM, over the running generation's own connection, which sessions' sockets are not the
+   * ones sshd bound; those are forwarded anew and the finding stays as the last error (the
+   * daemon's sweep calls this).
    */
   async check(): Promise<void> {
     const generation = this.generation;
     if (!this.ready || generation === null) return;
-    if (await generation.intact()) return;
+    const replaced = await this.slots.check(generation);
     // A generation that ended meanwhile (a restart, a halt) took its questions with it.
-    if (this.generation !== generation) return;
-    const found = this.failure('agent.sock in the VM no longer led to the socket this tunnel published; re-created it');
-    generation.log.error('the tunnel socket in the VM was replaced; re-creating it');
-    await this.restart();
-    this.status.lastError = found;
+    if (replaced.length === 0 || this.generation !== generation || this.halted()) return;
+    generation.log.error({ slots: replaced }, 'session sockets in the VM were replaced; forwarded them anew');
+    this.status.transition('restarting', 'session sockets in the VM were replaced');
+    this.status.lastError = this.failure(`the socket of ${String(replaced.length)} session(s) in the VM was not the one sshd bound; forwarded it anew`);
+    this.status.transition('ready', 'forwarded them anew');
   }
 
   /**
-   * Hands the tunnel to a new generation. The old one is stopped once the new one is ready, and also
-   * when it is not: a tunnel runs one ssh of its own, and one whose new generation failed retries
-   * with backoff as after any death.
+   * Hands the tunnel to a new generation, which forwards every session's socket again. The old one
+   * is stopped once the new one is ready, and also when it is not: a tunnel runs one ssh of its
+   * own, and one whose new generation failed retries with backoff as after any death.
    */
   async restart(): Promise<void> {
     if (this.halted()) throw this.failure('the tunnel is stopped');
@@ -205,26 +258,28 @@ export class Tunnel implements Bridge, IndexedTunnel {
     this.launch();
     try {
       await this.whenReady();
+      await this.publishing;
     } finally {
-      // The new generation already owns agent.sock; the old one only removes its own socket.
-      await previous?.stop(this.failure('the tunnel restarted'), this.halted() ? HALT_WORD : undefined);
+      await previous?.stop(this.failure('the tunnel restarted'));
     }
   }
 
-  /** A second halt (a bridge removed while its acquire fails) finds the tunnel stopped already. */
+  /**
+   * A second halt (a bridge removed while its acquire fails) finds the tunnel stopped already. As
+   * the daemon stops gracefully the sessions' directories in the VM stay (the next daemon forwards
+   * them again); otherwise the tunnel's directory goes with everything in it.
+   */
   async halt(): Promise<void> {
     if (this.halted()) return;
     this.status.transition('stopped', 'halted');
     this.options.index?.delete(this);
     this.cancelBackoff();
     this.settle(this.failure('the tunnel was stopped'));
+    await this.slots.closeAll();
     const generation = this.generation;
     this.generation = null;
-    await generation?.stop(this.failure('the tunnel was stopped'), HALT_WORD);
+    await generation?.stop(this.failure('the tunnel was stopped'), this.options.keeping() ? undefined : HALT_WORD);
     this.options.onChild(null);
-    const leftovers = this.leftovers;
-    this.leftovers = [];
-    await removeLeftovers({ login: () => this.options.spawnSsh(sshProbeArgs(this.sshOptions())), graceMs: CLEANUP_LOGIN_MS, logger: this.logger }, leftovers);
     this.logger.info('tunnel halted');
   }
 
@@ -234,8 +289,11 @@ export class Tunnel implements Bridge, IndexedTunnel {
       kind: 'tunnel',
       connection: this.connection.name,
       hostAgentSocket: this.options.agentSocket,
-      socketPath: `${this.vmDir}/agent.sock`,
+      socketPath: `${this.vmDir}/*/agent.sock`,
       pid: this.generation?.child.pid ?? null,
+      endpoints: this.slots.inUse,
+      open: this.options.gate.open,
+      refused: this.slots.refused,
       ...this.status.fields(refs),
     };
   }
@@ -268,22 +326,24 @@ export class Tunnel implements Bridge, IndexedTunnel {
   private launch(): void {
     this.cancelBackoff();
     this.launched += 1;
-    // 16 random bytes: the bind path sits in the VM's /tmp, where any user can list it.
-    const layout = tunnelLayout(this.root, this.options.dirName, this.launched, randomBytes(16).toString('hex'));
-    const child = this.options.spawnSsh(sshArgs({ ...this.sshOptions(), agentSocket: this.options.agentSocket, layout }));
+    const layout = tunnelLayout(this.root, this.options.dirName);
+    // Short: ssh binds it with 17 more characters before renaming it into place.
+    const controlPath = path.join(this.options.hostDir, `${this.id.slice(-8)}.${String(this.launched)}`);
+    const child = this.options.spawnSsh(sshMasterArgs({ ...this.sshOptions(), controlPath }));
     this.generation = new Generation({
       tunnelId: this.id,
       number: this.launched,
       child,
       layout,
-      cleaning: [...this.leftovers],
+      controlPath,
+      connectMux: this.options.connectMux ?? ((control) => MuxClient.connect(control)),
       logger: this.logger,
       events: {
         selinux: (generation, mode) => {
           if (generation === this.generation) this.selinux = mode;
         },
-        published: (generation) => {
-          this.published(generation);
+        ready: (generation) => {
+          this.becameReady(generation);
         },
         closed: (generation, code) => {
           this.closed(generation, code);
@@ -292,24 +352,25 @@ export class Tunnel implements Bridge, IndexedTunnel {
     });
   }
 
-  private published(generation: Generation): void {
+  private becameReady(generation: Generation): void {
     if (generation !== this.generation) return;
-    // Its script removed them first thing; a generation that never reached the VM did not.
-    this.leftovers = this.leftovers.filter((bindPath) => !generation.cleaning.includes(bindPath));
     this.status.lastError = null;
-    this.status.transition('ready', `generation ${String(generation.number)} published its socket`);
+    this.status.transition('ready', `generation ${String(generation.number)} is ready`);
     this.attempt = 0;
     this.rootChoices = 0;
-    generation.log.info({ generation: generation.layout.generationName, selinux: this.selinux }, 'tunnel ready');
+    generation.log.info({ selinux: this.selinux }, 'tunnel ready');
     const { pid, spawnargs } = generation.child;
     if (pid !== undefined) {
       this.options.onChild({ id: this.id, pid, vmDir: generation.layout.dir, connection: this.connection.name, agentSocket: this.options.agentSocket, argv: spawnargs });
     }
+    // First, before any waiting session publishes its own: its first command must precede theirs.
+    this.publishing = this.slots.publishAll(generation).catch((error: unknown) => {
+      generation.log.error({ err: error }, 'cannot forward the sessions\' sockets again');
+    });
     this.settle(null);
   }
 
   private closed(generation: Generation, code: number | null): void {
-    if (!generation.published) this.leftovers.push(generation.layout.bindPath);
     if (generation !== this.generation || this.halted()) return;
     this.generation = null;
     if (generation.foundTaken) {

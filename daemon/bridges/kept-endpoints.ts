@@ -1,0 +1,151 @@
+import type { Timers } from '../os/clock.js';
+import type { Logger } from '../os/logger.js';
+import { sameProcess, type ProcessProbe } from '../os/process-identity.js';
+import type { Lease, ServedAgent } from './bridge.js';
+import type { EndpointRecords, KeptEndpoint, KeptSession } from './endpoint-records.js';
+
+/** A change is written this long after it (the last of a burst): a thousand acquires cost one write. */
+const WRITE_DELAY_MS = 1_000;
+
+export interface KeptEndpointsDeps {
+  records: EndpointRecords;
+  probe: ProcessProbe;
+  /** Serves a recorded socket again at the path it had (the same directory, the same VM path). */
+  reopen(endpoint: KeptEndpoint): Promise<ServedAgent>;
+  /** The live sessions' sockets now, as the next daemon should find them. */
+  live(): KeptSession[];
+  /** How long a socket served again waits for its client's renewal: one lease. */
+  ttlMs: number;
+  timers: Timers;
+  logger: Logger;
+}
+
+/** A socket served again for a session of the previous daemon, until its client renews or the wait ends. */
+interface Held {
+  session: Omit<KeptSession, 'endpoints'>;
+  endpoint: KeptEndpoint;
+  served: ServedAgent;
+}
+
+/**
+ * Keeps running containers' sockets across a daemon's graceful restart, stop and start, and
+ * upgrade drain (DESIGN §5, §9): the sessions' sockets are recorded in the state dir; the next
+ * daemon serves the recorded ones whose client still runs (pid and start time) at the same paths
+ * for one lease, and the client's renewal (`renews`) takes them over, so its container, whose
+ * mount names those paths, keeps its agent. Those not taken over within the lease are closed, as
+ * a session that ended.
+ */
+export class KeptEndpoints {
+  private readonly held = new Map<string, Held[]>();
+  private loaded: Promise<void> = Promise.resolve();
+  private cancelExpiry: (() => void) | null = null;
+  private cancelWrite: (() => void) | null = null;
+  /** The daemon stops: the record written last stands, whatever ends after it. */
+  private frozen = false;
+  private readonly logger: Logger;
+
+  constructor(private readonly deps: KeptEndpointsDeps) {
+    this.logger = deps.logger.child({ module: 'kept-endpoints' });
+  }
+
+  /** At start-up: what the previous daemon recorded; answers the recorded sessions (for the helpers' sweep). */
+  start(): Promise<KeptSession[]> {
+    const sessions = this.deps.records.load().then((loaded) => this.reopenLive(loaded));
+    this.loaded = sessions.then(
+      () => undefined,
+      (error: unknown) => {
+        this.logger.error({ err: error }, 'cannot serve the recorded sessions\' sockets again');
+      },
+    );
+    return sessions.catch(() => []);
+  }
+
+  private async reopenLive(sessions: readonly KeptSession[]): Promise<KeptSession[]> {
+    if (sessions.length === 0) return [];
+    const alive = await this.deps.probe.startTimes([...new Set(sessions.map((session) => session.clientPid))]);
+    const live = sessions.filter((session) => sameProcess(alive, session.clientPid, session.clientStartTime));
+    await Promise.all(
+      live.flatMap(({ endpoints, ...session }) =>
+        endpoints.map(async (endpoint) => {
+          try {
+            const served = await this.deps.reopen(endpoint);
+            this.held.set(session.sessionId, [...(this.held.get(session.sessionId) ?? []), { session, endpoint, served }]);
+          } catch (error) {
+            this.logger.warn({ err: error, sessionId: session.sessionId, kind: endpoint.kind }, 'cannot serve a recorded socket again');
+          }
+        }),
+      ),
+    );
+    if (this.held.size > 0) {
+      this.logger.info({ sessions: this.held.size, ttlMs: this.deps.ttlMs }, 'serving the sockets of the previous daemon\'s live sessions until their clients renew');
+      this.cancelExpiry = this.deps.timers.after(this.deps.ttlMs, () => {
+        this.expire();
+      });
+    }
+    return live;
+  }
+
+  /**
+   * A renewal of `renews` by its own client takes over the socket it had for `name` (null: the
+   * agent), when it still serves the same host socket; null otherwise.
+   */
+  async take(renews: string, clientPid: number, name: string | null, upstream: string): Promise<ServedAgent | null> {
+    await this.loaded;
+    const held = this.held.get(renews);
+    const found = held?.find((entry) => entry.endpoint.name === name);
+    if (held === undefined || found === undefined || found.session.clientPid !== clientPid || found.endpoint.upstream !== upstream) return null;
+    const rest = held.filter((entry) => entry !== found);
+    if (rest.length === 0) this.held.delete(renews);
+    else this.held.set(renews, rest);
+    this.logger.info({ sessionId: renews, name }, 'a renewed session took its socket over');
+    return found.served;
+  }
+
+  /** What is still waiting for a renewal, as the next daemon should find it. */
+  private waiting(): KeptSession[] {
+    return [...this.held.values()].map((entries) => ({ ...(entries[0]?.session as Held['session']), endpoints: entries.map((entry) => entry.endpoint) }));
+  }
+
+  /** Something changed: written a moment later, once for a burst. */
+  changed(): void {
+    if (this.cancelWrite !== null || this.frozen) return;
+    this.cancelWrite = this.deps.timers.after(WRITE_DELAY_MS, () => {
+      this.cancelWrite = null;
+      void this.write();
+    });
+  }
+
+  /**
+   * The daemon stops gracefully: every live session's sockets and those still waiting are written
+   * now, and nothing after (the sessions end as it stops; their sockets stay for the next daemon).
+   */
+  async freeze(): Promise<void> {
+    this.frozen = true;
+    this.cancelWrite?.();
+    this.cancelWrite = null;
+    await this.write();
+  }
+
+  private write(): Promise<void> {
+    return this.deps.records.save([...this.deps.live(), ...this.waiting()]);
+  }
+
+  /** The wait is over: sockets no renewal took are closed, as a session that ended. */
+  private expire(): void {
+    this.cancelExpiry = null;
+    const left = [...this.held.keys()];
+    if (left.length === 0) return;
+    this.logger.info({ sessions: left }, 'no renewal took these sockets over within a lease; closing them');
+    this.release();
+    this.changed();
+  }
+
+  /** Gives every held socket back (at expiry, or as the daemon stops: then the bridges keep them). */
+  release(): void {
+    const leases: Lease[] = [...this.held.values()].flatMap((entries) => entries.map((entry) => entry.served.lease));
+    this.held.clear();
+    this.cancelExpiry?.();
+    this.cancelExpiry = null;
+    for (const lease of leases) lease.release();
+  }
+}

@@ -1,0 +1,197 @@
+import path from 'node:path';
+import type { Logger } from '../../os/logger.js';
+import type { UpstreamGate } from '../bounds.js';
+import { newEndpointDirName } from '../agent-relay.js';
+import { SessionEndpoint } from '../session-endpoint.js';
+import type { Generation } from './generation.js';
+
+/** Session directory names in the VM: 64 random bits, in hex (the remote script accepts no other). */
+const SLOT_NAME = /^[0-9a-f]{16}$/;
+
+/**
+ * One session's socket through a tunnel: a bounded listener in a daemon-private host directory (the
+ * same code as the local relay's, so the session's bounds hold through the tunnel), and the
+ * directory of the same name in the VM where sshd binds the socket the session's container mounts.
+ */
+export class TunnelSlot {
+  /** The generation it is published on (or being published on), and when that is done. */
+  published: { generation: Generation; done: Promise<void> } | null = null;
+  /** Handed to a session (the spare is not, yet). */
+  assigned = false;
+
+  constructor(
+    readonly name: string,
+    readonly endpoint: SessionEndpoint,
+  ) {}
+}
+
+export interface TunnelSlotsOptions {
+  /** Daemon-private (0700): where each slot's host listener is (ssh connects there, as this user). */
+  hostDir: string;
+  upstream: string;
+  gate: UpstreamGate;
+  monotonic(): number;
+  logger: Logger;
+  onUpstreamError(error: Error): void;
+  /** The generation to publish on, once the tunnel is ready; rejects when it cannot be. */
+  ready(): Promise<Generation>;
+  /** The ready generation now, or null. */
+  current(): Generation | null;
+}
+
+/**
+ * The sessions' sockets of one tunnel. Each is published on every generation of the tunnel (a new
+ * ssh forwards them all again, at the same paths: running containers mount those directories), and
+ * one spare is kept published so a warm acquire does not wait for the VM's round trips.
+ */
+export class TunnelSlots {
+  private readonly slots = new Set<TunnelSlot>();
+  private spare: Promise<TunnelSlot> | null = null;
+  /** Connections refused on slots already closed, so the count only grows. */
+  private refusedBefore = 0;
+  private stopped = false;
+  /**
+   * Slots whose session ended while no generation could remove their directory in the VM: the next
+   * ready generation does. Nothing else is removed there: a directory the tunnel does not know yet
+   * may be a recorded session's, about to be served again.
+   */
+  private readonly toRemove = new Set<string>();
+
+  constructor(private readonly options: TunnelSlotsOptions) {}
+
+  /** Slots that belong to sessions (the spare is not one). */
+  get inUse(): number {
+    let count = 0;
+    for (const slot of this.slots) if (slot.assigned) count += 1;
+    return count;
+  }
+
+  get refused(): number {
+    let refused = this.refusedBefore;
+    for (const slot of this.slots) refused += slot.endpoint.refused;
+    return refused;
+  }
+
+  /**
+   * A session's slot, published: the spare when there is one (and a new spare is made), or
+   * `name` when a recorded one is served again.
+   */
+  async open(name?: string): Promise<TunnelSlot> {
+    const slot = await this.take(name);
+    slot.assigned = true;
+    return slot;
+  }
+
+  private async take(name?: string): Promise<TunnelSlot> {
+    if (name !== undefined) return this.make(name);
+    const spare = this.spare;
+    this.spare = null;
+    this.refill();
+    const taken = spare === null ? null : await spare.catch(() => null);
+    return taken ?? this.make(newEndpointDirName());
+  }
+
+  /**
+   * The session ended: its socket stops at once with every connection on it; its forward is
+   * cancelled and its directory in the VM removed, unless `keep` (the daemon stops, and the next one
+   * publishes it again).
+   */
+  async close(slot: TunnelSlot, keep: boolean): Promise<void> {
+    if (!this.slots.delete(slot)) return;
+    this.refusedBefore += slot.endpoint.refused;
+    await slot.endpoint.close();
+    if (keep) return;
+    const generation = this.options.current();
+    if (generation === null || slot.published?.generation !== generation) {
+      this.toRemove.add(slot.name);
+      return;
+    }
+    await generation.unpublish({ name: slot.name, hostSocket: slot.endpoint.socketPath }).catch((error: unknown) => {
+      this.toRemove.add(slot.name);
+      this.options.logger.warn({ err: error, slot: slot.name }, 'cannot remove a session directory in the VM; the next generation does');
+    });
+  }
+
+  /** A generation became ready: directories of sessions that ended meanwhile go, and every slot is published on it. */
+  async publishAll(generation: Generation): Promise<void> {
+    const gone = [...this.toRemove];
+    this.toRemove.clear();
+    await Promise.all([
+      ...gone.map((name) => generation.remove(name).catch(() => {
+        this.toRemove.add(name);
+      })),
+      ...[...this.slots].map((slot) => this.publishOn(slot, generation).catch((error: unknown) => {
+        this.options.logger.error({ err: error, slot: slot.name }, 'cannot publish a session socket again');
+      })),
+    ]);
+  }
+
+  /** Publishes anew the slots whose socket in the VM is not the one sshd bound; answers their names. */
+  async check(generation: Generation): Promise<string[]> {
+    const replaced = new Set(await generation.replaced());
+    const slots = [...this.slots].filter((slot) => replaced.has(slot.name) && slot.published?.generation === generation);
+    await Promise.all(slots.map((slot) => this.publishOn(slot, generation, true)));
+    return slots.map((slot) => slot.name);
+  }
+
+  /** Every slot's socket stops (the spare too); the VM side is the halting generation's to clean. */
+  async closeAll(): Promise<void> {
+    this.stopped = true;
+    const spare = this.spare;
+    this.spare = null;
+    await spare?.catch(() => null);
+    const slots = [...this.slots];
+    this.slots.clear();
+    await Promise.all(slots.map((slot) => slot.endpoint.close()));
+  }
+
+  /** At most one spare: concurrent acquires each take the one being made, or make their own. */
+  private refill(): void {
+    if (this.stopped || this.spare !== null) return;
+    const made = this.make(newEndpointDirName());
+    this.spare = made;
+    made.catch(() => {
+      if (this.spare === made) this.spare = null;
+    });
+  }
+
+  private async make(name: string): Promise<TunnelSlot> {
+    if (!SLOT_NAME.test(name)) throw new Error(`not a session directory name: ${name}`);
+    const endpoint = new SessionEndpoint({
+      socketPath: path.join(this.options.hostDir, `${name}.sock`),
+      upstream: this.options.upstream,
+      gate: this.options.gate,
+      monotonic: () => this.options.monotonic(),
+      // Only this user's ssh connects to it.
+      umask: 0o177,
+      logger: this.options.logger,
+      onUpstreamError: (error) => {
+        this.options.onUpstreamError(error);
+      },
+    });
+    await endpoint.listen();
+    const slot = new TunnelSlot(name, endpoint);
+    this.slots.add(slot);
+    try {
+      await this.publishOn(slot, await this.options.ready());
+      if (this.stopped) throw new Error('the tunnel stopped');
+      return slot;
+    } catch (error) {
+      this.slots.delete(slot);
+      await endpoint.close();
+      throw error;
+    }
+  }
+
+  /** Publishes a slot on a generation once (`again`: anew, after its socket was found replaced). */
+  private publishOn(slot: TunnelSlot, generation: Generation, again = false): Promise<void> {
+    const published = slot.published;
+    if (!again && published?.generation === generation) return published.done;
+    const done = generation.publish({ name: slot.name, hostSocket: slot.endpoint.socketPath }, again);
+    slot.published = { generation, done };
+    done.catch(() => {
+      if (slot.published?.done === done) slot.published = null;
+    });
+    return done;
+  }
+}
