@@ -77,7 +77,7 @@ function readProcStat(pid: number): string {
 }
 
 /** /proc/<pid>/stat: field 3 is the state, field 22 the start time in clock ticks since boot. */
-async function linuxEntry(pid: number): Promise<{ pid: number; startTime: string | null; stopped: boolean } | null> {
+function linuxEntry(pid: number): { pid: number; startTime: string | null; stopped: boolean } | null {
   let stat: string;
   try {
     stat = readProcStat(pid);
@@ -92,9 +92,9 @@ async function linuxEntry(pid: number): Promise<{ pid: number; startTime: string
   return { pid, startTime: fields[19] ?? null, stopped: isStoppedState(state) };
 }
 
-async function linuxStartTimes(pids: readonly number[]): Promise<StartTimes> {
-  const entries = (await Promise.all([...new Set(pids)].map(linuxEntry))).filter((entry) => entry !== null);
-  return withStopped(new Map(entries.map((entry) => [entry.pid, entry.startTime])), new Set(entries.filter((entry) => entry.stopped).map((entry) => entry.pid)));
+function linuxStartTimes(pids: readonly number[]): Promise<StartTimes> {
+  const entries = [...new Set(pids)].map(linuxEntry).filter((entry) => entry !== null);
+  return Promise.resolve(withStopped(new Map(entries.map((entry) => [entry.pid, entry.startTime])), new Set(entries.filter((entry) => entry.stopped).map((entry) => entry.pid))));
 }
 
 /**
