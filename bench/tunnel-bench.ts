@@ -15,6 +15,7 @@ import { GIT_FACTS_TTL_MS } from '../daemon/plan/git/git-host.js';
 import { llxprtLaunchCost, type LaunchShape } from './llxprt-import.js';
 import { median, percentile, timed } from './stats.js';
 import { coldPhaseRows, coldStartOf, coldSummaryRow, type ColdStart } from './cold-phases.js';
+import { gitRows } from './git-rows.js';
 import { runtimes, transportRows } from './transport-rows.js';
 
 /**
@@ -44,6 +45,10 @@ const ONLY_COLD = process.argv.includes('--cold');
 const ONLY_TRANSPORT = process.argv.includes('--transport');
 const TRANSPORT_COLD_RUNS = SHORT ? 2 : 20;
 const TRANSPORT_GETS = SHORT ? 50 : 1000;
+/** `npm run bench -- --git`: only the rows of the sandbox's own git dir. */
+const ONLY_GIT = process.argv.includes('--git');
+const GIT_FIRST_RUNS = SHORT ? 1 : 3;
+const GIT_COMMITS = SHORT ? 5 : 50;
 /** Bun runs llxprt; the bench measures the adapter under it as under Node. */
 const BUN = fileURLToPath(new URL('../../node_modules/.bin/bun', import.meta.url));
 
@@ -311,6 +316,11 @@ async function main(): Promise<void> {
     }
     const transport = (socketFloor: number[]) =>
       transportRows({ socketPath: clientPaths(env).socketPath, dir: sandbox.dir, bun: BUN, coldRuns: TRANSPORT_COLD_RUNS, warmGets: TRANSPORT_GETS, socketFloor });
+    const git = () => gitRows({ env: localEnv, dir: sandbox.dir, firstRuns: GIT_FIRST_RUNS, commits: GIT_COMMITS });
+    if (ONLY_GIT) {
+      printRows(await git(), `${String(GIT_FIRST_RUNS)} first acquires, ${String(GIT_COMMITS)} commits`);
+      return;
+    }
     if (ONLY_TRANSPORT) {
       const socketFloor = await httpFloor(sandbox.dir, WARM_RUNS);
       printRows([socketFloorRow(socketFloor), ...(await transport(socketFloor))], `${String(TRANSPORT_COLD_RUNS)} cold runs, ${String(TRANSPORT_GETS)} warm GETs per runtime`);
@@ -410,6 +420,7 @@ async function main(): Promise<void> {
     const [nodeMs = 0, versionMs = 0, statusMs = 0] = await cliStarts([['-e', '0'], [CLI, '--version'], [CLI, 'status']]);
     const llxprt = await llxprtRows(localEnv, sandbox.dir);
     const transportCost = await transport(floor);
+    const gitCost = await git();
 
     await stopDaemon(env);
     const starts = await startRuns(localEnv, env);
@@ -438,6 +449,7 @@ async function main(): Promise<void> {
       ['    the same through the remote podman connection', `${median(starts.remoteFresh).toFixed(0)} ms`, `+ one ssh login to learn what the VM shares (bare handshake ${bareMs.toFixed(0)} ms)`],
       ...llxprt,
       ...transportCost,
+      ...gitCost,
     ];
     printRows(rows, `${String(COLD_RUNS)} cold runs, ${String(WARM_RUNS)} warm runs`);
   } finally {

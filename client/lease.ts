@@ -1,4 +1,4 @@
-import type { AcquireResponse, HostSocketStatus, SessionInfo } from '../shared/contracts/sessions.js';
+import type { AcquireResponse, HostSocketStatus, SessionGit, SessionInfo } from '../shared/contracts/sessions.js';
 import { sessionRoute } from '../shared/contracts/session-routes.js';
 import type { Plan } from '../shared/contracts/plan.js';
 import { SandboxdError } from '../shared/errors.js';
@@ -13,8 +13,13 @@ export interface Session {
   readonly plan: Plan;
   /** One status per requested socket: forwarded, or skipped with the reason. */
   readonly sockets: HostSocketStatus[];
-  /** Idempotent; resolves once the daemon has dropped the lease (or is gone). */
-  release(): Promise<void>;
+  /**
+   * Idempotent; resolves once the daemon has dropped the lease (or is gone) and brought the
+   * sandbox's git work home, with what it could not apply (null outside a repository, or when no
+   * daemon answered).
+   */
+  release(): Promise<SessionGit | null>;
+  /** release(), for `await using`. */
   [Symbol.asyncDispose](): Promise<void>;
 }
 
@@ -25,6 +30,9 @@ export interface LeaseOptions {
   /** Keep the lease alive with heartbeats (else it lives until released or its client exits). */
   heartbeat: boolean;
 }
+
+/** The daemon answers a release once the session's last git sync is done, or after 30 s without it. */
+const RELEASE_TIMEOUT_MS = 40_000;
 
 /**
  * Holds an acquired session's lease: heartbeats on the process's shared timer, a renewal when the
@@ -60,17 +68,19 @@ export function holdLease(acquired: AcquireResponse, options: LeaseOptions): Ses
     });
   }
 
-  let released: Promise<void> | null = null;
-  const release = (): Promise<void> => {
+  let released: Promise<SessionGit | null> | null = null;
+  const release = (): Promise<SessionGit | null> => {
     released ??= (async () => {
       stopHeartbeats?.();
       // A renewal under way ends with the lease this release must drop.
       await renewing;
       try {
-        await request({ socketPath, method: 'DELETE', route: sessionRoute(current.id) }, ReleaseResponseShape);
+        const answer = await request({ socketPath, method: 'DELETE', route: sessionRoute(current.id), timeoutMs: RELEASE_TIMEOUT_MS }, ReleaseResponseShape);
+        return answer.git;
       } catch (error) {
         // A daemon that is gone has already dropped the lease.
         if (!(error instanceof SandboxdError && error.code === 'DAEMON_NOT_RUNNING')) throw error;
+        return null;
       }
     })();
     return released;
@@ -85,6 +95,8 @@ export function holdLease(acquired: AcquireResponse, options: LeaseOptions): Ses
     plan: acquired.plan,
     sockets: acquired.sockets,
     release,
-    [Symbol.asyncDispose]: release,
+    [Symbol.asyncDispose]: async () => {
+      await release();
+    },
   };
 }

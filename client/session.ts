@@ -35,12 +35,18 @@ export interface AcquireOptions extends ConnectionOptions {
   cloudCredentials?: boolean;
   /** Variables to set in the container beyond TERM and COLORTERM. */
   passEnv?: Record<string, string>;
-  /** `readonly` (default) keeps the repository's hooks/ unwritable from the sandbox. */
+  /** `writable` lets the sandbox install hooks in its own git dir (they run only there); default `readonly`. */
   gitHooks?: 'readonly' | 'writable';
   /** Allow a workdir that is `/`, the home directory or one of its ancestors (refused otherwise). */
   allowWideWorkdir?: boolean;
-  /** `readonly` (default) keeps the repository's `.git/config` unwritable from the sandbox. */
+  /** `writable` lets the sandbox change its own copy of the repository config (never the host's); default `readonly`. */
   gitConfig?: 'readonly' | 'writable';
+  /**
+   * Run although a path your git config names (an include, `core.hooksPath`, `init.templateDir`…)
+   * cannot be held read-only inside a writable mount (missing, or behind a symbolic link there);
+   * refused with GIT_PATH_UNPROTECTED otherwise.
+   */
+  allowUnprotectedGitPaths?: boolean;
   containerUser?: ContainerUser;
   label?: string;
   /** The image the session runs; accepted and unused (sandboxd verifies a built-in agent socket with its own image). */
@@ -119,6 +125,7 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     passEnv: options.passEnv,
     gitHooks: options.gitHooks,
     gitConfig: options.gitConfig,
+    allowUnprotectedGitPaths: options.allowUnprotectedGitPaths,
     allowWideWorkdir: options.allowWideWorkdir,
     containerUser: options.containerUser,
     label: options.label,

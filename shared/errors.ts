@@ -29,6 +29,14 @@ export const ERROR_SPECS = {
     status: 422,
     remedy: 'Inspect the file the message names; if you did not put it there, move it aside (`mv FILE FILE.bak`) and retry.',
   },
+  REPOSITORY_UNSUPPORTED: {
+    status: 422,
+    remedy: 'Change the repository as the message says (or run the session in a clone that has the usual layout) and retry.',
+  },
+  GIT_PATH_UNPROTECTED: {
+    status: 422,
+    remedy: 'Create the file or directory it names (so the sandbox gets it read-only), point your git config elsewhere, or pass --allow-unprotected-git-paths (library: allowUnprotectedGitPaths) to let the session run anyway.',
+  },
   WORKDIR_TOO_WIDE: { status: 400, remedy: 'Run from the project directory, or pass --allow-wide-workdir (library: allowWideWorkdir) if you mean it.' },
   SHUTTING_DOWN: { status: 503, remedy: 'The daemon is stopping; retry in a moment.' },
   DAEMON_BUSY: { status: 503, remedy: 'The daemon is out of processes or file descriptors; retry in a moment.' },

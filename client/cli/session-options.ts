@@ -22,6 +22,7 @@ export interface SessionFlags {
   passEnv: string[];
   gitHooks: 'readonly' | 'writable';
   gitConfig: 'readonly' | 'writable';
+  allowUnprotectedGitPaths?: boolean;
   allowWideWorkdir?: boolean;
   socket: string[];
   harden?: boolean;
@@ -43,8 +44,9 @@ export function addSessionOptions(command: Command): Command {
     .option('--mount <spec>', 'extra mount: path, path:ro|rw, src:dst, src:dst:ro|rw (read-only by default; repeatable)', collect, [])
     .option('--cloud-credentials', 'mount ~/.config/gcloud, ~/.aws and GOOGLE_APPLICATION_CREDENTIALS read-only')
     .option('--pass-env <name>', 'pass this variable from your environment into the container (repeatable)', collect, [])
-    .addOption(new Option('--git-hooks <policy>', 'whether the sandbox may write the repository\'s hooks/').choices(['readonly', 'writable']).default('readonly'))
-    .addOption(new Option('--git-config <policy>', 'whether the sandbox may write the repository\'s .git/config').choices(['readonly', 'writable']).default('readonly'))
+    .addOption(new Option('--git-hooks <policy>', 'whether the sandbox may install hooks in its own git dir (they run only there)').choices(['readonly', 'writable']).default('readonly'))
+    .addOption(new Option('--git-config <policy>', 'whether the sandbox may change its own copy of the repository config (the host\'s is never written)').choices(['readonly', 'writable']).default('readonly'))
+    .option('--allow-unprotected-git-paths', 'run although a path your git config names cannot be held read-only in a writable mount (missing, or behind a symbolic link)')
     .option('--socket <name=path[:env]>', 'also bridge this host Unix socket; the container finds it in $ENV (repeatable)', collect, [])
     .option('--allow-wide-workdir', 'allow a workdir that is /, your home directory or one of its ancestors')
     .option('--harden', 'read-only root with a tmpfs /tmp, no capabilities, no-new-privileges, a pids limit (your run args win)')
@@ -121,6 +123,7 @@ export function toAcquireOptions(flags: SessionFlags, engine: Engine): AcquireOp
     passEnv: passEnv(flags.passEnv),
     gitHooks: flags.gitHooks,
     gitConfig: flags.gitConfig,
+    allowUnprotectedGitPaths: flags.allowUnprotectedGitPaths,
     allowWideWorkdir: flags.allowWideWorkdir,
     harden: flags.harden,
     // Left out when none is asked for: the request stays the one earlier releases sent.

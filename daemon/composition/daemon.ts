@@ -30,7 +30,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   const services = buildServices(deps, () => {
     if (draining && !closing) deps.requestShutdown('the last session ended; a newer sandboxd takes over');
   });
-  const { registry, agentBridges, guards, quiet, work } = services;
+  const { registry, agentBridges, gitSync, quiet, work } = services;
   const app = createHttpServer({
     requestTimeoutMs: settings.requestTimeoutMs,
     maxConnections: settings.maxConnections,
@@ -59,12 +59,19 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     bridges: agentBridges.all,
     start() {
       // At once: the containers of sessions a killed daemon left, whose clients are gone, its
-      // helpers, and the repositories their sandboxes could write.
-      const sweeps = { containers: () => services.containers.sweep(), sessions: () => registry.sweep(), bridges: () => agentBridges.all.check() };
+      // helpers, and the sandbox git dirs their sessions may still write.
+      const sweeps = {
+        containers: () => services.containers.sweep(),
+        sessions: async () => {
+          await registry.sweep();
+          await gitSync.poll();
+        },
+        bridges: () => agentBridges.all.check(),
+      };
       stopSweeps = startSweeps(sweeps, settings.sweepIntervalMs, edges.timers, logger);
       agentBridges.start();
-      work.track(guards.start(), (error) => {
-        logger.error({ module: 'guard', err: error }, 'cannot check the repositories a previous daemon guarded');
+      work.track(gitSync.start(), (error) => {
+        logger.error({ module: 'gitsync', err: error }, "cannot look at the sandbox git dirs a previous daemon kept");
       });
     },
     async close() {
@@ -75,7 +82,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       // The sessions' sockets are recorded and kept in place for the next daemon before they end.
       await agentBridges.suspend();
       registry.endAll('shutdown');
-      await Promise.all([agentBridges.all.closeAll(), guards.close()]);
+      await Promise.all([agentBridges.all.closeAll(), gitSync.close()]);
       // A removal or record write under way finishes, so the next daemon finds what it left.
       await work.settled();
     },

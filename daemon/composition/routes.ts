@@ -34,7 +34,7 @@ export function registerRoutes(app: FastifyInstance, deps: DaemonDeps, services:
   });
   // What relays in engines' VMs counted is read when someone lists, never on a timer.
   const counted = () => agentBridges.refresh();
-  registerSessionRoutes(app, services.sessions, registry, services.containers, counted);
+  registerSessionRoutes(app, services.sessions, registry, services.containers, services.gitSync, counted);
   registerTunnelRoutes(app, agentBridges.all, counted);
   registerPurgeRoute(app, {
     purge,

@@ -2,9 +2,8 @@ import path from 'node:path';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
 import { QuietTime } from '../cache/quiet-time.js';
 import { DockerEngines } from '../engines/docker-engines.js';
-import { watchDirectory } from '../guard/fs-edge.js';
-import { fileGuardStore } from '../guard/guard-store.js';
-import { RepoGuards } from '../guard/repo-guards.js';
+import { GitSync } from '../gitsync/git-sync.js';
+import { watchDirectory } from '../os/watch.js';
 import { createPrivacyGate, probeReadable, type PrivacyPrincipal } from '../os/privacy.js';
 import { inspectAgentSocket } from '../plan/agent-socket.js';
 import { GeneratedConfigStore } from '../plan/git/git-config-store.js';
@@ -30,7 +29,8 @@ export interface Services {
   engines: DockerEngines;
   agentBridges: AgentBridges;
   containers: SessionContainers;
-  guards: RepoGuards;
+  /** The sandboxes' own git dirs, and their work brought home. */
+  gitSync: GitSync;
   registry: SessionRegistry;
   sessions: SessionService;
   /** Container work a session's end or start time set off: a graceful close waits for it. */
@@ -77,27 +77,28 @@ function buildAgentBridges(deps: DaemonDeps, caches: Caches, liveSessions: () =>
   });
 }
 
-function buildGuards(deps: DaemonDeps, endSessions: (ids: readonly string[]) => void): RepoGuards {
-  return new RepoGuards({
-    // File ctimes, which the guard compares with when it began, are wall-clock.
-    now: () => deps.edges.clock.now(),
+function buildGitSync(deps: DaemonDeps, endSessions: (ids: readonly string[], why: string) => void): GitSync {
+  return new GitSync({
+    stateDir: deps.paths.stateDir,
+    emptyDir: deps.paths.emptyDir,
     logger: deps.logger,
-    store: fileGuardStore(deps.paths.stateDir, deps.logger),
-    endSessions,
-    idleMs: deps.settings.bridgeIdleMs,
-    watch: watchDirectory,
+    run: deps.edges.run,
+    timers: deps.edges.timers,
     monotonic: () => deps.edges.clock.monotonic(),
-    after: (ms, work) => deps.edges.timers.after(ms, work),
+    watch: watchDirectory,
+    endSessions,
+    // A restarted daemon's clients renew within a lease; two leave room for a slow one.
+    orphanMs: 2 * deps.settings.leaseTtlMs,
   });
 }
 
 /**
- * The registry with what a session's end and start set off: its guard hold released, its
+ * The registry with what a session's end and start set off: its sandbox's last git sync, its
  * container removed or its record completed. `onEmpty` hears when the last session has ended.
  */
-function buildRegistry(deps: DaemonDeps, parts: { guards: RepoGuards; containers: SessionContainers; agentBridges: AgentBridges; work: TrackedWork; onEmpty: () => void }): SessionRegistry {
+function buildRegistry(deps: DaemonDeps, parts: { gitSync: GitSync; containers: SessionContainers; agentBridges: AgentBridges; work: TrackedWork; onEmpty: () => void }): SessionRegistry {
   const { logger, settings } = deps;
-  const { guards, containers, agentBridges, work } = parts;
+  const { gitSync, containers, agentBridges, work } = parts;
   const registry: SessionRegistry = new SessionRegistry({
     clock: deps.edges.clock,
     probe: deps.probe,
@@ -110,7 +111,7 @@ function buildRegistry(deps: DaemonDeps, parts: { guards: RepoGuards; containers
     },
     onEnd: (info, reason) => {
       agentBridges.changed();
-      guards.release(info.id);
+      gitSync.release(info.id);
       const ended = containers.ended(info.id, reason);
       work.track(ended, (error) => {
         logger.error({ err: error, sessionId: info.id }, 'cannot remove the container of a session that ended');
@@ -149,10 +150,11 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
     defer: quiet.later,
     isLive: (id) => registry.has(id),
   });
-  const guards = buildGuards(deps, (ids) => {
-    for (const id of ids) registry.end(id, 'guard');
+  const gitSync = buildGitSync(deps, (ids, why) => {
+    logger.error({ module: 'gitsync', sessionIds: ids, why }, 'sessions end: their git work cannot be brought home within its bounds');
+    for (const id of ids) registry.end(id, 'git');
   });
-  const registry = buildRegistry(deps, { guards, containers, agentBridges, work, onEmpty });
+  const registry = buildRegistry(deps, { gitSync, containers, agentBridges, work, onEmpty });
   const privacy = { principal: deps.privacy?.principal ?? { binary: process.execPath, launchd: false }, readable: deps.privacy?.readable ?? probeReadable };
   const gitConfigs = new GeneratedConfigStore(path.join(deps.paths.runtimeDir, 'git'));
   const sessions = new SessionService({
@@ -164,7 +166,7 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
     ssh: { inspect: inspectAgentSocket, serve: (agentSocket, input, role, name) => agentBridges.serve(agentSocket, input, role, name) },
     gitFacts: (input) => caches.gitFacts.get(input),
     privacy: createPrivacyGate({ platform: deps.platform, home: deps.hostHome, ...privacy }),
-    guard: guards,
+    gitSync,
     writeGitConfig: (content) => gitConfigs.write(content),
     containers,
     site: createContainerSites({
@@ -187,5 +189,5 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
     emptyDir: deps.paths.emptyDir,
     leaseTtlMs: settings.leaseTtlMs,
   });
-  return { quiet, engines: caches.engines, agentBridges, containers, guards, registry, sessions, work, privacy };
+  return { quiet, engines: caches.engines, agentBridges, containers, gitSync, registry, sessions, work, privacy };
 }

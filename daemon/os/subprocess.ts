@@ -11,6 +11,8 @@ export interface SubprocessOptions {
   /** Set when the command runs in the client's cwd, so a cwd that cannot be entered is the client's error. */
   clientCwd?: string;
   timeoutMs: number;
+  /** Output kept of each stream (default 4 MiB); past it the command is killed and answered for with a null exit code. */
+  maxOutputBytes?: number;
 }
 
 /** `exitCode` is null when the command was killed or could not start; one final newline is stripped. */
@@ -124,7 +126,7 @@ export function createSubprocessRunner(runner: RunnerOptions = {}): RunSubproces
                 env: options.env,
                 cwd: options.clientCwd,
                 timeout: options.timeoutMs,
-                maxBuffer: MAX_OUTPUT_BYTES,
+                maxBuffer: options.maxOutputBytes ?? MAX_OUTPUT_BYTES,
                 encoding: 'utf8',
                 windowsHide: true,
               },

@@ -1,8 +1,5 @@
 import { SandboxdError } from '../../shared/errors.js';
-import type { Mount } from '../../shared/contracts/plan.js';
-
-/** Mounts the session cannot do without: a failure names them instead of dropping them. */
-const REQUIRED_PURPOSES = new Set(['workdir', 'requested mount', 'ssh agent']);
+import { isRequiredMount, type Mount } from '../../shared/contracts/plan.js';
 
 // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
 const CONTROL = /[\u0000-\u001f\u007f]/;
@@ -47,7 +44,7 @@ export function expressibleMounts(mounts: readonly Mount[]): { mounts: Mount[]; 
       continue;
     }
     const shown = JSON.stringify(path);
-    if (REQUIRED_PURPOSES.has(mount.purpose)) {
+    if (isRequiredMount(mount)) {
       throw new SandboxdError('UNSUPPORTED_PATH', `the ${mount.purpose} path ${shown} ${why}, which no engine mount option can carry`);
     }
     warnings.push(`skipped the ${mount.purpose} mount of ${shown}: it ${why}, which no engine mount option can carry`);

@@ -1,8 +1,5 @@
 import { SandboxdError } from '../../shared/errors.js';
-import type { Mount } from '../../shared/contracts/plan.js';
-
-/** Mounts the session cannot do without: one the VM cannot see fails the acquire. */
-const REQUIRED_PURPOSES = new Set(['workdir', 'requested mount']);
+import { isRequiredMount, type Mount } from '../../shared/contracts/plan.js';
 
 /** Bridge mounts are placed by their bridge for where the container runs (a tunnel's are VM paths). */
 function isBridgeMount(mount: Mount): boolean {
@@ -47,7 +44,8 @@ export function visibleMounts(mounts: readonly Mount[], seen: ReadonlyMap<string
       kept.push(mount);
       continue;
     }
-    if (REQUIRED_PURPOSES.has(mount.purpose)) {
+    // What the session cannot do without (the work tree, the repository's protection) fails the acquire.
+    if (isRequiredMount(mount)) {
       throw new SandboxdError('MOUNT_NOT_SHARED', `the ${mount.purpose} ${mount.source} is not visible to ${describeSite(site)}, where the container runs`, { remedy: remedyFor(site, mount.source) });
     }
     // A file mounted at both homes is one thing the VM cannot see: warn once.

@@ -16,14 +16,25 @@ import {
 } from '../../shared/contracts/sessions.js';
 import { SandboxdError } from '../../shared/errors.js';
 import type { SessionContainers } from '../sessions/session-containers.js';
+import type { GitSync } from '../gitsync/git-sync.js';
 import { parseInput } from '../http/errors.js';
 import type { SessionRegistry } from '../sessions/session-registry.js';
 import type { SessionService } from '../sessions/session-service.js';
 
 /** `refresh` brings counts kept outside the daemon (relay containers') up to date before a list. */
-export function registerSessionRoutes(app: FastifyInstance, service: SessionService, registry: SessionRegistry, containers: SessionContainers, refresh: () => Promise<void>): void {
-  /** The container id is read from its cidfile when asked: the engine writes it after the plan left. */
-  const withContainer = async (info: SessionInfo): Promise<SessionInfo> => ({ ...info, container: await containers.describe(info.id) });
+export function registerSessionRoutes(
+  app: FastifyInstance,
+  service: SessionService,
+  registry: SessionRegistry,
+  containers: SessionContainers,
+  git: Pick<GitSync, 'status' | 'ended'>,
+  refresh: () => Promise<void>,
+): void {
+  /**
+   * The container id is read from its cidfile when asked: the engine writes it after the plan left;
+   * what the sandbox's git work left waiting changes with every sync.
+   */
+  const withContainer = async (info: SessionInfo): Promise<SessionInfo> => ({ ...info, container: await containers.describe(info.id), git: git.status(info.id) ?? info.git });
 
   app.post(SESSIONS_ROUTE, async (request, reply): Promise<AcquireResponse> => {
     const input = parseInput(AcquireRequest, request.body, 'session request');
@@ -58,9 +69,11 @@ export function registerSessionRoutes(app: FastifyInstance, service: SessionServ
       registry.end(id, 'removed');
       return { removed: true, containers: await containers.ended(id, 'removed') };
     }
-    if (registry.end(id, 'released')) return { released: true };
-    // The client released a lease a previous daemon granted: its container stays the client's.
+    // The session's last sync runs when it ends: what it left waiting goes back to the client.
+    if (registry.end(id, 'released')) return { released: true, git: await git.ended(id) };
+    // The client released a lease a previous daemon granted (its container stays the client's), or
+    // one the daemon ended: why its git work could not come home goes back to the client.
     await containers.ended(id, 'released');
-    return { released: false };
+    return { released: false, git: await git.ended(id) };
   });
 }

@@ -14,7 +14,6 @@ import type { UserMappingEngine } from '../plan/user-namespace.js';
 import type { SshDeps } from '../plan/host-sockets.js';
 import { canonicalIfExists, resolveMountSpecs } from '../plan/mount-spec.js';
 import { planSsh, type SshSection } from '../plan/ssh.js';
-import type { RepoGuards } from '../guard/repo-guards.js';
 import { settleAll, type DisposalStack } from './disposal-stack.js';
 import type { SessionContainers } from './session-containers.js';
 
@@ -29,8 +28,6 @@ export interface AcquireFactsDeps {
   gitFacts(input: GitHostInput): Promise<GitHostFacts>;
   /** Refuses a workdir macOS privacy keeps the daemon from reading, before anything reads it. */
   privacy: PrivacyGate;
-  /** Watches what the session's sandbox can write in its repository; checks it first when nobody did. */
-  guard: Pick<RepoGuards, 'before' | 'hold' | 'release'>;
   /** Labels the session's container and names its cidfile; removes it when the session dies. */
   containers: Pick<SessionContainers, 'prepare' | 'abandon'>;
   /** Where the session's containers run (a Podman connection's VM, or here) and what it sees. */
@@ -63,8 +60,6 @@ export interface AcquireFacts extends CheckedRequest {
   site: ContainerSite;
   /** The agent and host sockets, with the bridge leases that carry them. */
   ssh: SshSection;
-  /** What the guard moved aside before the repository's layout was read. */
-  guardWarnings: string[];
   git: GitHostFacts;
   cloud: { mounts: Mount[]; env: Record<string, string> };
   /** Whose files a container user other than root writes on this engine. */
@@ -84,15 +79,14 @@ async function checkRequest(input: AcquireInput, deps: AcquireFactsDeps): Promis
   return { cwd, containerHome: home === undefined ? null : path.resolve(home), relabel, requested: await resolveMountSpecs(input.mounts, relabel) };
 }
 
-/** What a sandbox left in the repository while nobody watched is moved aside before its layout is read. */
-async function guardedGitFacts(input: AcquireInput, cwd: string, deps: AcquireFactsDeps): Promise<{ guardWarnings: string[]; git: GitHostFacts }> {
-  const guardWarnings = await deps.guard.before(cwd);
+/** Git's facts about the user's config and the repository the workdir is in. */
+async function gitFactsOf(input: AcquireInput, cwd: string, deps: AcquireFactsDeps): Promise<{ git: GitHostFacts }> {
   const git = await deps
     .gitFacts({ hostHome: deps.hostHome, cwd, path: input.client.path ?? '', xdgConfigHome: input.client.env?.XDG_CONFIG_HOME })
     .catch((error: unknown) => {
       throw deps.privacy.explain(cwd, error);
     });
-  return { guardWarnings, git };
+  return { git };
 }
 
 function releaseLeases(section: SshSection): void {
@@ -135,7 +129,7 @@ export async function gatherFacts(input: AcquireInput, sessionId: string, deps: 
     ),
     () => deps.containers.abandon(sessionId),
   );
-  const git = checked.then(({ cwd }) => guardedGitFacts(input, cwd, deps));
+  const git = checked.then(({ cwd }) => gitFactsOf(input, cwd, deps));
   const cloud = checked.then(({ containerHome, relabel }) =>
     input.cloudCredentials
       ? cloudCredentialMounts({ hostHome: deps.hostHome, containerHome: containerHome ?? deps.hostHome, googleApplicationCredentials: input.client.env?.GOOGLE_APPLICATION_CREDENTIALS, relabel })

@@ -43,8 +43,8 @@ export interface SessionRegistryOptions {
 /** A sweep this many intervals after the previous one means the daemon was stopped or asleep. */
 const STALL_FACTOR = 3;
 
-/** `removed`: the user ran `sandboxd sessions rm`; `guard`: its repository held a planted file. */
-export type EndReason = 'released' | 'client-exited' | 'lease-expired' | 'removed' | 'shutdown' | 'guard';
+/** `removed`: the user ran `sandboxd sessions rm`; `git`: its sandbox's git dir exceeded a bound. */
+export type EndReason = 'released' | 'client-exited' | 'lease-expired' | 'removed' | 'shutdown' | 'git';
 
 /**
  * Leases (DESIGN §5). A session ends when released, when its client pid is gone (or is another

@@ -12,6 +12,16 @@ export const Mount = z.strictObject({
 });
 export type Mount = z.infer<typeof Mount>;
 
+/** Every mount of a repository's protection (the sandbox's git dir, what lies read-only over it and in the work tree) is named so. */
+export const REPOSITORY_PURPOSE_PREFIX = 'repository ';
+
+/** Mounts a session cannot do without: one that cannot be made (or a VM cannot see) fails the acquire, never drops it. */
+const REQUIRED_PURPOSES = new Set(['workdir', 'requested mount', 'ssh agent']);
+
+export function isRequiredMount(mount: Pick<Mount, 'purpose'>): boolean {
+  return REQUIRED_PURPOSES.has(mount.purpose) || mount.purpose.startsWith(REPOSITORY_PURPOSE_PREFIX);
+}
+
 export const Plan = z.strictObject({
   mounts: z.array(Mount),
   /** Variables set in the container; values here are not secret (they appear on the engine's argv). */

@@ -86,13 +86,24 @@ export const AcquireRequest = z.strictObject({
     z.record(VariableName, ExecText(32_768)).check(z.refine((env) => Object.keys(env).length <= 64, 'at most 64 variables')),
     {},
   ),
-  /** `readonly` (default): the repository's hooks/ cannot be written from the sandbox. */
+  /**
+   * `readonly` (default): the hooks/ of the sandbox's git dir are an empty read-only directory;
+   * `writable` lets the sandbox install hooks there, which run only in the sandbox (the host's git
+   * never reads the sandbox's git dir).
+   */
   gitHooks: z._default(z.enum(['readonly', 'writable']), 'readonly'),
   /**
-   * `readonly` (default): the repository's own config (`.git/config`, `config.worktree`) cannot be
-   * written from the sandbox, since it can name programs the host's next git command runs.
+   * `readonly` (default): the sandbox's copy of the repository's config is read-only; `writable`
+   * lets the sandbox change its copy (`git push -u`, `git remote add`), which the host never reads.
    */
   gitConfig: z._default(z.enum(['readonly', 'writable']), 'readonly'),
+  /**
+   * Run even though a path your git config names (an include, `core.hooksPath`, `init.templateDir`…)
+   * cannot be held read-only inside a writable mount (it does not exist yet, or a symbolic link
+   * leads to it): the sandbox could make what your host's git reads there. Refused with
+   * GIT_PATH_UNPROTECTED unless set.
+   */
+  allowUnprotectedGitPaths: z._default(z.boolean(), false),
   /**
    * The image the session will run, when the caller knows it. Accepted from older callers and not
    * used: a Docker Desktop-style engine's built-in agent socket is verified with sandboxd's own image.
@@ -131,6 +142,30 @@ export const SessionContainer = z.strictObject({
 });
 export type SessionContainer = z.infer<typeof SessionContainer>;
 
+/** A ref of the sandbox's that was not applied to the host's repository, and what keeps it. */
+export const HeldRef = z.strictObject({
+  /** The sandbox's ref (`refs/heads/feature`). */
+  ref: z.string().check(z.maxLength(4096)),
+  /** Where its commit waits on the host (`refs/sandboxd/<session>/feature`); null when its objects never arrived. */
+  keptAs: z.nullable(z.string().check(z.maxLength(4200))),
+  reason: z.string().check(z.maxLength(4096)),
+  /** What to run in the repository to take it in; null when nothing was kept. */
+  command: z.nullable(z.string().check(z.maxLength(8400))),
+});
+export type HeldRef = z.infer<typeof HeldRef>;
+
+/** How the sandbox's git work comes home (DESIGN §8): what waits, and why. */
+export const SessionGit = z.strictObject({
+  /** The host repository's common dir the sandbox's git dir stands in for. */
+  repository: AbsolutePath,
+  held: z.array(HeldRef).check(z.maxLength(256)),
+  /** What was left as it was on the host and why (a HEAD that did not follow, an index left alone). */
+  notes: z.array(z.string().check(z.maxLength(4096))).check(z.maxLength(64)),
+  /** Why the sandbox's work could not be brought home at all (a bound it exceeded), when so. */
+  error: z.nullable(z.string().check(z.maxLength(4096))),
+});
+export type SessionGit = z.infer<typeof SessionGit>;
+
 export const SessionInfo = z.strictObject({
   id: Id,
   engine: Engine,
@@ -142,6 +177,8 @@ export const SessionInfo = z.strictObject({
   container: z.nullable(SessionContainer),
   /** Connections refused on the session's own sockets (the agent's and extra ones) by their bounds. */
   refused: Count,
+  /** The repository the session's sandbox works in; null outside one. */
+  git: z.nullable(SessionGit),
 });
 export type SessionInfo = z.infer<typeof SessionInfo>;
 
@@ -181,7 +218,8 @@ export type HeartbeatBatchRequest = z.infer<typeof HeartbeatBatchRequest>;
 export const HeartbeatBatchResponse = z.strictObject({ unknown: z.array(Id) });
 export type HeartbeatBatchResponse = z.infer<typeof HeartbeatBatchResponse>;
 
-export const ReleaseResponse = z.strictObject({ released: z.boolean() });
+/** `git`: what the session's last sync left waiting (null outside a repository or for a lease this daemon did not grant). */
+export const ReleaseResponse = z.strictObject({ released: z.boolean(), git: z.nullable(SessionGit) });
 export type ReleaseResponse = z.infer<typeof ReleaseResponse>;
 
 /** `DELETE /v1/sessions/:id?remove=container`: end the session and remove its container now. */

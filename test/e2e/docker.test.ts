@@ -1,5 +1,9 @@
+import { chmodSync } from 'node:fs';
+import path from 'node:path';
+import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Cleanup, cli, cliEnv, makeSandbox, startAgent } from '../helpers.js';
+import { CLI, Cleanup, cli, cliEnv, makeSandbox, startAgent } from '../helpers.js';
+import { commitComesHome, plainRepo } from './git-lab.js';
 import { dockerLabUnavailable, startDockerd, type Dockerd } from '../lab/dockerd.js';
 import { lab } from './lab.js';
 
@@ -36,6 +40,19 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('sandboxd 
     expect(result.exitCode).toBe(0);
     const status = JSON.parse((await cli(['status', '--json'], env)).stdout) as { engines: { kind: string; bridge: string; endpoint: string; probe: unknown }[] };
     expect(status.engines).toEqual([expect.objectContaining({ kind: 'docker-engine', bridge: 'relay', endpoint: dockerd.host, probe: null })]);
+  });
+
+  it.each([
+    ['root', [], '0:0'],
+    ['--user 1000', ['--user', '1000:1000'], '1000:1000'],
+  ])("as %s, a commit made in the sandbox's own git dir comes home; a reflog planted as a link writes no host file", async (_name, userArgs, owner) => {
+    const { env } = await setup();
+    const src = path.join(env.SANDBOXD_STATE_DIR ?? '', '..', 'src');
+    const dir = await plainRepo(path.join(src, `repo-${owner.replace(':', '-')}`), owner);
+    chmodSync(path.dirname(src), 0o755);
+    await commitComesHome(dir, path.join(src, 'bashrc'), (script) =>
+      execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'docker', '--ssh-agent', 'off', '--', '--rm', '--network', 'none', ...userArgs, dockerd.image, 'sh', '-c', script], { cwd: dir, env, extendEnv: false, reject: false, timeout: 90_000 }),
+    );
   });
 
   it('an engine that is down fails the session with the remedy for this host, before any run that cannot start; one not asked is left to docker', async () => {

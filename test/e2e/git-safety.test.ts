@@ -19,9 +19,15 @@ async function refs(repo: string): Promise<Map<string, string>> {
   return new Map(out.split('\n').filter((line) => line !== '').map((line) => line.split(' ') as [string, string]));
 }
 
+/**
+ * What git inside says when it would change the sandbox's read-only copies (README): deleting a
+ * branch also drops its config section; pruning a worktree whose work tree is out of sight would
+ * remove its registration, whose pointers are read-only (so it stays registered).
+ */
 const CONFIG_REFUSED = [
   (main: string) => `error: could not write config file ${main}/.git/config: Device or resource busy`,
   () => 'warning: Update of config-file failed',
+  (main: string) => `error: failed to delete '${main}/.git/worktrees/other': Device or resource busy`,
 ];
 
 const SETUP_IDENTITY = ['-c', 'user.name=Setup', '-c', 'user.email=setup@example.com', '-c', 'commit.gpgsign=false'];
@@ -121,18 +127,18 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
     return { main, wt, remote };
   }
 
-  it('linked worktree as root: pack-refs, branch -D, tag, stash, rebase, worktree list, fetch, gc keep every ref', async () => {
+  it("linked worktree as root: pack-refs, branch -D, tag, stash, rebase, worktree list, fetch, gc in the sandbox's git dir; on the host nothing is lost, what the sandbox made comes home, status stays clean", async () => {
     const { main, wt, remote } = await repoWithWorktree('lw', '1000:1000');
-    const remoteBranches = [...(await refs(remote)).keys()].filter((ref) => ref.startsWith('refs/heads/'));
-    const ops: { name: string; script: string; added?: string[]; removed?: string[]; changed?: string[] }[] = [
-      { name: 'branch -D without packed-refs', script: 'git branch -D b3', removed: ['refs/heads/b3'] },
+    // Nothing is ever deleted on the host; remote-tracking refs stay the sandbox's (the host fetches for itself).
+    const ops: { name: string; script: string; added?: string[]; changed?: string[] }[] = [
+      { name: 'branch -D without packed-refs', script: 'git branch -D b3' },
       { name: 'pack-refs --all', script: 'git pack-refs --all' },
-      { name: 'branch -D with packed-refs', script: 'git branch -D b1', removed: ['refs/heads/b1'] },
+      { name: 'branch -D with packed-refs', script: 'git branch -D b1' },
       { name: 'tag', script: 'git tag v1', added: ['refs/tags/v1'] },
       { name: 'stash', script: 'echo dirty >> feature.txt && git stash', added: ['refs/stash'] },
-      { name: 'rebase', script: 'git rebase -q main', changed: ['refs/heads/feature'] },
+      { name: 'rebase (the host has not moved feature: its history is rewritten by compare-and-swap)', script: 'git rebase -q main', changed: ['refs/heads/feature'] },
       { name: 'worktree list', script: 'git worktree list | grep -c "" | grep -qx 3' },
-      { name: 'fetch from a local remote', script: 'git fetch -q origin', added: remoteBranches.map((ref) => ref.replace('refs/heads/', 'refs/remotes/origin/')) },
+      { name: 'fetch from a local remote', script: 'git fetch -q origin' },
       { name: 'gc --prune=now', script: 'git gc -q --prune=now' },
       { name: 'worktree prune (the other work tree is out of sight)', script: 'git worktree prune && git worktree list | grep -c "" | grep -qx 3' },
       { name: 'pack-refs again after new loose refs', script: 'git branch late && git pack-refs --all', added: ['refs/heads/late'] },
@@ -141,12 +147,14 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
       const before = await refs(main);
       const result = await run(wt, op.script, [], ['--network', 'none', '--mount', `type=bind,src=${remote},dst=${remote},ro`]);
       // Deleting a branch also drops its config section, which a read-only config refuses (README).
-      const stderr = result.stderr.split('\n').filter((line) => line !== '' && !CONFIG_REFUSED.some((known) => line === known(main)));
+      const stderr = result.stderr.split('\n').filter((line) => line !== '' && !CONFIG_REFUSED.some((known) => line === known(main)) && !line.startsWith('sandboxd: the sandbox rewrote feature'));
       expect({ op: op.name, code: result.exitCode, stderr }).toEqual({ op: op.name, code: 0, stderr: [] });
+      const status = await hostGit(wt, 'status', '--porcelain');
+      expect({ op: op.name, status: status.stdout, head: (await hostGit(wt, 'symbolic-ref', 'HEAD')).stdout }).toEqual({ op: op.name, status: '', head: 'refs/heads/feature' });
       const fsck = await hostGit(main, 'fsck', '--full', '--no-progress');
       expect({ op: op.name, fsck: fsck.exitCode, out: fsck.stderr }).toEqual({ op: op.name, fsck: 0, out: '' });
       const after = await refs(main);
-      const expected = new Set([...before.keys()].filter((ref) => !(op.removed ?? []).includes(ref)));
+      const expected = new Set(before.keys());
       for (const ref of op.added ?? []) expected.add(ref);
       expect({ op: op.name, refs: [...after.keys()].sort() }).toEqual({ op: op.name, refs: [...expected].sort() });
       for (const [ref, oid] of before) {
@@ -187,15 +195,16 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
     return dir;
   }
 
-  it('plain clone: .git/config is read-only unless --git-config writable', async () => {
+  it("plain clone: the sandbox's copy of .git/config is read-only unless --git-config writable, and the host's is never written", async () => {
     const dir = await plainRepo('plain-config', '1000:1000');
     const locked = await run(dir, 'git config core.hooksPath /tmp/planted');
     expect(locked.exitCode).not.toBe(0);
     expect(locked.stderr).toBe('error: could not write config file .git/config: Device or resource busy');
     expect((await hostGit(dir, 'config', '--local', 'core.hooksPath')).stdout).toBe('');
-    const open = await run(dir, 'git config core.hooksPath /tmp/planted && echo set', ['--git-config', 'writable']);
-    expect(open.stdout).toBe('set');
-    expect((await hostGit(dir, 'config', '--local', 'core.hooksPath')).stdout).toBe('/tmp/planted');
+    // Writable: the sandbox's own copy takes it (git push -u, remote add work inside); the host's config stays as it was.
+    const open = await run(dir, 'git config core.hooksPath /tmp/planted && git config core.hooksPath', ['--git-config', 'writable']);
+    expect(open.stdout).toBe('/tmp/planted');
+    expect((await hostGit(dir, 'config', '--local', 'core.hooksPath')).stdout).toBe('');
   });
 
   it('--user 1000 alone: identity, a signed commit, no credential-helper error, overrides announced', async () => {
@@ -233,7 +242,7 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
     );
   });
 
-  it("submodules: each one's hooks and config stay read-only, nested ones too; work inside them still lands on the host", async () => {
+  it("submodules: each one's hooks stay read-only, nested ones too; its config is the sandbox's copy (git submodule update writes it), which never reaches the host; work inside them still lands on the host", async () => {
     const deep = await plainRepo('sub-deep', '0:0');
     const lib = await plainRepo('sub-lib', '0:0');
     const submoduleAdd = ['-c', 'protocol.file.allow=always', ...SETUP_IDENTITY];
@@ -249,9 +258,9 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
       superproject,
       [
         `touch ${modules}/lib/hooks/post-checkout 2>/dev/null && echo lib-hooks-written || echo lib-hooks-refused`,
-        'git -C lib config core.hooksPath /tmp 2>/dev/null && echo lib-config-written || echo lib-config-refused',
+        'git -C lib config core.hooksPath /tmp 2>/dev/null && echo lib-config-sandboxed || echo lib-config-refused',
         `touch ${modules}/lib/modules/deep/hooks/post-checkout 2>/dev/null && echo deep-hooks-written || echo deep-hooks-refused`,
-        'git -C lib/deep config core.fsmonitor /tmp/x 2>/dev/null && echo deep-config-written || echo deep-config-refused',
+        'git -C lib/deep config core.hooksPath /tmp 2>/dev/null && echo deep-config-sandboxed || echo deep-config-refused',
         'git -C lib commit -q --allow-empty -m "in the sandbox" && echo lib-committed',
         'git -C lib branch -q spare && git -C lib pack-refs --all && git -C lib gc -q --prune=now && echo lib-gc-ok',
         // The lab image has no git-submodule script; status inside the nested one is what matters.
@@ -259,13 +268,14 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
       ].join('; '),
     );
     expect(result.stderr).toBe('');
-    expect(result.stdout.split('\n')).toEqual(['lib-hooks-refused', 'lib-config-refused', 'deep-hooks-refused', 'deep-config-refused', 'lib-committed', 'lib-gc-ok', 'deep-status-ok']);
+    expect(result.stdout.split('\n')).toEqual(['lib-hooks-refused', 'lib-config-sandboxed', 'deep-hooks-refused', 'deep-config-sandboxed', 'lib-committed', 'lib-gc-ok', 'deep-status-ok']);
     expect((await hostGit(path.join(superproject, 'lib'), 'log', '-1', '--format=%s')).stdout).toBe('in the sandbox');
     expect([...(await refs(path.join(superproject, 'lib'))).keys()]).toEqual(expect.arrayContaining(['refs/heads/main', 'refs/heads/spare']));
     // A non-root container user on a repository another uid owns: safe.directory covers the submodules too.
     const other = await run(superproject, 'git -C lib/deep status --porcelain && git -C lib log -1 --format=%s', [], ['--network', 'none', '--user', '2000']);
     expect({ stderr: other.stderr, stdout: other.stdout }).toEqual({ stderr: '', stdout: 'in the sandbox' });
     expect((await hostGit(path.join(superproject, 'lib'), 'config', '--local', 'core.hooksPath')).stdout).toBe('');
+    expect((await hostGit(path.join(superproject, 'lib', 'deep'), 'config', '--local', 'core.hooksPath')).stdout).toBe('');
     expect((await hostGit(path.join(superproject, 'lib'), 'fsck', '--no-progress')).exitCode).toBe(0);
   });
 
@@ -276,25 +286,25 @@ describe.skipIf(labMissing)('git round two: no ref lost, host protected, any con
     expect(result.stdout).toBe('status-ok');
   });
 
-  it("a git that fails (macOS's xcode-select shim, faked here) falls back to the plain files with a warning and keeps the repository's protection", async () => {
+  it("a git that fails (macOS's xcode-select shim, faked here) falls back to the plain files with a warning; in a repository the session is refused (nothing could bring its commits home)", async () => {
     const bin = path.join(sandbox.dir, 'shim-bin');
     mkdirSync(bin, { recursive: true });
     writeFileSync(path.join(bin, 'git'), '#!/bin/sh\necho "xcrun: error: invalid active developer path (/Library/Developer/CommandLineTools)" >&2\nexit 1\n', { mode: 0o755 });
-    const dir = await plainRepo('shimmed', '1000:1000');
-    const plan = await execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--ssh-agent', 'off', '--json'], {
-      cwd: dir,
-      env: { ...env, PATH: `${bin}:${process.env.PATH ?? ''}` },
-      extendEnv: false,
-    });
-    const body = JSON.parse(plan.stdout) as { plan: { warnings: string[]; mounts: { target: string; readOnly: boolean }[]; env: Record<string, string> } };
+    const plan = (cwd: string) =>
+      execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--ssh-agent', 'off', '--json'], { cwd, env: { ...env, PATH: `${bin}:${process.env.PATH ?? ''}` }, extendEnv: false, reject: false });
+    const outside = path.join(sandbox.dir, 'no-repo');
+    mkdirSync(outside, { recursive: true });
+    const body = JSON.parse((await plan(outside)).stdout) as { plan: { warnings: string[]; mounts: { target: string; readOnly: boolean }[]; env: Record<string, string> } };
     expect(body.plan.warnings).toContain(
       `the session's git (${bin}/git) failed: xcrun: error: invalid active developer path (/Library/Developer/CommandLineTools); mounted ~/.gitconfig, ~/.config/git/config, ~/.gitignore_global where present, with no sandbox overrides`,
     );
     expect(body.plan.mounts.map((m) => m.target)).toContain(path.join(sandbox.home, '.gitconfig'));
     expect(body.plan.env.GIT_CONFIG_GLOBAL).toBeUndefined();
-    // The repository is read without git: its hooks and config stay read-only whatever git does.
-    const readOnly = body.plan.mounts.filter((m) => m.readOnly).map((m) => m.target);
-    expect(readOnly).toEqual(expect.arrayContaining([path.join(dir, '.git', 'hooks'), path.join(dir, '.git', 'config')]));
+    // In a repository: its layout is read without git, but its submodules and the sandbox's commits need one.
+    const dir = await plainRepo('shimmed', '1000:1000');
+    const refused = await plan(dir);
+    expect(refused.exitCode).not.toBe(0);
+    expect(JSON.parse(refused.stdout)).toMatchObject({ error: { code: 'REPOSITORY_UNSUPPORTED', message: expect.stringContaining("no git answers on the session's PATH") as string, remedy: expect.stringContaining('xcode-select --install') as string } });
   });
 
   it('--user 1000: git clone ssh:// from the lab sshd through the forwarded agent, host keys from known_hosts', async () => {

@@ -217,13 +217,13 @@ describe.skipIf(labMissing)('llxprt\'s launcher with the adapter, against the re
     expect(lines[2]).toContain(proxy.fingerprint);
     expect(lines.slice(3)).toEqual(['host@example.com', 'committed', 'hooks-read-only']);
     // The host's own git (root, in a tree uid 1000 owns) reads the repository whole, with the
-    // sandbox's commit by the host identity.
+    // sandbox's commit by the host identity, brought home from the sandbox's git dir while
+    // llxprt's session runs (a sync follows a commit within about a second; the bound is generous).
     const hostGit = (...gitArgs: string[]) => execa('git', ['-c', 'safe.directory=*', ...gitArgs], { cwd: project });
+    const history = async () => (await hostGit('log', '--format=%an <%ae> %s')).stdout.split('\n');
+    await waitFor(async () => (await history()).length === 2, "the sandbox's commit on the host", 20_000);
     await hostGit('fsck', '--strict');
-    expect((await hostGit('log', '--format=%an <%ae> %s')).stdout.split('\n')).toEqual([
-      'Host User <host@example.com> from the sandbox',
-      'Host User <host@example.com> first',
-    ]);
+    expect(await history()).toEqual(['Host User <host@example.com> from the sandbox', 'Host User <host@example.com> first']);
   });
 
   it('one launch is one session: the agent and the credential proxy come in one acquire', async () => {

@@ -1,9 +1,10 @@
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession } from '../../dist/client/index.js';
 import { CLI, Cleanup, cli, cliEnv, makeSandbox, startAgent } from '../helpers.js';
+import { commitComesHome, plainRepo } from './git-lab.js';
 import { labMissing, podmanLab } from './lab.js';
 import { startRemoteMachine, startRemoteVm } from './remote-lab.js';
 
@@ -94,6 +95,30 @@ describe.skipIf(labMissing)('remote Podman over an ssh connection (podman system
     const { error } = JSON.parse(result.stdout) as ErrorJson;
     expect(error).toMatchObject({ code: 'MOUNT_NOT_SHARED', message: `the workdir ${project} is not visible to the remote host of connection vm, where the container runs` });
     expect(error.remedy).toContain('remote host');
+  });
+
+  it.each([
+    ['root', [], '0:0'],
+    ['--user 1000', ['--user', '1000'], '1000:1000'],
+  ])("%s through the connection: the container in the VM works in the sandbox's own git dir, a commit made there comes home, and a reflog planted as a link writes no host file", async (_name, user, owner) => {
+    const { sandbox, env, image } = await remoteLab();
+    chmodSync(sandbox.dir, 0o755);
+    const dir = await plainRepo(path.join(sandbox.dir, 'src', 'repo'), owner);
+    await commitComesHome(dir, path.join(sandbox.dir, 'bashrc'), (script) =>
+      execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'podman', '--connection', 'vm', '--ssh-agent', 'off', '--', '--rm', '--network', 'none', ...user, image, 'sh', '-c', script], { cwd: dir, env, extendEnv: false, reject: false, timeout: 90_000 }),
+    );
+  });
+
+  it("a sandbox git dir the VM cannot see fails the acquire with MOUNT_NOT_SHARED (it is never left out)", async () => {
+    const lab = await remoteLab();
+    const dir = await plainRepo(path.join(lab.sandbox.dir, 'src', 'repo'));
+    // The state dir, which holds the sandbox git dirs, where the VM sees nothing.
+    const env = { ...lab.env, SANDBOXD_STATE_DIR: path.join(lab.hidden, 'state') };
+    const hidden = lab.hidden;
+    const refused = await execa(process.execPath, [CLI, 'plan', '--engine', 'podman', '--connection', 'vm', '--ssh-agent', 'off', '--json'], { cwd: dir, env, extendEnv: false, reject: false, timeout: 60_000 });
+    const { error } = JSON.parse(refused.stdout) as ErrorJson;
+    expect(error.code).toBe('MOUNT_NOT_SHARED');
+    expect(error.message).toContain(`repository git dir (the sandbox's own) ${path.join(hidden, 'state', 'git-dirs')}`);
   });
 
   it('a machine connection is judged by the volumes in its config file: MOUNT_NOT_SHARED names the machine and its shares, with no login', async () => {

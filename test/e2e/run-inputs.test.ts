@@ -69,7 +69,10 @@ describe.skipIf(labMissing)('hostile paths, wide workdirs and secrets on the com
         remedy: 'Run from the project directory, or pass --allow-wide-workdir (library: allowWideWorkdir) if you mean it.',
       },
     });
-    const allowed = await run(sandbox.home, [image, 'true'], ['--allow-wide-workdir']);
+    // The home directory writable: the git config files it would hold that do not exist yet could be made there.
+    const unprotected = await run(sandbox.home, [image, 'true'], ['--allow-wide-workdir']);
+    expect(unprotected.stderr).toContain(`sandboxd: ${path.join(sandbox.home, '.config', 'git', 'config')} (your global git config file) does not exist yet inside the writable mount ${sandbox.home}`);
+    const allowed = await run(sandbox.home, [image, 'true'], ['--allow-wide-workdir', '--allow-unprotected-git-paths']);
     expect(allowed.exitCode).toBe(0);
   });
 

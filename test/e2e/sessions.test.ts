@@ -7,6 +7,7 @@ import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession, listSessions, listTunnels } from '../../dist/client/index.js';
 import { Cleanup, CLI, ROOT, cli, cliEnv, makeSandbox, startAgent, startDaemon, waitFor, type Sandbox } from '../helpers.js';
+import { plainRepo } from './git-lab.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -245,15 +246,19 @@ describe('sessions (real daemon on a real Unix socket)', () => {
     const sandbox = makeSandbox(cleanup);
     const { env } = await daemonIn(sandbox);
     expect((await cli(['sessions', 'ls'], env)).stdout).toBe('no sessions');
-    const session = await acquireSession({ engine: 'podman', sshAgent: 'off', env, label: 'llxprt' });
+    const repo = await plainRepo(path.join(sandbox.dir, 'repo'));
+    const session = await acquireSession({ engine: 'podman', sshAgent: 'off', env, label: 'llxprt', cwd: repo });
     cleanup.add(() => session.release());
+    const outside = await acquireSession({ engine: 'podman', sshAgent: 'off', env, label: 'plain', cwd: sandbox.dir });
+    cleanup.add(() => outside.release());
     const table = (await cli(['sessions', 'ls'], env)).stdout.split('\n');
-    expect(table[0]).toMatch(/^ID\s+ENGINE\s+LABEL\s+PID\s+AGE\s+SSH\s+REFUSED\s+CONTAINER$/);
-    expect(table[1]).toContain(session.id);
-    expect(table[1]).toMatch(/not started$/);
-    expect(table[1]).toContain('llxprt');
+    expect(table[0]).toMatch(/^ID\s+ENGINE\s+LABEL\s+PID\s+AGE\s+SSH\s+REFUSED\s+CONTAINER\s+GIT$/);
+    const [inRepo, notInRepo] = [session.id, outside.id].map((id) => table.find((row) => row.startsWith(id)) ?? '');
+    // A repository's sandbox git dir where nothing waits; no repository, no git.
+    expect(inRepo).toMatch(/llxprt .*not started\s+synced$/);
+    expect(notInRepo).toMatch(/plain .*not started\s+-$/);
     const json = JSON.parse((await cli(['sessions', 'ls', '--json'], env)).stdout) as { id: string }[];
-    expect(json.map((s) => s.id)).toEqual([session.id]);
+    expect(json.map((s) => s.id).sort()).toEqual([session.id, outside.id].sort());
   });
 
   it('survives fd exhaustion: under ulimit -n 256, 800 concurrent acquires get 201 or 503 DAEMON_BUSY, then status answers', async () => {
@@ -310,7 +315,7 @@ describe('sessions (real daemon on a real Unix socket)', () => {
     cleanup.add(() => session.release());
     const first = session.id;
     // Stands in for a restarted daemon or a reaped lease: the daemon no longer knows the session.
-    expect((await raw(socket, 'DELETE', `/v1/sessions/${first}`)).body).toEqual({ released: true });
+    expect((await raw(socket, 'DELETE', `/v1/sessions/${first}`)).body).toMatchObject({ released: true });
     const renewed = await waitFor(async () => (await listSessions(env)).find((s) => s.id !== first), 'the client to renew its lease', 10_000, 200);
     expect(renewed).toMatchObject({ label: 'renewed', clientPid: process.pid, engine: 'docker' });
     expect(session.id).toBe(renewed.id);

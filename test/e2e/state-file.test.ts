@@ -53,16 +53,15 @@ describe('state files that are not regular files (a FIFO, a symlink, a directory
     const sandbox = makeSandbox(cleanup);
     const stateDir = sandbox.env.SANDBOXD_STATE_DIR;
     mkdirSync(path.join(stateDir, 'containers'), { recursive: true, mode: 0o700 });
-    // Every state file an acquire in a repository reads, as FIFOs nobody ever writes to.
-    const fifos = ['guard.json', 'helpers.json', 'state.json', 'tunnel-roots.json', 'endpoints.json', path.join('containers', 'ses_0123456789abcdef.json')];
+    // Every state file an acquire reads, as FIFOs nobody ever writes to.
+    const fifos = ['helpers.json', 'state.json', 'tunnel-roots.json', 'endpoints.json', path.join('containers', 'ses_0123456789abcdef.json')];
     for (const name of fifos) execFileSync('mkfifo', ['-m', '600', path.join(stateDir, name)]);
     mkdirSync(path.join(stateDir, 'tunnel-secret'));
     const env = cliEnv(sandbox);
-    // The cwd is this repository: the acquire holds its guard, which reads guard.json.
     const plan = await cli(['plan', '--engine', 'podman', '--ssh-agent', 'off', '--json'], env, 30_000);
     expect({ code: plan.exitCode, stderr: plan.stderr }).toEqual({ code: 0, stderr: '' });
     const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
-    for (const name of ['guard.json', 'state.json', 'endpoints.json', 'ses_0123456789abcdef.json']) {
+    for (const name of ['state.json', 'endpoints.json', 'ses_0123456789abcdef.json']) {
       expect(log).toMatch(new RegExp(`"file":"[^"]*${name.replace('.', '\\.')}","found":"a FIFO".*starting that state afresh`));
     }
     expect(readdirSync(stateDir).filter((name) => name.includes('.refused-')).length).toBeGreaterThanOrEqual(3);

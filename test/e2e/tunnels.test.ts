@@ -285,10 +285,11 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
       { name: 'lab-root', uri: `ssh://root@127.0.0.1:${sshd.port}/run/podman/podman.sock`, identity: sshd.clientKey },
     ], 'lab');
     const twoEnv = { ...env, CONTAINERS_CONF: conf };
-    // Root first: a root-owned directory shared with the other user is what used to fail.
-    const asRoot = await acquireSession({ engine: 'podman', env: twoEnv, connection: 'lab-root', heartbeat: false });
+    // Root first: a root-owned directory shared with the other user is what used to fail. Outside a
+    // repository: this VM's own /tmp hides the state dir that a repository's sandbox git dir lives in.
+    const asRoot = await acquireSession({ engine: 'podman', env: twoEnv, connection: 'lab-root', heartbeat: false, cwd: '/' });
     cleanup.add(() => asRoot.release());
-    const asUser = await acquireSession({ engine: 'podman', env: twoEnv, connection: 'lab', heartbeat: false });
+    const asUser = await acquireSession({ engine: 'podman', env: twoEnv, connection: 'lab', heartbeat: false, cwd: '/' });
     cleanup.add(() => asUser.release());
     expect(rootOf(asUser)).not.toBe(rootOf(asRoot));
     expect(statSync(rootOf(asUser)).uid).toBe(uid);
@@ -373,7 +374,8 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
   it("a running tunnel's directory survives the VM's systemd-tmpfiles ageing out its /tmp (Fedora's 10-day rule)", async () => {
     const vm = await startVmTmp(cleanup);
     const { env, agent } = await tunnelLab(false, vm.pid);
-    const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
+    // Outside a repository: this VM's own /tmp hides the state dir a sandbox git dir lives in.
+    const session = await acquireSession({ engine: 'podman', env, heartbeat: false, cwd: '/' });
     cleanup.add(() => session.release());
     const vmDir = session.plan.mounts.find((m) => m.purpose === 'ssh agent')?.source ?? '';
     /** The VM's path as this host reaches it. */

@@ -23,6 +23,18 @@ const session = {
   ssh: { status: 'forwarded', bridge: 'mount', socket: '/run/sandboxd/ssh/agent.sock', hostAgentSocket: '/tmp/agent.sock', bridgeId: 'relay_0123' },
   container: { id: null, cidfile: '/run/user/1000/sandboxd/containers/ses_ABCdef123456.cid' },
   refused: 0,
+  git: null,
+};
+
+/** What a session's git work left: a held ref with its command, one whose objects never arrived, a note, an error. */
+const git = {
+  repository: '/home/me/src/app/.git',
+  held: [
+    { ref: 'refs/heads/feature', keptAs: 'refs/sandboxd/ses_ABCdef123456/feature', reason: 'your feature moved on meanwhile', command: 'git merge refs/sandboxd/ses_ABCdef123456/feature' },
+    { ref: 'refs/heads/lost', keptAs: null, reason: 'its commit did not reach the host', command: null },
+  ],
+  notes: ['you staged changes in /home/me/src/app: its HEAD and index are left as they are'],
+  error: 'the sandbox git dir exceeded a bound',
 };
 
 /** Answers as a daemon gives them: every field, every branch of every union, both sides of every nullable. */
@@ -59,9 +71,9 @@ const VALID: Record<Answer, unknown[]> = {
       sockets: [],
     },
   ],
-  HeartbeatResponse: [{ session }, { session: { ...session, engine: 'docker', ssh: { ...session.ssh, bridge: 'desktop' } } }],
+  HeartbeatResponse: [{ session }, { session: { ...session, engine: 'docker', ssh: { ...session.ssh, bridge: 'desktop' }, git } }],
   HeartbeatBatchResponse: [{ unknown: [] }, { unknown: ['ses_ABCdef123456', 'ses_zzzzzz'] }],
-  ReleaseResponse: [{ released: true }, { released: false }],
+  ReleaseResponse: [{ released: true, git: null }, { released: false, git }, { released: true, git: { ...git, held: [], notes: [], error: null } }],
 };
 
 /** Values that break one kind of field or another: types, strings of every check, numbers of every bound. */
@@ -121,7 +133,7 @@ describe('answer shapes (shared/contracts/answer-shapes.ts)', () => {
     const [valid] = VALID.AcquireResponse;
     const broken = { ...(valid as Record<string, unknown>), session: { ...session, clientPid: 'x' } };
     expect(checkShape(shapes.AcquireResponseShape, broken)).toEqual({ success: false, error: { issues: [{ code: 'invalid_type', path: ['session', 'clientPid'] }] } });
-    expect(checkShape(shapes.ReleaseResponseShape, { released: true, more: 1, most: 2 })).toEqual({ success: false, error: { issues: [{ code: 'unrecognized_keys', path: [], keys: ['more', 'most'] }] } });
+    expect(checkShape(shapes.ReleaseResponseShape, { released: true, git: null, more: 1, most: 2 })).toEqual({ success: false, error: { issues: [{ code: 'unrecognized_keys', path: [], keys: ['more', 'most'] }] } });
     const zodIssue = sessions.AcquireResponse.safeParse(broken).error?.issues[0];
     expect(zodIssue).toMatchObject({ code: 'invalid_type', path: ['session', 'clientPid'] });
   });

@@ -15,7 +15,7 @@ function mount(source: string, purpose: string, target = source): Mount {
   return { source, target, readOnly: true, purpose };
 }
 
-const GIT: GitHostFacts = { configs: [], files: [], plainHomeFiles: [], configWatched: [], overrides: null, knownHosts: [], repo: null, warnings: [] };
+const GIT: GitHostFacts = { configs: [], files: [], namedPaths: [], plainHomeFiles: [], configWatched: [], overrides: null, knownHosts: [], repo: null, git: '/usr/bin/git', warnings: [] };
 
 const SSH: SshSection = {
   ssh: { status: 'forwarded', bridge: 'mount', socket: '/run/sandboxd/agent/agent.sock', hostAgentSocket: '/tmp/agent.sock', bridgeId: 'b1' },
@@ -37,14 +37,13 @@ function parts(overrides: Partial<PlanParts> = {}): PlanParts {
       relabel: undefined,
       requested: [],
       ssh: SSH,
-      guardWarnings: ['moved aside before'],
       git: GIT,
       cloud: { mounts: [], env: {} },
       userEngine: { kind: 'other' },
     },
     git: { mounts: [], env: { GIT_CONFIG_GLOBAL: '/run/sandboxd/git/config' }, warnings: ['git warning'], notices: ['git notice'] },
     site: { globalArgs: ['--connection', 'vm'], mounts: [], warnings: ['mount warning'] },
-    holdWarnings: ['held'],
+    gitStatus: null,
     users: { flags: [], warnings: [], notices: [] },
     container: { flags: ['--cidfile', '/state/ses_test0001.cid'], container: { id: null, cidfile: '/state/ses_test0001.cid' } },
     now: Date.UTC(2026, 0, 2, 3, 4, 5),
@@ -64,11 +63,9 @@ describe('the acquire answer, assembled from its facts', () => {
     expect(all.plan.args.slice(-all.plan.flags.length)).toEqual(all.plan.flags);
   });
 
-  it('puts the warnings in order: the guard, ssh, git, the repository, mounts, then passed variables', () => {
+  it('puts the warnings in order: ssh, git, the repository, mounts, then passed variables', () => {
     const answer = assemblePlan(parts({ input: input({ passEnv: { SSH_AUTH_SOCK: '/elsewhere' } }) }));
     expect(answer.plan.warnings).toEqual([
-      'moved aside before',
-      'held',
       'ssh warning',
       'git warning',
       'mount warning',
@@ -102,6 +99,7 @@ describe('the acquire answer, assembled from its facts', () => {
       ssh: SSH.ssh,
       container: { id: null, cidfile: '/state/ses_test0001.cid' },
       refused: 0,
+      git: null,
     });
     expect(answer.plan.globalArgs).toEqual(['--connection', 'vm']);
     expect(answer).toMatchObject({ leaseTtlMs: 30_000, heartbeatIntervalMs: 10_000, sockets: [] });
@@ -109,7 +107,7 @@ describe('the acquire answer, assembled from its facts', () => {
     expect(assemblePlan(parts()).session.label).toBeNull();
   });
 
-  it("mounts ssh's first, then the workdir, git's, the requested and the cloud credentials, the first on a target winning", () => {
+  it("mounts ssh's first, then the workdir, git's, what protects the paths git reads, the requested and the cloud credentials, the first on a target winning", () => {
     const base = parts();
     const facts = {
       ...base.facts,
@@ -117,15 +115,16 @@ describe('the acquire answer, assembled from its facts', () => {
       cloud: { mounts: [mount('/home/u/.aws', 'cloud credentials')], env: {} },
     };
     const git = { ...base.git, mounts: [mount('/home/u/.gitconfig', 'git config')] };
-    const { mounts } = sessionMounts(input({ workdir: true }), facts, git, '/home/u');
-    expect(mounts.map((entry) => entry.purpose)).toEqual(['ssh agent', 'workdir', 'git config', 'requested', 'cloud credentials']);
-    expect(sessionMounts(input(), facts, git, '/home/u').mounts.map((entry) => entry.purpose)).not.toContain('workdir');
+    const protection = [mount('/home/u/src/app/.husky', 'repository protection'), mount('/home/u/x', 'repository over requested', '/data')];
+    const { mounts } = sessionMounts(input({ workdir: true }), facts, git, protection, '/home/u');
+    expect(mounts.map((entry) => entry.purpose)).toEqual(['ssh agent', 'workdir', 'git config', 'repository protection', 'repository over requested', 'cloud credentials']);
+    expect(sessionMounts(input(), facts, git, [], '/home/u').mounts.map((entry) => entry.purpose)).not.toContain('workdir');
   });
 
   it('refuses a workdir as wide as the home directory unless asked for', () => {
     const base = parts();
     const home = { ...base.facts, cwd: '/home/u' };
-    expect(() => sessionMounts(input({ workdir: true }), home, base.git, '/home/u')).toThrow(expect.objectContaining({ code: 'WORKDIR_TOO_WIDE' }));
-    expect(sessionMounts(input({ workdir: true, allowWideWorkdir: true }), home, base.git, '/home/u').mounts).toHaveLength(2);
+    expect(() => sessionMounts(input({ workdir: true }), home, base.git, [], '/home/u')).toThrow(expect.objectContaining({ code: 'WORKDIR_TOO_WIDE' }));
+    expect(sessionMounts(input({ workdir: true, allowWideWorkdir: true }), home, base.git, [], '/home/u').mounts).toHaveLength(2);
   });
 });

@@ -46,6 +46,7 @@ const acquireBase: AcquireInput = {
   passEnv: {},
   gitHooks: 'readonly',
   gitConfig: 'readonly',
+  allowUnprotectedGitPaths: false,
   sockets: [],
   harden: false,
 };

@@ -4,7 +4,7 @@ import { renderGlobalConfig } from '../../daemon/plan/git/git-global.js';
 import { sandboxOverrides, type OverrideInput } from '../../daemon/plan/git/git-overrides.js';
 import { gitFactsWatched, type GitHostFacts } from '../../daemon/plan/git/git-host.js';
 import { planGitSection } from '../../daemon/plan/git/git-section.js';
-import { planGit, sandboxPath, type GitPlanInput, type GitRepo } from '../../daemon/plan/git/git.js';
+import { planGit, sandboxPath, type GitPlanInput, type GitRepo, type SandboxGitDir } from '../../daemon/plan/git/git.js';
 
 const readonlyPolicy = { hooks: 'readonly', config: 'readonly' } as const;
 
@@ -19,6 +19,7 @@ describe('planGit', () => {
       { source: '/home/u/.ssh/id_ed25519.pub', target: '/run/sandboxd/git/home/.ssh/id_ed25519.pub', purpose: 'git signing key (public)' },
     ],
     repo: null,
+    sandbox: null,
     policy: readonlyPolicy,
     emptyDir: '/rt/empty',
     globalConfig: '/rt/git/abc.gitconfig',
@@ -205,6 +206,8 @@ describe('gitFactsWatched', () => {
   const facts = (repo: GitRepo | null): GitHostFacts => ({
     configs: [],
     files: [],
+    namedPaths: [],
+    git: '/usr/bin/git',
     plainHomeFiles: [],
     configWatched: ['/home/u/.config/git/config', '/home/u/.gitconfig', '/home/u/.gitconfig-work', '/home/u/.config/git/ignore'],
     overrides: null,
@@ -232,6 +235,20 @@ describe('gitFactsWatched', () => {
   });
 });
 
+const SANDBOX: SandboxGitDir = {
+  source: '/state/git-dirs/k/s',
+  target: '/home/u/src/app/.git',
+  files: [
+    { source: '/state/git-dirs/k/ro/a.config', target: '/home/u/src/app/.git/config', kind: 'config' },
+    { source: '/state/git-dirs/k/ro/a.alternates', target: '/home/u/src/app/.git/objects/info/alternates', kind: 'alternates' },
+  ],
+  hooks: ['/home/u/src/app/.git/hooks'],
+  objects: [{ source: '/home/u/src/app/.git/objects', target: '/run/sandboxd/git/objects/0123' }],
+  coveredAlternates: [],
+  emptyFile: '/state/git-dirs/k/ro/empty',
+  pins: { selfBinds: [], readOnly: [], empty: [] },
+};
+
 describe('planGitSection', () => {
   // A plain clone with nothing in its git dir: the repository's own mounts have their tests in git-repo.test.ts.
   const dir = '/home/u/src/app/.git';
@@ -242,6 +259,7 @@ describe('planGitSection', () => {
     kind: 'plain',
     dotGit: dir,
     facts: { dir, entry: { path: dir, kind: 'dir', identity: '1:1', ctimeMs: 0, size: 0 }, commondir: null, config: null, configWorktree: null, hooks: null, alternates: null, worktrees: [], modules: [], oddities: [], truncated: false, dirs: [dir] },
+    outer: { commonDir: dir, facts: { dir, entry: { path: dir, kind: 'dir', identity: '1:1', ctimeMs: 0, size: 0 }, commondir: null, config: null, configWorktree: null, hooks: null, alternates: null, worktrees: [], modules: [], oddities: [], truncated: false, dirs: [dir] } },
     worktrees: [],
     submodules: [],
     hooksPaths: [],
@@ -256,6 +274,8 @@ describe('planGitSection', () => {
       { path: '/home/u/.config/git/work', source: '/home/u/.config/git/work', target: '/run/sandboxd/git/home/.config/git/work', content: 'work', topLevel: false },
     ],
     files: [{ source: '/home/u/.gitignore', target: '/run/sandboxd/git/home/.gitignore', purpose: 'git core.excludesfile file' }],
+    namedPaths: [],
+    git: '/usr/bin/git',
     plainHomeFiles: [],
     configWatched: [],
     overrides: { settings: [{ section: 'credential', subsection: 'https://a\tb', key: 'helper', value: '' }], warnings: [], notices: ['git: credential helper "x" for https://a\tb is a host program; it is reset in the sandbox'], files: [], sshSigning: false },
@@ -271,6 +291,7 @@ describe('planGitSection', () => {
       hostHome: '/home/u',
       containerHome: '/root',
       policy: { hooks: 'writable', config: 'writable' },
+      sandbox: SANDBOX,
       emptyDir: '/rt/empty',
       relabel: undefined,
       agentForwarded: false,
@@ -286,7 +307,7 @@ describe('planGitSection', () => {
     expect(generated).toContain('[include]\n\tpath = "/run/sandboxd/git/home/.gitconfig"\n[safe]\n\tdirectory = "/home/u/src/app"\n\tdirectory = "/home/u/src/app/.git"\n[credential "https://a\tb"]\n\thelper = ""\n');
     const top = stored.get('top') ?? '';
     const work = stored.get('work') ?? '';
-    expect(section.mounts.filter((m) => m.purpose !== 'git dir (read-write, pinned)').map((m) => `${m.source} -> ${m.target}`)).toEqual([
+    expect(section.mounts.filter((m) => !m.purpose.startsWith('repository ')).map((m) => `${m.source} -> ${m.target}`)).toEqual([
       '/home/u/dotfiles/gitconfig -> /home/u/dotfiles/gitconfig',
       '/home/u/.config/git/work -> /home/u/.config/git/work',
       `${top} -> /run/sandboxd/git/home/.gitconfig`,
@@ -296,7 +317,12 @@ describe('planGitSection', () => {
       `${top} -> /root/.gitconfig`,
       `${stored.get(generated ?? '') ?? ''} -> /run/sandboxd/git/config`,
     ]);
-    expect(section.mounts.filter((m) => !m.readOnly).map((m) => m.target)).toEqual([dir]);
+    // The sandbox's own git dir at the repository's, and nothing of the host's writable; its config and hooks writable as asked.
+    expect(section.mounts.filter((m) => !m.readOnly).map((m) => `${m.source} -> ${m.target}`)).toEqual([`/state/git-dirs/k/s -> ${dir}`]);
+    expect(section.mounts.filter((m) => m.purpose.startsWith('repository ') && m.readOnly).map((m) => `${m.source} -> ${m.target}`)).toEqual([
+      `/state/git-dirs/k/ro/a.alternates -> ${dir}/objects/info/alternates`,
+      `${dir}/objects -> /run/sandboxd/git/objects/0123`,
+    ]);
     // What needs no action is a notice: the safe.directory and every override the config makes.
     expect(section.warnings).toEqual(['git: a warning of the facts']);
     expect(section.notices).toEqual([

@@ -4,18 +4,40 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { gitFixtures } from './git-fixtures.js';
 import { readRepoLayout, withEffectiveHooksPath } from '../../daemon/plan/git/git-repo.js';
-import { repoMounts, repoWarnings, type GitRepo, type RepoPolicy } from '../../daemon/plan/git/git.js';
+import { repoMounts, repoNotes, type GitRepo, type RepoPolicy } from '../../daemon/plan/git/git.js';
+import { HostGit } from '../../daemon/gitsync/host-git.js';
+import { workTreePins } from '../../daemon/gitsync/pins.js';
+import { SandboxStore } from '../../daemon/gitsync/sandbox-store.js';
+import { createLogger } from '../../daemon/os/logger.js';
+import { runSubprocess } from '../../daemon/os/subprocess.js';
 import { SandboxdError } from '../../shared/errors.js';
 
 /**
  * The layout reader on real repositories made by real git: which shapes it recognises, what it
- * refuses (REPOSITORY_UNSAFE), and the mounts each shape gets.
+ * refuses (REPOSITORY_UNSAFE), and the mounts each shape gets with its sandbox git dir (made by the
+ * real store, its work tree's pins asked of real git).
  */
 const { root: rootDir, git, repo } = gitFixtures('sbx-layout-');
 
 const readonly: RepoPolicy = { hooks: 'readonly', config: 'readonly' };
-const table = (layout: GitRepo, policy = readonly) =>
-  repoMounts(layout, policy, '/rt/empty', undefined).map((mount) => `${path.relative(rootDir(), mount.target)}:${mount.readOnly ? 'ro' : 'rw'}${mount.source === '/rt/empty' ? ' (empty)' : ''}`);
+
+async function sandboxOf(layout: GitRepo) {
+  const store = new SandboxStore(path.join(rootDir(), 'state'), createLogger({ kind: 'silent' }));
+  const state = await store.refresh(layout.outer.commonDir, layout.outer.facts);
+  const hostGit = new HostGit({ run: runSubprocess, git: 'git', emptyDir: '/nonexistent', path: process.env.PATH ?? '' });
+  return { source: state.root, target: layout.outer.commonDir, ...(await store.mountFiles(state)), pins: await workTreePins(layout, hostGit) };
+}
+
+/** Each mount as `<target>:<ro|rw>`, targets under the fixtures' root relative, the sandbox's own sources named. */
+async function table(layout: GitRepo, policy = readonly): Promise<string[]> {
+  const sandbox = await sandboxOf(layout);
+  if (process.env.PRINT_TABLES !== undefined) console.log(JSON.stringify(repoMounts(layout, sandbox, policy, '/rt/empty', undefined).map((mount) => mount.target)));
+  return repoMounts(layout, sandbox, policy, '/rt/empty', undefined).map((mount) => {
+    const target = mount.target.startsWith('/run/') ? mount.target.replace(/[0-9a-f]{16}$/, '<store>') : path.relative(rootDir(), mount.target);
+    const source = mount.source === '/rt/empty' ? ' (empty)' : mount.source === sandbox.source ? ' (sandbox)' : mount.source.startsWith(path.join(rootDir(), 'state')) ? ' (daemon)' : '';
+    return `${target}:${mount.readOnly ? 'ro' : 'rw'}${source}`;
+  });
+}
 
 async function refusal(cwd: string): Promise<string> {
   try {
@@ -34,13 +56,13 @@ async function layout(cwd: string): Promise<GitRepo> {
 }
 
 describe('the repository layout, read without git', () => {
-  it('a plain clone: the git dir is pinned read-write, hooks and config read-only; a subdirectory finds the same', async () => {
+  it("a plain clone: the sandbox's own git dir where the host's is, its config and hooks read-only, the host's objects read-only; a subdirectory finds the same", async () => {
     const dir = repo('plain');
     mkdirSync(path.join(dir, 'sub', 'deeper'), { recursive: true });
     const found = await layout(path.join(dir, 'sub', 'deeper'));
     expect({ kind: found.kind, top: found.topLevel, gitDir: found.gitDir }).toEqual({ kind: 'plain', top: dir, gitDir: path.join(dir, '.git') });
-    expect(table(found)).toEqual(['plain/.git:rw', 'plain/.git/hooks:ro', 'plain/.git/config:ro']);
-    expect(table(found, { hooks: 'writable', config: 'writable' })).toEqual(['plain/.git:rw']);
+    expect(await table(found)).toEqual(['plain/.git:rw (sandbox)', 'plain/.git/config:ro (daemon)', 'plain/.git/objects/info/alternates:ro (daemon)', 'plain/.git/hooks:ro (empty)', '/run/sandboxd/git/objects/<store>:ro']);
+    expect(await table(found, { hooks: 'writable', config: 'writable' })).toEqual(['plain/.git:rw (sandbox)', 'plain/.git/objects/info/alternates:ro (daemon)', '/run/sandboxd/git/objects/<store>:ro']);
     // Every directory the walk looked at invalidates a cached answer.
     expect(found.watched).toEqual(expect.arrayContaining([path.join(dir, 'sub', 'deeper'), path.join(dir, 'sub'), dir, path.join(dir, '.git'), path.join(dir, '.git', 'config')]));
   });
@@ -51,13 +73,11 @@ describe('the repository layout, read without git', () => {
     expect((await layout(dir)).kind).toBe('plain');
   });
 
-  it('an include that is a FIFO is never opened: the layout is read at once, and the guard is told to look at it', async () => {
+  it('an include that is a FIFO is never opened: the repository is refused at once (any git reading it would block)', async () => {
     const dir = repo('fifo');
     execFileSync('mkfifo', [path.join(dir, 'inc.fifo')]);
     git(dir, 'config', 'include.path', '../inc.fifo');
-    const found = await layout(dir);
-    expect({ includes: found.includes, pending: found.pendingIncludes }).toEqual({ includes: [], pending: [path.join(dir, 'inc.fifo')] });
-    expect(table(found)).toEqual(['fifo/.git:rw', 'fifo/.git/hooks:ro', 'fifo/.git/config:ro']);
+    expect(await refusal(dir)).toContain('fifo/inc.fifo is included by the repository config but is not a regular file');
   });
 
   it('no repository: null, whatever is above', async () => {
@@ -66,7 +86,7 @@ describe('the repository layout, read without git', () => {
     expect(await readRepoLayout(dir, rootDir())).toBeNull();
   });
 
-  it('worktrees and nested submodules: every git dir pinned, what git runs or follows read-only, other worktrees kept registered', async () => {
+  it("worktrees and nested submodules: one sandbox git dir for all, the repository's config and each git dir's hooks, alternates and pointers read-only (a submodule's config is the sandbox's: the host never reads it), the submodules' paths pinned", async () => {
     const deep = repo('deep');
     const lib = repo('lib');
     git(lib, 'submodule', 'add', '-q', deep, 'deep');
@@ -83,39 +103,40 @@ describe('the repository layout, read without git', () => {
       ['main/.git/modules/lib', 'main/lib'],
       ['main/.git/modules/lib/modules/deep', 'main/lib/deep'],
     ]);
-    expect(table(found)).toEqual([
-      'main/.git:rw',
-      'main/.git/worktrees:rw',
-      'main/.git/modules:rw',
-      'main/.git/modules/lib:rw',
-      'main/.git/modules/lib/modules:rw',
-      'main/.git/modules/lib/modules/deep:rw',
-      'main/.git/worktrees/gone:rw',
-      'main/.git/worktrees/wt:rw',
-      'main/.git/worktrees/gone/gitdir:ro',
-      'main/.git/worktrees/gone/commondir:ro',
-      'main/.git/worktrees/wt/gitdir:ro',
-      'main/.git/worktrees/wt/commondir:ro',
-      'wt/.git:ro',
+    expect(await table(found)).toEqual([
+      'main/.git:rw (sandbox)',
+      'main/.git/config:ro (daemon)',
+      'main/.git/objects/info/alternates:ro (daemon)',
+      'main/.git/worktrees/gone/gitdir:ro (daemon)',
+      'main/.git/worktrees/gone/commondir:ro (daemon)',
+      'main/.git/worktrees/wt/gitdir:ro (daemon)',
+      'main/.git/worktrees/wt/commondir:ro (daemon)',
+      'main/.git/modules/lib/objects/info/alternates:ro (daemon)',
+      'main/.git/modules/lib/modules/deep/objects/info/alternates:ro (daemon)',
+      'main/.git/hooks:ro (empty)',
+      'main/.git/modules/lib/hooks:ro (empty)',
+      'main/.git/modules/lib/modules/deep/hooks:ro (empty)',
+      '/run/sandboxd/git/objects/<store>:ro',
+      '/run/sandboxd/git/objects/<store>:ro',
+      '/run/sandboxd/git/objects/<store>:ro',
+      // The submodules' paths are mount points of their own; their `.git` files read-only.
+      'main/lib:rw',
+      'main/lib/deep:rw',
       'main/lib/.git:ro',
       'main/lib/deep/.git:ro',
-      'main/.git/hooks:ro',
-      'main/.git/modules/lib/hooks:ro',
-      'main/.git/modules/lib/modules/deep/hooks:ro',
-      'main/.git/config:ro',
-      'main/.git/modules/lib/config:ro',
-      'main/.git/modules/lib/modules/deep/config:ro',
     ]);
     const worktree = await layout(path.join(rootDir(), 'wt'));
     expect({ kind: worktree.kind, gitDir: path.relative(rootDir(), worktree.gitDir), common: path.relative(rootDir(), worktree.commonDir) }).toEqual({ kind: 'worktree', gitDir: 'main/.git/worktrees/wt', common: 'main/.git' });
-    expect(table(worktree)).toContain('wt/.git:ro');
+    expect(await table(worktree)).toEqual(expect.arrayContaining(['main/.git:rw (sandbox)', 'wt/.git:ro']));
     const submodule = await layout(path.join(rootDir(), 'main', 'lib', 'deep'));
     expect({ kind: submodule.kind, top: path.relative(rootDir(), submodule.topLevel), common: path.relative(rootDir(), submodule.commonDir) }).toEqual({
       kind: 'submodule',
       top: 'main/lib/deep',
       common: 'main/.git/modules/lib/modules/deep',
     });
-    expect(table(submodule)).toEqual(['main/.git/modules/lib/modules/deep:rw', 'main/lib/deep/.git:ro', 'main/.git/modules/lib/modules/deep/hooks:ro', 'main/.git/modules/lib/modules/deep/config:ro']);
+    // A submodule's session: the outermost repository's sandbox git dir, seen where the host's is.
+    expect(path.relative(rootDir(), submodule.outer.commonDir)).toBe('main/.git');
+    expect(await table(submodule)).toEqual(expect.arrayContaining(['main/.git:rw (sandbox)', 'main/lib/deep/.git:ro', 'main/.git/modules/lib/modules/deep/hooks:ro (empty)']));
   });
 
   it('admin files are taken only when they exist and name their work tree back (a gitdir naming a key is never mounted)', async () => {
@@ -127,9 +148,10 @@ describe('the repository layout, read without git', () => {
       writeFileSync(path.join(dir, '.git', 'worktrees', name, 'commondir'), '../..\n');
     }
     writeFileSync(path.join(dir, '.git', 'worktrees', 'key', 'gitdir'), `${key}\n`);
-    const mounts = table(await layout(dir));
-    expect(mounts.filter((mount) => mount.includes('id_ed25519'))).toEqual([]);
-    expect(mounts.filter((mount) => mount.includes('no-gitdir/gitdir'))).toEqual([]);
+    const found = await layout(dir);
+    const mounts = repoMounts(found, await sandboxOf(found), readonly, '/rt/empty', undefined);
+    expect(mounts.filter((mount) => mount.source.includes('id_ed25519') || mount.target.includes('id_ed25519'))).toEqual([]);
+    expect(mounts.filter((mount) => mount.target.includes('no-gitdir/gitdir'))).toEqual([]);
   });
 
   it('refuses what git itself never makes and anything a read-only mount could not hold', async () => {
@@ -160,11 +182,10 @@ describe('the repository layout, read without git', () => {
     git(separate, 'init', '-q', '--separate-git-dir', path.join(rootDir(), 'separate.git'));
     expect(await refusal(separate)).toContain('separate/.git names');
 
+    // The host's own hooks/ (even a symbolic link) is never what the sandbox sees: it has its own.
     rmSync(path.join(dir, '.git', 'hooks'), { recursive: true });
     symlinkSync(path.join(rootDir(), 'plain'), path.join(dir, '.git', 'hooks'));
-    const withLinkedHooks = await layout(dir);
-    expect(() => repoMounts(withLinkedHooks, readonly, '/rt/empty', undefined)).toThrow(/hooks is a symbolic link.*cannot keep the repository's hooks read-only/);
-    expect(table(withLinkedHooks, { hooks: 'writable', config: 'readonly' })).toEqual(['refused/.git:rw', 'refused/.git/config:ro']);
+    expect(await table(await layout(dir))).toContain('refused/.git/hooks:ro (empty)');
   });
 
   it("a worktree whose admin dir does not name it back is not this repository's", async () => {
@@ -174,7 +195,7 @@ describe('the repository layout, read without git', () => {
     expect(await refusal(path.join(rootDir(), 'backref-wt'))).toContain('backref/.git/worktrees/backref-wt/gitdir does not name');
   });
 
-  it('core.hooksPath and includes inside the repository: mounted read-only when they exist, watched when they do not', async () => {
+  it('core.hooksPath and includes inside the work tree are found, present or not (git-paths.ts protects them); one behind a symbolic link there is refused', async () => {
     const dir = repo('paths');
     mkdirSync(path.join(dir, '.githooks'));
     writeFileSync(path.join(dir, 'team.gitconfig'), '[core]\n');
@@ -187,14 +208,15 @@ describe('the repository layout, read without git', () => {
       includes: [path.join(dir, 'team.gitconfig')],
       pending: [path.join(dir, 'later.gitconfig')],
     });
-    expect(table(found)).toEqual(expect.arrayContaining(['paths/.githooks:ro', 'paths/team.gitconfig:ro']));
-    expect(repoWarnings(found, readonly)[0]).toContain('core.hooksPath');
-    // An include the sandbox could repoint cannot be held read-only.
+    expect(repoNotes(found, readonly).warnings[0]).toContain('core.hooksPath');
+    // An include the sandbox could repoint cannot be held read-only, whatever the sandbox may do with its own copies.
     rmSync(path.join(dir, 'team.gitconfig'));
     symlinkSync(path.join(rootDir(), 'plain', 'f'), path.join(dir, 'team.gitconfig'));
     const linked = await layout(dir);
-    expect(() => repoMounts(linked, readonly, '/rt/empty', undefined)).toThrow(/team.gitconfig is a symbolic link on the way to the config include/);
-    expect(() => repoMounts(linked, { hooks: 'readonly', config: 'writable' }, '/rt/empty', undefined)).not.toThrow();
+    const sandbox = await sandboxOf(linked);
+    for (const policy of [readonly, { hooks: 'writable', config: 'writable' } as const]) {
+      expect(() => repoMounts(linked, sandbox, policy, '/rt/empty', undefined)).toThrow(/team.gitconfig is a symbolic link on the way to the config include.*the sandbox could change what the host's git reads there/);
+    }
   });
 
   it('the effective core.hooksPath git reports (a global relative one) adds protection; one outside the repository adds nothing', async () => {
@@ -202,7 +224,6 @@ describe('the repository layout, read without git', () => {
     mkdirSync(path.join(dir, '.hooks'));
     const found = await layout(dir);
     expect((await withEffectiveHooksPath(found, '.hooks', rootDir())).hooksPaths).toEqual([{ path: path.join(dir, '.hooks'), exists: true }]);
-    expect(table(await withEffectiveHooksPath(found, '.hooks', rootDir()))).toContain('global-hooks/.hooks:ro');
     expect(await withEffectiveHooksPath(found, '~/hooks', rootDir())).toBe(found);
     expect(await withEffectiveHooksPath(found, null, rootDir())).toBe(found);
   });

@@ -8,7 +8,7 @@ import { fakeProbe } from './fake-probe.js';
 
 function info(id: string, pid: number): SessionInfo {
   const now = new Date(0).toISOString();
-  return { id, engine: 'podman', label: null, clientPid: pid, createdAt: now, lastHeartbeatAt: now, ssh: { status: 'skipped', reason: 'off' }, container: null, refused: 0 };
+  return { id, engine: 'podman', label: null, clientPid: pid, createdAt: now, lastHeartbeatAt: now, ssh: { status: 'skipped', reason: 'off' }, container: null, refused: 0, git: null };
 }
 
 /** Both clocks advance together; `stepWall` sets the wall clock alone, as an NTP step or a user does. */

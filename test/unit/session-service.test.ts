@@ -18,7 +18,13 @@ const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
 
 const CLIENT_PID = 4242;
-const GIT: GitHostFacts = { configs: [], files: [], plainHomeFiles: [], configWatched: [], overrides: null, knownHosts: [], repo: null, warnings: [] };
+const GIT: GitHostFacts = { configs: [], files: [], namedPaths: [], plainHomeFiles: [], configWatched: [], overrides: null, knownHosts: [], repo: null, git: '/usr/bin/git', warnings: [] };
+
+/** A repository's facts, as far as the acquire passes them on (the sandbox git dir is a fake here). */
+function inRepository(dir: string): GitHostFacts {
+  const repo = { topLevel: dir, gitDir: path.join(dir, '.git'), commonDir: path.join(dir, '.git'), kind: 'plain', outer: { commonDir: path.join(dir, '.git') }, includes: [], pendingIncludes: [], hooksPaths: [] };
+  return { ...GIT, repo: repo as unknown as GitHostFacts['repo'] };
+}
 const LOCAL: ContainerSite = { globalArgs: [], warnings: [], visible: (mounts) => Promise.resolve({ mounts, warnings: [] }) };
 
 function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void } {
@@ -46,7 +52,7 @@ function servedOnceReleased(released: Promise<unknown>, events: string[], served
 
 /**
  * SessionService over fakes that log each call in `events`: the agent is served by a bridge whose
- * lease logs its release, the container record and the guard log theirs.
+ * lease logs its release, the container record and the sandbox's git dir log theirs.
  */
 function service(overrides: (log: { events: string[]; served: ServedAgent }) => Partial<SessionServiceDeps> = () => ({})) {
   const dir = realpathSync(mkdtempSync(path.join(tmpdir(), 'sbx-acquire-')));
@@ -91,18 +97,16 @@ function service(overrides: (log: { events: string[]; served: ServedAgent }) => 
       },
       explain: (_dir, error) => error,
     },
-    guard: {
-      before: () => {
-        events.push('guard before');
-        return Promise.resolve([]);
-      },
+    gitSync: {
       hold: () => {
-        events.push('guard held');
-        return Promise.resolve([]);
+        events.push('git dir held');
+        return Promise.reject(new Error('no repository in these tests'));
       },
-      release: () => {
-        events.push('guard released');
+      drop: () => {
+        events.push('git dir dropped');
       },
+      status: () => null,
+      assertRenewable: () => undefined,
     },
     writeGitConfig: () => Promise.resolve(path.join(dir, 'gitconfig')),
     containers: {
@@ -150,7 +154,7 @@ describe('SessionService.acquire', () => {
     expect(answer.session.ssh).toMatchObject({ status: 'forwarded', bridge: 'mount' });
     expect(registry.size).toBe(1);
     expect(events).not.toContain('lease released');
-    expect(events.filter((event) => event.startsWith('record') || event.startsWith('guard'))).toEqual(['guard before', 'record written', 'guard held']);
+    expect(events.filter((event) => event.startsWith('record') || event.startsWith('git dir'))).toEqual(['record written']);
   });
 
   it('checks the request before any bridge is held: a missing cwd before the privacy gate, a bad mount before the bridges', async () => {
@@ -162,10 +166,10 @@ describe('SessionService.acquire', () => {
     expect(badMount.events).toEqual(['privacy checked']);
   });
 
-  it('passes the privacy gate before the guard reads the repository, and the guard before git does', async () => {
+  it('passes the privacy gate before git reads the repository', async () => {
     const { events, acquire } = service();
     await acquire();
-    const order = ['privacy checked', 'guard before', 'git facts'].map((event) => events.indexOf(event));
+    const order = ['privacy checked', 'git facts'].map((event) => events.indexOf(event));
     expect(order).toEqual([...order].sort((a, b) => a - b));
     expect(order).not.toContain(-1);
   });
@@ -194,14 +198,16 @@ describe('SessionService.acquire', () => {
   });
 
   it('gives back what it took, last taken first, when a later step fails', async () => {
-    const refused = new Error('the guard cannot hold this repository');
+    const refused = new Error('the sandbox git dir cannot be made');
     const { events, registry, acquire } = service(({ events }) => ({
-      guard: {
-        before: () => Promise.resolve([]),
+      gitFacts: () => Promise.resolve(inRepository('/nonexistent/repo')),
+      gitSync: {
         hold: () => Promise.reject(refused),
-        release: () => {
-          events.push('guard released');
+        drop: () => {
+          events.push('git dir dropped');
         },
+        status: () => null,
+        assertRenewable: () => undefined,
       },
     }));
     await expect(acquire()).rejects.toBe(refused);
@@ -209,9 +215,9 @@ describe('SessionService.acquire', () => {
     const undo = { 'bridge served': 'lease released', 'record written': 'record abandoned' } as const;
     const taken = events.filter((event): event is keyof typeof undo => event in undo);
     expect([...taken].sort()).toEqual(['bridge served', 'record written']);
-    const givenBack = events.filter((event) => event === 'guard released' || event === 'record abandoned' || event === 'lease released');
-    expect(givenBack).toEqual(['guard released', ...taken.map((event) => undo[event]).reverse()]);
-    expect(events.indexOf('guard released')).toBeGreaterThan(Math.max(...taken.map((event) => events.indexOf(event))));
+    const givenBack = events.filter((event) => event === 'git dir dropped' || event === 'record abandoned' || event === 'lease released');
+    expect(givenBack).toEqual(['git dir dropped', ...taken.map((event) => undo[event]).reverse()]);
+    expect(events.indexOf('git dir dropped')).toBeGreaterThan(Math.max(...taken.map((event) => events.indexOf(event))));
     expect(registry.size).toBe(0);
   });
 
@@ -243,7 +249,7 @@ describe('SessionService.acquire', () => {
     bridge.resolve(null);
     expect(await answer).toBe(siteFailed);
     // The site failed, so no record was written; the bridge that arrived after both failures went back.
-    expect(events).toEqual(['privacy checked', 'guard before', 'bridge served', 'lease released']);
+    expect(events).toEqual(['privacy checked', 'bridge served', 'lease released']);
     expect(registry.size).toBe(0);
     await settle();
     expect(unhandled).toEqual([]);

@@ -46,12 +46,12 @@ describe('readStateFile: a state file is a regular file of ours, or no state', (
     ['an oversized file', (file: string) => { writeFileSync(file, 'x'.repeat(2048)); }, '2048 bytes, more than 1024'],
   ])('refuses %s at once (never waits for a writer), logs it and moves it aside', async (_name, make, found) => {
     const base = dir();
-    const file = path.join(base, 'guard.json');
+    const file = path.join(base, 'helpers.json');
     make(file);
     const { logger, lines } = recorder();
     expect(await readStateFile(file, { logger, moveAside: true, maxBytes: 1024 })).toBeNull();
     expect(lines).toEqual([{ fields: expect.objectContaining({ file, found }) as unknown, message: expect.stringContaining('not a regular file') as string }]);
-    expect(readdirSync(base).filter((name) => name.startsWith('guard.json'))).toEqual([expect.stringMatching(/^guard\.json\.refused-\d+$/) as string]);
+    expect(readdirSync(base).filter((name) => name.startsWith('helpers.json'))).toEqual([expect.stringMatching(/^helpers\.json\.refused-\d+$/) as string]);
   });
 
   it('refuses a device opened by its own name without blocking, and leaves what it does not own where it is', async () => {

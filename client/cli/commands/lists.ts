@@ -21,11 +21,21 @@ const SESSION_COLUMNS: Column<SessionInfo>[] = [
   { header: 'SSH', value: (s) => (s.ssh.status === 'forwarded' ? `${s.ssh.bridge} ${s.ssh.bridgeId}` : `skipped: ${s.ssh.reason}`) },
   { header: 'REFUSED', value: (s) => String(s.refused) },
   { header: 'CONTAINER', value: (s) => (s.container === null ? '-' : (s.container.id?.slice(0, 12) ?? 'not started')) },
+  { header: 'GIT', value: gitColumn, keepEnd: true },
 ];
 
 // Where a bridge makes its sessions' sockets, from the pattern it reports (`<dir>/*/agent.sock`, `sandboxd-relay-*:/agent.sock`).
 function sessionsDir(socketPath: string): string {
   return socketPath.replace(/(\/\*)?\/agent\.sock$/, '').replace(/:$/, '');
+}
+
+/** What the sandbox's git work left waiting: each ref kept on the host, or why nothing comes home. */
+function gitColumn(session: SessionInfo): string {
+  const { git } = session;
+  if (git === null) return '-';
+  if (git.error !== null) return `not brought home: ${git.error}`;
+  if (git.held.length === 0) return 'synced';
+  return `held: ${git.held.map((held) => `${held.keptAs ?? held.ref} (${held.reason})`).join('; ')}`;
 }
 
 const TUNNEL_COLUMNS: Column<BridgeInfo>[] = [

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
-import type { ContainerUser, SessionInfo } from '../../../shared/contracts/sessions.js';
+import type { ContainerUser, SessionGit, SessionInfo } from '../../../shared/contracts/sessions.js';
 import type { Plan } from '../../../shared/contracts/plan.js';
 import { AGENT_NOT_FORWARDED } from '../../../shared/agent-warning.js';
 import { applyPlan } from '../../apply-plan.js';
@@ -70,6 +70,23 @@ export function planNotices(ssh: SessionInfo['ssh'] | { status: 'forwarded' }, w
   return lines.map((line) => `${line}\n`).join('');
 }
 
+/**
+ * What the sandbox's git work left waiting when the session ended: each ref that was not applied
+ * to your repository, why, and the command that takes it in. Said whatever --quiet says: it is not
+ * a success to keep quiet about.
+ */
+export function gitNotices(git: SessionGit | null): string {
+  if (git === null) return '';
+  const lines: string[] = [];
+  if (git.error !== null) lines.push(`sandboxd: the sandbox's git work in ${git.repository} was not brought home: ${git.error}`);
+  for (const held of git.held) {
+    lines.push(`sandboxd: the sandbox's ${held.ref} was not applied: ${held.reason}${held.keptAs === null ? '' : `; it is kept as ${held.keptAs}`}`);
+    if (held.command !== null) lines.push(`  to take it in: ${held.command}`);
+  }
+  for (const note of git.notes) lines.push(`sandboxd: ${note}`);
+  return lines.map((line) => `${line}\n`).join('');
+}
+
 /** `-d`: the session lives as long as `run` does, so the container cannot outlive it detached. */
 function refuseDetach(runArgs: readonly string[]): void {
   let detached = false;
@@ -89,11 +106,11 @@ function refuseDetach(runArgs: readonly string[]): void {
  * Ends the session once the engine client is gone. After a signal the container may outlive its
  * client (`podman run -it` exits on SIGINT and leaves it running), so it is stopped and removed
  * first; otherwise the session is released, and the daemon removes a container that never
- * started or has exited (sessions.md).
+ * started or has exited (sessions.md). Resolves to what of the sandbox's git work was left waiting.
  */
-async function endSession(session: Session, removeContainer: boolean): Promise<void> {
+async function endSession(session: Session, removeContainer: boolean): Promise<SessionGit | null> {
   if (removeContainer) await removeSession(session.id).catch(() => undefined);
-  await session.release().catch(() => undefined);
+  return session.release().catch(() => null);
 }
 
 /** Ends `run` as the signal would have: by it, so a calling shell sees what it sent. */
@@ -153,12 +170,14 @@ export function registerRunCommand(program: Command): void {
           stopContainer: () => removeSession(session.id).then(() => undefined),
         });
       } catch (error) {
-        await endSession(session, true);
+        const git = await endSession(session, true);
         inbox.close();
-        return reportError(error, json);
+        const code = reportError(error, json);
+        process.stderr.write(gitNotices(git));
+        return code;
       }
       // A forced stop removed the container already.
-      await endSession(session, result.forcedBy === null && (result.interrupted || result.exit.signal !== null));
+      process.stderr.write(gitNotices(await endSession(session, result.forcedBy === null && (result.interrupted || result.exit.signal !== null))));
       const signal = result.forcedBy ?? result.exit.signal;
       if (signal !== null) return dieBy(signal, inbox);
       inbox.close();

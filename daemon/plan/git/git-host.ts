@@ -8,7 +8,7 @@ import { SandboxdError } from '../../../shared/errors.js';
 import { entriesByFile, parseConfigList, type ConfigEntry } from './git-config.js';
 import { sandboxOverrides, type Overrides, type XdgDefault } from './git-overrides.js';
 import { includedFile, repositoryHomePaths } from './git-translate.js';
-import { readUserConfig, type NamedFileMount, type TranslatedConfig } from './git-user-config.js';
+import { readUserConfig, type NamedFileMount, type NamedPath, type TranslatedConfig } from './git-user-config.js';
 import { canonicalIfExists } from '../mount-spec.js';
 import { chooseGit, NODE_GIT_CHOICE, type GitChoice } from './developer-dir.js';
 import type { Platform } from '../../../shared/paths.js';
@@ -30,6 +30,8 @@ export interface GitHostFacts {
   configs: TranslatedConfig[];
   /** The files they name, mounted as they are (excludes, attributes, templates, the signing key's public half…). */
   files: NamedFileMount[];
+  /** Every path the user's global config makes the host's git read (present or not): protected where the sandbox writes. */
+  namedPaths: NamedPath[];
   /** Without a git that answers: the usual files of HOME, mounted as they are (dual HOME). */
   plainHomeFiles: GitConfigFile[];
   /** Every path the config part of this answer was read from or looked for. */
@@ -38,6 +40,8 @@ export interface GitHostFacts {
   overrides: Overrides | null;
   knownHosts: GitConfigFile[];
   repo: GitRepo | null;
+  /** The session's git, which brings the sandbox's commits home; null when none answers. */
+  git: string | null;
   warnings: string[];
 }
 
@@ -75,11 +79,13 @@ async function plainFiles(input: GitHostInput, why: string, knownHosts: GitConfi
   return {
     configs: [],
     files: [],
+    namedPaths: homeFiles.map((file) => ({ path: file, what: 'a git config file git reads from HOME', kind: 'file' as const })),
     plainHomeFiles: await existingFiles(homeFiles),
     configWatched: [...homeFiles, ...gitWatched],
     overrides: null,
     knownHosts,
     repo,
+    git: null,
     warnings: [`${why}; mounted ${HOME_GIT_FILES.map((name) => `~/${name}`).join(', ')} where present, with no sandbox overrides`],
   };
 }
@@ -158,11 +164,13 @@ export async function gitHostFacts(input: GitHostInput, edges: GitEdges): Promis
   return {
     configs: user.configs,
     files: [...user.files, ...overrideFiles],
+    namedPaths: [...user.paths, ...defaults.map((entry) => ({ path: entry.file, what: `${entry.key} (git's default)`, kind: 'file' as const }))],
     plainHomeFiles: [],
     configWatched: [...user.watched, ...defaults.map((entry) => entry.file), ...choice.watched],
     overrides,
     knownHosts,
     repo: repo === null ? null : await withEffectiveHooksPath(repo, entries.findLast((entry) => entry.key === 'core.hookspath')?.value ?? null, input.hostHome),
+    git,
     warnings: [...user.warnings, ...repositoryHomePaths(entries)],
   };
 }

@@ -1,10 +1,9 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../../shared/errors.js';
-import { parseConfigText, type ConfigEntry } from '../../guard/config-text.js';
-import { readControlFile } from '../../guard/fs-edge.js';
-import { commondirLeadsHome } from '../../guard/rules.js';
-import { allDirs, allGitDirs, allModules, allOddities, controlText, describeGitDir, entryAt, MAX_GIT_DIRS, type Entry, type GitDirFacts, type Oddity, type WorktreeAdmin } from '../../guard/git-dir.js';
+import { parseConfigText, type ConfigEntry } from './config-parse.js';
+import { readControlFile } from '../../os/untrusted-files.js';
+import { allDirs, commondirLeadsHome, allGitDirs, allModules, allOddities, controlText, describeGitDir, entryAt, MAX_GIT_DIRS, type Entry, type GitDirFacts, type Oddity, type WorktreeAdmin } from './git-dir.js';
 import type { GitRepo, HooksPath, LinkedWorktree, SubmoduleGitDir } from './git.js';
 
 /**
@@ -118,12 +117,6 @@ async function symlinkBelow(file: string, roots: readonly string[], what: string
   return [];
 }
 
-/** A protected control that is a symbolic link (or worse): a read-only mount cannot hold it in place. */
-function notPlain(entry: Entry | null, kind: Entry['kind']): Oddity[] {
-  if (entry === null || entry.kind === kind) return [];
-  return [{ path: entry.path, why: entry.kind === 'symlink' ? 'is a symbolic link, which the sandbox could repoint' : `is not a ${kind === 'dir' ? 'directory' : 'regular file'}` }];
-}
-
 /** A worktree's `gitdir` names its work tree's `.git` file; kept only when that file names the admin dir back. */
 async function namesBack(named: string | null, admin: string): Promise<string | null> {
   if (named === null || path.basename(named) !== '.git') return null;
@@ -148,6 +141,8 @@ interface Located {
   kind: GitRepo['kind'];
   commonDir: string;
   gitDir: string;
+  /** A submodule's outermost superproject (its own common dir otherwise). */
+  outer?: GitRepo['outer'];
 }
 
 async function locateLinked(top: string, dotGit: Entry, depth: number, hostHome: string): Promise<Located> {
@@ -165,7 +160,7 @@ async function locateLinked(top: string, dotGit: Entry, depth: number, hostHome:
   if (depth < MAX_SUPERPROJECT_DEPTH && path.dirname(top) !== top) {
     const enclosing = await readRepoLayoutAt(path.dirname(top), hostHome, depth + 1);
     const owned = enclosing === null ? undefined : allModules(enclosing.facts).find((gitDir) => gitDir.dir === real);
-    if (owned !== undefined) return { kind: 'submodule', commonDir: real, gitDir: real };
+    if (enclosing !== null && owned !== undefined) return { kind: 'submodule', commonDir: real, gitDir: real, outer: enclosing.outer };
   }
   throw unsafe(dotGit.path, `names ${target}, which is neither a linked worktree of a repository nor a submodule's git dir of the enclosing repository`, 'Run from the repository itself; sandboxd protects plain clones, linked worktrees and submodules only (not --separate-git-dir layouts).');
 }
@@ -257,7 +252,7 @@ async function hooksPathsInside(values: readonly (string | null)[], top: string,
  * protection here, never take it away.
  */
 export async function withEffectiveHooksPath(repo: GitRepo, value: string | null, hostHome: string): Promise<GitRepo> {
-  const extra = await hooksPathsInside([value], repo.topLevel, [repo.topLevel, repo.commonDir, repo.gitDir], hostHome);
+  const extra = await hooksPathsInside([value], repo.topLevel, [repo.topLevel], hostHome);
   const added = extra.found.filter((hooksPath) => !repo.hooksPaths.some((known) => known.path === hooksPath.path));
   if (added.length === 0) return repo;
   return { ...repo, hooksPaths: [...repo.hooksPaths, ...added], unguardable: { ...repo.unguardable, hooks: [...repo.unguardable.hooks, ...extra.unguardable] } };
@@ -286,32 +281,33 @@ async function readRepoLayoutAt(cwd: string, hostHome: string, depth: number): P
       throw unsafe(path.join(own.admin, 'gitdir'), `does not name ${dotGit.path} back: the worktree is not this repository's`, `Repair it on the host: \`git worktree repair ${top}\`.`);
     }
   }
-  const writable = [top, located.commonDir, located.gitDir];
+  // The work tree is what the sandbox writes; its git dirs it never does (the sandbox has its own).
+  const writable = [top];
   const includes = await includeTargets(facts.config, hostHome, writable);
   const includeEntries = await Promise.all(includes.map(entryAt));
+  const special = includeEntries.find((entry) => entry?.kind === 'other');
+  // Git would block on a FIFO (the host's and the daemon's git alike), or open a device.
+  if (special !== undefined && special !== null) throw unsafe(special.path, 'is included by the repository config but is not a regular file (a FIFO?): git would block reading it', `Remove it, or the include in ${path.join(located.commonDir, 'config')}.`);
   const hooksValues = await Promise.all([facts.config, ...includeEntries].map(async (file) => lastCoreValue(await readConfigEntries(file), 'hookspath')));
   const hooksPaths = await hooksPathsInside(hooksValues, top, writable, hostHome);
-  const gitDirs = allGitDirs(facts);
   const unguardable = {
-    hooks: [...gitDirs.flatMap((gitDir) => notPlain(gitDir.hooks, 'dir')), ...hooksPaths.unguardable],
-    config: [
-      ...gitDirs.flatMap((gitDir) => notPlain(gitDir.config, 'file')),
-      ...(await Promise.all(includes.map((file) => symlinkBelow(file, writable, 'the config include')))).flat(),
-    ],
+    hooks: hooksPaths.unguardable,
+    config: (await Promise.all(includes.map((file) => symlinkBelow(file, writable, 'the config include')))).flat(),
   };
   return {
     topLevel: top,
     gitDir: located.gitDir,
     commonDir: located.commonDir,
     kind: located.kind,
+    outer: located.outer ?? { commonDir: located.commonDir, facts },
     dotGit: dotGit.path,
     facts,
     worktrees: await linkedWorktrees(facts),
     submodules: await submodules(facts),
     hooksPaths: hooksPaths.found,
     includes: includes.filter((_, index) => includeEntries[index]?.kind === 'file'),
-    // Not there yet, or something git cannot read as a file (a FIFO): the guard looks at it.
-    pendingIncludes: includes.filter((_, index) => includeEntries[index] === null || includeEntries[index]?.kind === 'other'),
+    // Not there yet: the sandbox could make it.
+    pendingIncludes: includes.filter((_, index) => includeEntries[index] === null),
     unguardable,
     watched: [...new Set([...walked, dotGit.path, located.gitDir, ...allDirs(facts), path.join(located.commonDir, 'config')])],
   };

@@ -2,13 +2,15 @@ import { AGENT_REMEDY, type Mount } from '../../../shared/contracts/plan.js';
 import { clip } from '../../os/text.js';
 import { renderGlobalConfig } from './git-global.js';
 import type { GitHostFacts } from './git-host.js';
-import { planGit, type GitConfigFile, type GitFileMount, type GitPlan, type RepoPolicy } from './git.js';
+import { planGit, type GitConfigFile, type GitFileMount, type GitPlan, type RepoPolicy, type SandboxGitDir } from './git.js';
 
 export interface GitSectionInput {
   facts: GitHostFacts;
   hostHome: string;
   containerHome: string | null;
   policy: RepoPolicy;
+  /** The sandbox's own git dir for the repository (null outside one). */
+  sandbox: SandboxGitDir | null;
   emptyDir: string;
   relabel: Mount['relabel'];
   /** Whether the session's agent reaches the container: SSH signing needs it. */
@@ -68,6 +70,7 @@ export async function planGitSection(input: GitSectionInput): Promise<GitSection
     homeFiles,
     files,
     repo: facts.repo,
+    sandbox: input.sandbox,
     policy: input.policy,
     emptyDir: input.emptyDir,
     globalConfig,

@@ -44,9 +44,19 @@ export interface NamedFileMount {
   purpose: string;
 }
 
+/** A path the user's global config makes the host's git read (present or not). */
+export interface NamedPath {
+  path: string;
+  /** The key that names it, with the file that says so (`include.path in ~/.gitconfig`). */
+  what: string;
+  kind: 'file' | 'dir';
+}
+
 export interface UserConfig {
   /** In git's order level by level: the top-level files (XDG, then ~/.gitconfig) come first. */
   configs: TranslatedConfig[];
+  /** Every path the host's git reads for this config: the top-level files, every include target and pathname key, present or not. */
+  paths: NamedPath[];
   files: NamedFileMount[];
   /** Every path whose change, appearance or removal changes this answer. */
   watched: string[];
@@ -164,7 +174,7 @@ async function namedFile(named: NamedFile, input: UserConfigInput): Promise<{ mo
  */
 export async function readUserConfig(input: UserConfigInput): Promise<UserConfig> {
   const realHome = await fs.realpath(input.hostHome).catch(() => input.hostHome);
-  const out: UserConfig = { configs: [], files: [], watched: [], warnings: [] };
+  const out: UserConfig = { configs: [], paths: [], files: [], watched: [], warnings: [] };
   const seen = new Set<string>();
   const named: NamedFile[] = [];
   const parsed: Parsed = new Map(input.listed);
@@ -182,6 +192,7 @@ export async function readUserConfig(input: UserConfigInput): Promise<UserConfig
     dropped += batch.length - kept.length;
     attempted += kept.length;
     out.watched.push(...kept.map((pending) => pending.file));
+    for (const pending of kept) if (pending.topLevel) out.paths.push({ path: pending.file, what: 'your global git config file', kind: 'file' });
     // Only regular files are handed to git: a FIFO would block it.
     const found = await Promise.all(kept.map((pending) => regularFile(pending.file)));
     const unlisted = kept.filter((pending, index) => typeof found[index] === 'object' && !parsed.has(pending.file)).map((pending) => pending.file);
@@ -192,6 +203,7 @@ export async function readUserConfig(input: UserConfigInput): Promise<UserConfig
       out.warnings.push(...result.warnings);
       if (result.config !== null) out.configs.push(result.config);
       for (const file of result.translation?.named ?? []) {
+        if (file.kind !== 'repository') out.paths.push({ path: file.path, what: `${file.key} in ${pending.file}`, kind: file.kind === 'directory' ? 'dir' : 'file' });
         if (file.kind !== 'include') named.push(file);
         else if (pending.depth < MAX_INCLUDE_DEPTH) level.push({ file: file.path, topLevel: false, depth: pending.depth + 1 });
       }

@@ -3,8 +3,8 @@ import type { Mount } from '../../../shared/contracts/plan.js';
 import { dualHomeMounts, type HomeFile } from '../dual-home.js';
 import { CONTAINER_GIT_CONFIG } from './git-global.js';
 import { SandboxdError } from '../../../shared/errors.js';
-import { allGitDirs, type Entry, type GitDirFacts, type Oddity } from '../../guard/git-dir.js';
-import type { GuardTarget } from '../../guard/repo-guards.js';
+import type { GitDirFacts, Oddity } from './git-dir.js';
+import { REPOSITORY_PURPOSE_PREFIX } from '../../../shared/contracts/plan.js';
 
 /** Config files git reads from HOME when it cannot be asked (no git, or a git that fails). */
 export const HOME_GIT_FILES = ['.gitconfig', '.config/git/config', '.gitignore_global'] as const;
@@ -41,6 +41,11 @@ export interface GitRepo {
   dotGit: string;
   /** The common dir and everything in it: config, hooks, worktrees' admin dirs, submodules' git dirs. */
   facts: GitDirFacts;
+  /**
+   * The outermost repository's common dir and what it holds: the repository itself, or a
+   * submodule's outermost superproject. The sandbox's git dir is kept per outer common dir.
+   */
+  outer: { commonDir: string; facts: GitDirFacts };
   /** Every linked worktree registered in the repository (and in its submodules). */
   worktrees: readonly LinkedWorktree[];
   /** The submodules' git dirs, nested ones included. */
@@ -59,6 +64,40 @@ export interface GitRepo {
   unguardable: { hooks: readonly Oddity[]; config: readonly Oddity[] };
   /** Paths whose change invalidates this description (the walk up, the git dirs looked at). */
   watched: readonly string[];
+}
+
+/**
+ * The sandbox's own git dir for the session's repository (kept by the daemon, DESIGN §8), as the
+ * plan mounts it: read-write at the host's common dir, with the daemon's read-only files over it
+ * and the host's object stores read-only where its alternates name them.
+ */
+export interface SandboxGitDir {
+  /** The sandbox's git dir on the host. */
+  source: string;
+  /** The host's (outer) common dir: the container sees the sandbox's git dir there. */
+  target: string;
+  /** The daemon's read-only files over it, at the host path they stand for. */
+  files: { source: string; target: string; kind: 'config' | 'alternates' | 'pointer' }[];
+  /** The hooks/ of each git dir in it: an empty read-only directory over each unless hooks are writable. */
+  hooks: string[];
+  /** The host's object stores, each read-only at the container path the alternates name. */
+  objects: { source: string; target: string }[];
+  /** Container paths of host stores' own alternates files, each covered with an empty file. */
+  coveredAlternates: string[];
+  /** An empty read-only file. */
+  emptyFile: string;
+  /** What the host's git follows from the work tree into a repository, held in place (pins.ts). */
+  pins: WorkTreePins;
+}
+
+/** Paths in the work tree held in place so the host's git never enters a repository the sandbox made. */
+export interface WorkTreePins {
+  /** Directories that become mount points of their own (read-write): they cannot be renamed or replaced. */
+  selfBinds: readonly string[];
+  /** Files (`.git` files, a file where the index has a submodule) mounted read-only over themselves. */
+  readOnly: readonly string[];
+  /** An unpopulated submodule's directory (or a missing one on the way): an empty read-only directory over it. */
+  empty: readonly string[];
 }
 
 export interface HooksPath {
@@ -89,97 +128,57 @@ export interface RepoPolicy {
   config: WritePolicy;
 }
 
-const POLICY_FLAGS = { hooks: '--git-hooks writable', config: '--git-config writable' } as const;
-
 /**
- * What the sandbox may change in a repository (DESIGN §8). Git creates files next to the ones it
- * rewrites and renames them into place (`packed-refs.lock` → `packed-refs`), so the git dirs are
- * mounted read-write, each at its own path: a directory that is a mount point cannot be renamed or
- * replaced from the sandbox, so every existing git dir (the common dir, each worktree's admin dir,
- * each submodule's) stays the one the host's git reads. On top of them lies, read-only, every file
- * that decides what the host's next git command runs or where it looks: `hooks/` (an empty
- * read-only directory where missing), `config` and every `config.worktree` (and the files the
- * config includes from inside the repository), the worktree's own `.git` file, every worktree's
- * `gitdir` and `commondir`, `objects/info/alternates`, and the `.git` files of submodules and other
- * worktrees that name their git dir back. (`info/` stays writable: nothing in it runs, and
- * `git gc` rewrites `info/refs`.) What does not exist yet cannot be mounted: the guard watches it.
- *
- * `--git-hooks writable` / `--git-config writable` drop the hooks and config layers.
+ * The repository as the sandbox sees it (DESIGN §8). The host's git dirs are never writable: the
+ * sandbox's own git dir is mounted read-write at the host's common dir (so every path the host's
+ * layout uses resolves the same way), with the daemon's read-only files over it (its config and
+ * hooks unless the session lets the sandbox change its own copies; alternates; worktree pointers)
+ * and the host's object stores read-only where its alternates name them. In the work tree, which
+ * stays writable, what the host's git follows into a repository is held in place (the worktree's
+ * own `.git` file read-only, the pins of its submodules and other worktrees); the files the host's
+ * git reads there (a `core.hooksPath`, config includes) are protected with the user's config's
+ * (git-paths.ts).
  */
-export function repoMounts(repo: GitRepo, policy: RepoPolicy, emptyDir: string, relabel: Mount['relabel']): Mount[] {
+export function repoMounts(repo: GitRepo, sandbox: SandboxGitDir, policy: RepoPolicy, emptyDir: string, relabel: Mount['relabel']): Mount[] {
   for (const layer of ['hooks', 'config'] as const) {
     const odd = repo.unguardable[layer][0];
-    if (policy[layer] === 'readonly' && odd !== undefined) {
-      throw new SandboxdError('REPOSITORY_UNSAFE', `${odd.path} ${odd.why}: the sandbox cannot keep the repository's ${layer} read-only`, {
-        remedy: `Replace ${odd.path} with the real ${layer === 'hooks' ? 'directory (or set core.hooksPath to it)' : 'file'}, or pass ${POLICY_FLAGS[layer]} to let the sandbox change it.`,
+    if (odd !== undefined) {
+      throw new SandboxdError('REPOSITORY_UNSAFE', `${odd.path} ${odd.why}: the sandbox could change what the host's git reads there`, {
+        remedy: `Replace ${odd.path} with the real ${layer === 'hooks' ? 'directory' : 'file'} (not a symbolic link).`,
       });
     }
   }
-  const at = (source: string, readOnly: boolean, purpose: string): Mount => ({ source, target: source, readOnly, purpose, relabel });
-  const gitDirs = allGitDirs(repo.facts);
-  const admins = gitDirs.flatMap((gitDir) => gitDir.worktrees);
-  const pinned = [repo.commonDir, repo.gitDir, ...gitDirs.flatMap((gitDir) => [gitDir.dir, ...containers(gitDir)]), ...admins.map((admin) => admin.admin)];
-  const mounts: Mount[] = [...new Set(pinned)].map((dir) => at(dir, false, 'git dir (read-write, pinned)'));
-  const file = (entry: Entry | null, purpose: string): Mount[] => (entry?.kind === 'file' ? [at(entry.path, true, purpose)] : []);
-  if (repo.kind !== 'plain') mounts.push(at(repo.dotGit, true, 'git link (read-only)'));
-  for (const admin of admins) mounts.push(...file(admin.gitdir, 'git worktree link (read-only)'), ...file(admin.commondir, 'git worktree link (read-only)'));
-  for (const linked of [...repo.worktrees, ...repo.submodules]) if (linked.dotGit !== null) mounts.push(at(linked.dotGit, true, 'git link (read-only)'));
-  for (const gitDir of gitDirs) mounts.push(...file(gitDir.alternates, 'git alternates (read-only)'));
-  if (policy.hooks === 'readonly') {
-    // A missing hooks/ is covered too: the sandbox could create it otherwise.
-    for (const gitDir of gitDirs) {
-      const target = path.join(gitDir.dir, 'hooks');
-      mounts.push(gitDir.hooks === null ? { source: emptyDir, target, readOnly: true, purpose: 'git hooks (read-only)', relabel } : at(target, true, 'git hooks (read-only)'));
-    }
-    for (const hooksPath of repo.hooksPaths) if (hooksPath.exists) mounts.push(at(hooksPath.path, true, 'git core.hooksPath (read-only)'));
+  const mount = (source: string, target: string, readOnly: boolean, purpose: string): Mount => ({ source, target, readOnly, purpose: `${REPOSITORY_PURPOSE_PREFIX}${purpose}`, relabel });
+  const mounts: Mount[] = [mount(sandbox.source, sandbox.target, false, "git dir (the sandbox's own)")];
+  for (const file of sandbox.files) {
+    if (file.kind === 'config' && policy.config === 'writable') continue;
+    mounts.push(mount(file.source, file.target, true, `git ${file.kind} (read-only)`));
   }
-  if (policy.config === 'readonly') {
-    for (const gitDir of gitDirs) mounts.push(...file(gitDir.config, 'git config (read-only)'), ...file(gitDir.configWorktree, 'git config (read-only)'));
-    for (const admin of admins) mounts.push(...file(admin.configWorktree, 'git config (read-only)'));
-    for (const include of repo.includes) mounts.push(at(include, true, 'git config include (read-only)'));
-  }
+  if (policy.hooks === 'readonly') for (const hooks of sandbox.hooks) mounts.push(mount(emptyDir, hooks, true, 'git hooks (read-only)'));
+  for (const store of sandbox.objects) mounts.push(mount(store.source, store.target, true, 'git objects of the host (read-only)'));
+  for (const covered of sandbox.coveredAlternates) mounts.push(mount(sandbox.emptyFile, covered, true, 'git alternates of the host (covered)'));
+  if (repo.kind !== 'plain') mounts.push(mount(repo.dotGit, repo.dotGit, true, 'git link (read-only)'));
+  for (const dir of sandbox.pins.selfBinds) mounts.push(mount(dir, dir, false, 'work tree path to a submodule (pinned)'));
+  for (const file of sandbox.pins.readOnly) mounts.push(mount(file, file, true, 'git link in the work tree (read-only)'));
+  for (const dir of sandbox.pins.empty) mounts.push(mount(emptyDir, dir, true, 'unpopulated submodule (read-only)'));
   return mounts;
 }
 
-/** `worktrees/` and `modules/` of a git dir, when they exist: renaming them would carry what they hold away. */
-function containers(gitDir: GitDirFacts): string[] {
-  return ['worktrees', 'modules'].map((name) => path.join(gitDir.dir, name)).filter((dir) => gitDir.dirs.includes(dir));
-}
-
-/** What the plan says about the repository's protection, beside its mounts. */
-export function repoWarnings(repo: GitRepo, policy: RepoPolicy): string[] {
-  const warnings: string[] = [];
-  for (const hooksPath of policy.hooks === 'readonly' ? repo.hooksPaths : []) {
-    warnings.push(
-      hooksPath.exists
-        ? `git: core.hooksPath ${hooksPath.path} is inside the repository: it is mounted read-only, but scripts its hooks call from the work tree can still be changed in the sandbox; review them before committing on the host`
-        : `git: core.hooksPath ${hooksPath.path} is inside the repository and does not exist yet: hooks the sandbox puts there would run on the host; the guard removes any that appear`,
-    );
-  }
-  if (policy.hooks === 'writable') warnings.push("git: the repository's hooks are writable in the sandbox (--git-hooks writable): hooks it writes run on the host's next git command");
-  if (policy.config === 'writable') warnings.push("git: the repository's config is writable in the sandbox (--git-config writable): programs it names run on the host's next git command");
-  return warnings;
-}
-
-function within(file: string, dirs: readonly string[]): boolean {
-  return dirs.some((dir) => file === dir || file.startsWith(`${dir}/`));
-}
-
 /**
- * What the guard watches for a session: its repository (keyed by the common dir, which worktrees
- * share), or the bare workdir when there is none; and what the final plan holds read-only there.
+ * What the plan says about the repository's protection, beside its mounts: a warning where the
+ * host can still be reached, a notice for an opt-in that stays in the sandbox's own git dir.
  */
-export function guardTarget(repo: GitRepo | null, cwd: string, policy: RepoPolicy, mounts: readonly Mount[]): GuardTarget {
-  const roots = repo === null ? [cwd] : [repo.topLevel, repo.commonDir, repo.gitDir];
-  const readOnly = mounts.filter((mount) => mount.readOnly && within(mount.target, roots)).map((mount) => mount.target);
-  const writable = { hooksWritable: policy.hooks === 'writable', configWritable: policy.config === 'writable' };
-  if (repo === null) return { key: cwd, scope: { tops: [cwd], commonDir: null, pendingIncludes: [], hooksPaths: [] }, ...writable, readOnly };
-  return {
-    key: repo.commonDir,
-    scope: { tops: [repo.topLevel], commonDir: repo.commonDir, pendingIncludes: repo.pendingIncludes, hooksPaths: repo.hooksPaths.map((hooksPath) => hooksPath.path) },
-    ...writable,
-    readOnly,
-  };
+export function repoNotes(repo: GitRepo, policy: RepoPolicy): { warnings: string[]; notices: string[] } {
+  const warnings: string[] = [];
+  const notices: string[] = [];
+  for (const hooksPath of repo.hooksPaths) {
+    if (hooksPath.exists) {
+      warnings.push(`git: core.hooksPath ${hooksPath.path} is inside the repository: it is mounted read-only, but scripts its hooks call from the work tree can still be changed in the sandbox; review them before committing on the host`);
+    }
+  }
+  if (policy.hooks === 'writable') notices.push("git: the sandbox's git dir has writable hooks (--git-hooks writable): they run only in the sandbox; the host's git never reads them");
+  if (policy.config === 'writable') notices.push("git: the sandbox's copy of the repository config is writable (--git-config writable): changes stay in the sandbox; the host's config is never written");
+  return { warnings, notices };
 }
 
 /** A file the git part of the plan mounts read-only. */
@@ -201,6 +200,8 @@ export interface GitPlanInput {
   /** Everything else the config needs: translations, the files they name, the originals' protection. */
   files: readonly GitFileMount[];
   repo: GitRepo | null;
+  /** The sandbox's own git dir for `repo` (null when there is no repository). */
+  sandbox: SandboxGitDir | null;
   policy: RepoPolicy;
   /** A daemon-owned empty directory, mounted read-only where a repo has no hooks dir yet. */
   emptyDir: string;
@@ -243,6 +244,6 @@ export function planGit(input: GitPlanInput): GitPlan {
     mounts.push({ source: input.globalConfig, target: CONTAINER_GIT_CONFIG, ...readOnly('git global config (generated)') });
     env.GIT_CONFIG_GLOBAL = CONTAINER_GIT_CONFIG;
   }
-  if (input.repo !== null) mounts.push(...repoMounts(input.repo, input.policy, input.emptyDir, input.relabel));
+  if (input.repo !== null && input.sandbox !== null) mounts.push(...repoMounts(input.repo, input.sandbox, input.policy, input.emptyDir, input.relabel));
   return { mounts, env };
 }

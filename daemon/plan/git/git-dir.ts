@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { Stats } from 'node:fs';
-import { identity, listDir, lstatOrNull, readControlFile } from './fs-edge.js';
+import { identity, listDir, lstatOrNull, readControlFile } from '../../os/untrusted-files.js';
 
 /** What is at one control path, as `lstat` saw it (never followed). */
 export interface Entry {
@@ -236,4 +236,9 @@ export function allOddities(facts: GitDirFacts): Oddity[] {
 /** Every directory looked at in the tree. */
 export function allDirs(facts: GitDirFacts): string[] {
   return [...new Set(allGitDirs(facts).flatMap((gitDir) => gitDir.dirs))];
+}
+
+/** A worktree's `commondir` must lead back to its own repository; git writes `../..`. */
+export function commondirLeadsHome(admin: string, text: string | null, commonDir: string): boolean {
+  return text !== null && (text === '../..' || text === '../../' || path.resolve(admin, text) === commonDir);
 }

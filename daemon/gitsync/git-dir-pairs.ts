@@ -1,0 +1,120 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { SandboxdError } from '../../shared/errors.js';
+import { readControlFile } from '../os/untrusted-files.js';
+import { stableHash } from '../os/text.js';
+import type { GitDirFacts } from '../plan/git/git-dir.js';
+import { readConfigEntries } from '../plan/git/git-repo.js';
+import type { HexLength } from './ref-names.js';
+
+/**
+ * The git dirs of one repository (its common dir, each linked worktree's admin dir, each
+ * submodule's git dir, nested ones too) and where each one's counterpart lies in the sandbox's git
+ * dir, which the container sees at the common dir's own path: a submodule's `.git` file that names
+ * `<common>/modules/lib` finds `<sandbox>/modules/lib` there.
+ */
+export interface GitDirPair {
+  /** Relative to the common dir ('' for the common dir itself). */
+  rel: string;
+  /** The host's git dir. */
+  host: string;
+  kind: 'common' | 'worktree' | 'module';
+  /** Hex digits of the repository's object ids (`extensions.objectFormat`). */
+  hexLength: HexLength;
+}
+
+/** Where the container reads a host object store: never at its own path, which the sandbox's git dir may cover. */
+export const CONTAINER_OBJECTS_ROOT = '/run/sandboxd/git/objects';
+
+export function containerObjectsPath(store: string): string {
+  return path.posix.join(CONTAINER_OBJECTS_ROOT, stableHash(store, 16));
+}
+
+/** A pair's git dir in the sandbox's git dir `sandboxRoot`. */
+export function sandboxPath(sandboxRoot: string, pair: Pick<GitDirPair, 'rel'>): string {
+  return pair.rel === '' ? sandboxRoot : path.join(sandboxRoot, pair.rel);
+}
+
+function lastValue(entries: Awaited<ReturnType<typeof readConfigEntries>>, section: string, key: string): string | null {
+  let value: string | null = null;
+  for (const entry of entries) if (entry.section === section && entry.subsection === null && entry.key === key) value = entry.value;
+  return value;
+}
+
+/**
+ * What git 2.39 cannot do, refused rather than half served: a reftable repository (its refs are not
+ * files the daemon can copy and read).
+ */
+async function hexLengthOf(facts: GitDirFacts): Promise<HexLength> {
+  const entries = await readConfigEntries(facts.config);
+  const storage = lastValue(entries, 'extensions', 'refstorage');
+  if (storage !== null && storage.toLowerCase() !== 'files') {
+    throw new SandboxdError('REPOSITORY_UNSUPPORTED', `${facts.dir} keeps its refs in ${storage} (extensions.refStorage), which sandboxd cannot give a sandbox a copy of`, {
+      remedy: 'Run the session in a clone that keeps its refs in files (`git clone --ref-format=files …`, the default).',
+    });
+  }
+  return lastValue(entries, 'extensions', 'objectformat')?.toLowerCase() === 'sha256' ? 64 : 40;
+}
+
+/** Every git dir of the repository whose common dir `facts` describes, the common dir first. */
+export async function gitDirPairs(facts: GitDirFacts): Promise<GitDirPair[]> {
+  const pairs: GitDirPair[] = [];
+  const visit = async (gitDir: GitDirFacts, kind: 'common' | 'module'): Promise<void> => {
+    const hexLength = await hexLengthOf(gitDir);
+    pairs.push({ rel: path.relative(facts.dir, gitDir.dir), host: gitDir.dir, kind, hexLength });
+    for (const worktree of gitDir.worktrees) {
+      if (worktree.own !== null) continue;
+      pairs.push({ rel: path.relative(facts.dir, worktree.admin), host: worktree.admin, kind: 'worktree', hexLength });
+      for (const module of worktree.modules) await visit(module, 'module');
+    }
+    for (const module of gitDir.modules) await visit(module, 'module');
+  };
+  await visit(facts, 'common');
+  return pairs;
+}
+
+/** Git follows at most this many levels of alternates. */
+const MAX_ALTERNATE_DEPTH = 5;
+const ALTERNATES_MAX_BYTES = 64 * 1024;
+
+async function realDir(dir: string): Promise<string | null> {
+  try {
+    const real = await fs.realpath(dir);
+    return (await fs.stat(real)).isDirectory() ? real : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A host object store and the stores its `info/alternates` names, recursively (relative lines
+ * against the store that names them, as git reads them), canonical, each once, in git's order.
+ * These are the host's own files; a store that is missing is left out, as git warns and goes on.
+ */
+export async function objectStores(objectsDir: string): Promise<string[]> {
+  const found: string[] = [];
+  const visit = async (dir: string, depth: number): Promise<void> => {
+    const real = await realDir(dir);
+    if (real === null || found.includes(real)) return;
+    found.push(real);
+    if (depth >= MAX_ALTERNATE_DEPTH) return;
+    let text: string;
+    try {
+      text = await readControlFile(path.join(real, 'info', 'alternates'), ALTERNATES_MAX_BYTES);
+    } catch {
+      return;
+    }
+    for (const line of text.split('\n')) {
+      const entry = line.trim();
+      if (entry === '' || entry.startsWith('#')) continue;
+      await visit(path.resolve(real, entry), depth + 1);
+    }
+  };
+  await visit(objectsDir, 0);
+  return found;
+}
+
+/** Whether a host store names alternates of its own: the container's view of it gets an empty one laid over. */
+export async function hasAlternates(store: string): Promise<boolean> {
+  return (await fs.lstat(path.join(store, 'info', 'alternates')).catch(() => null)) !== null;
+}

@@ -1,0 +1,285 @@
+import path from 'node:path';
+import type { SessionGit } from '../../shared/contracts/sessions.js';
+import type { Timers } from '../os/clock.js';
+import type { Logger } from '../os/logger.js';
+import type { RunSubprocess } from '../os/subprocess.js';
+import type { Watcher } from '../os/watch.js';
+import type { GitRepo, SandboxGitDir, WorkTreePins } from '../plan/git/git.js';
+import { gitDirPairs, sandboxPath } from './git-dir-pairs.js';
+import { SandboxdError } from '../../shared/errors.js';
+import { HostGit } from './host-git.js';
+import { indexPrint, workTreePins } from './pins.js';
+import { RepoSync, type Served } from './repo-sync.js';
+import { copyGitDirState, CopyBudget } from './sandbox-copy.js';
+import { SandboxStore, type SandboxState } from './sandbox-store.js';
+
+export interface GitSyncDeps {
+  stateDir: string;
+  /** An empty directory nobody writes: the host's git looks for hooks there. */
+  emptyDir: string;
+  logger: Logger;
+  run: RunSubprocess;
+  timers: Timers;
+  monotonic(): number;
+  watch(dir: string, onChange: () => void): Watcher | null;
+  /** Ends sessions whose sandbox git dir exceeded a bound. */
+  endSessions(ids: readonly string[], why: string): void;
+  /** How long a restarted daemon keeps a sandbox git dir for sessions of the daemon before it (they renew within a lease). */
+  orphanMs: number;
+}
+
+/** What an acquire needs of the sandbox's git: the mounts, and the git that brings its work home. */
+export interface HoldInput {
+  repo: GitRepo;
+  /** The session's git (null: none found) and PATH. */
+  git: string | null;
+  path: string;
+}
+
+const STATE_WRITE_ERRORS = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO']);
+
+/** How long a release waits for its session's last sync before it answers without it. */
+const RELEASE_WAIT_MS = 30_000;
+
+/**
+ * The sandbox git dirs of every repository sessions run in (DESIGN §8): made or refreshed from the
+ * host at an acquire when no session holds one, shared by the sessions on that repository, and
+ * brought home by each repository's RepoSync.
+ */
+export class GitSync {
+  private readonly store: SandboxStore;
+  private readonly repos = new Map<string, RepoSync>();
+  private readonly sessionRepo = new Map<string, string>();
+  private readonly endings = new Map<string, Promise<SessionGit>>();
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly files = new Map<RepoSync, { state: SandboxState; files: ReturnType<SandboxStore['mountFiles']> }>();
+  /** The work tree pins of each work tree, while the indexes they came from are unchanged. */
+  private readonly pins = new Map<string, { print: string; pins: WorkTreePins }>();
+  /** Sessions ended because their sandbox git dir exceeded a bound, with why, while their clients may still ask. */
+  private readonly endedForCause = new Map<string, string>();
+  /** What a previous daemon left is known before any acquire decides to refresh a sandbox git dir. */
+  private ready: Promise<void> = Promise.resolve();
+
+  constructor(private readonly deps: GitSyncDeps) {
+    this.store = new SandboxStore(deps.stateDir, deps.logger);
+  }
+
+  /**
+   * Sandbox git dirs a previous daemon left: one a session held since it was made (the session may
+   * still run there) waits `orphanMs` for its sessions to come back, then gets its last sync.
+   */
+  start(): Promise<void> {
+    this.ready = (async () => {
+      for (const state of await this.store.loadAll()) {
+        if (!state.used || state.served.length === 0) continue;
+        const sync = this.repoSync(state);
+        sync.orphans = [...state.served];
+        this.repos.set(state.key, sync);
+        void sync.schedule();
+        this.deps.timers.after(this.deps.orphanMs, () => {
+          void this.locked(state.key, () => sync.settleOrphans());
+        });
+      }
+    })();
+    return this.ready;
+  }
+
+  /**
+   * The sandbox git dir for a session on `input.repo`: refreshed from the host first when no session
+   * holds it and either side changed since; held for the session until it ends.
+   */
+  async hold(sessionId: string, input: HoldInput): Promise<SandboxGitDir> {
+    const { outer } = input.repo;
+    if (input.git === null) {
+      throw new SandboxdError('REPOSITORY_UNSUPPORTED', `no git answers on the session's PATH to read ${input.repo.topLevel}'s submodules and bring the sandbox's commits home`, {
+        remedy: 'Install git (on a Mac: `xcode-select --install`) or put it on the PATH of the shell that runs the session.',
+      });
+    }
+    await this.ready.catch(() => undefined);
+    const pins = await this.workTreePins(input.repo, new HostGit({ run: this.deps.run, git: input.git, emptyDir: this.deps.emptyDir, path: input.path }));
+    const key = this.store.keyOf(outer.commonDir);
+    const files = await this.locked(key, async () => {
+      let sync = this.repos.get(key);
+      if (sync === undefined || !sync.live) {
+        const state = sync?.state ?? (await this.store.loadAll().then((states) => states.find((candidate) => candidate.key === key)));
+        const fresh = state !== undefined && state.hostPrint !== null && (await this.unchanged(state));
+        const next = fresh ? state : await this.refresh(outer.commonDir, outer.facts);
+        if (sync === undefined) {
+          sync = this.repoSync(next);
+          this.repos.set(key, sync);
+        } else if (next !== sync.state) {
+          sync.reset(next);
+        }
+      }
+      await sync.useGit(input.git, input.path);
+      const served = await this.served(sync, input.repo);
+      await sync.add(sessionId, served);
+      this.sessionRepo.set(sessionId, key);
+      return { source: sync.state.root, ...(await this.mountFiles(sync)) };
+    });
+    return { ...files, target: outer.commonDir, pins };
+  }
+
+  /**
+   * The pins of a work tree (pins.ts), asked of git again only when an index they came from or one
+   * of the pinned paths (a submodule populated on the host meanwhile) changed.
+   */
+  private async workTreePins(repo: GitRepo, git: HostGit): Promise<WorkTreePins> {
+    const indexes = [repo.gitDir, ...repo.submodules.map((module) => module.dir)];
+    const key = `${repo.gitDir}\0${repo.topLevel}`;
+    const paths = (pins: WorkTreePins): string[] => [...pins.selfBinds, ...pins.readOnly, ...pins.empty].flatMap((file) => [file, path.join(file, '.git')]);
+    const cached = this.pins.get(key);
+    if (cached !== undefined && cached.print === (await indexPrint(indexes, paths(cached.pins)))) return cached.pins;
+    const pins = await workTreePins(repo, git);
+    this.pins.set(key, { print: await indexPrint(indexes, paths(pins)), pins });
+    return pins;
+  }
+
+  /**
+   * A client renews a lease it lost; one this daemon ended because its git work could not come home
+   * stays ended, so the client's release still learns why.
+   */
+  assertRenewable(renews: string): void {
+    const why = this.endedForCause.get(renews);
+    if (why === undefined) return;
+    throw new SandboxdError('SESSION_NOT_FOUND', `session ${renews} was ended: ${why}`, {
+      remedy: "Start a new session; the sandbox's git dir is made afresh from your repository.",
+    });
+  }
+
+  /** An acquire that failed after `hold`: the session never ran. */
+  drop(sessionId: string): void {
+    const key = this.sessionRepo.get(sessionId);
+    this.sessionRepo.delete(sessionId);
+    if (key !== undefined) this.repos.get(key)?.drop(sessionId);
+  }
+
+  /** A session ended: its last sync starts now; `ended` answers what it left. */
+  release(sessionId: string): void {
+    const key = this.sessionRepo.get(sessionId);
+    if (key === undefined) return;
+    this.sessionRepo.delete(sessionId);
+    const sync = this.repos.get(key);
+    if (sync === undefined) return;
+    const ending = this.locked(key, () => sync.end(sessionId));
+    this.endings.set(sessionId, ending);
+    void ending
+      .catch((error: unknown) => {
+        this.deps.logger.error({ module: 'gitsync', sessionId, err: error }, "the session's last sync failed");
+      })
+      .finally(() => {
+        this.deps.timers.after(RELEASE_WAIT_MS, () => this.endings.delete(sessionId));
+      });
+  }
+
+  /** What a session that ended left waiting, once its last sync is done (bounded). */
+  async ended(sessionId: string): Promise<SessionGit | null> {
+    const ending = this.endings.get(sessionId);
+    if (ending === undefined) return null;
+    let cancel = (): void => undefined;
+    const late = new Promise<null>((resolve) => {
+      cancel = this.deps.timers.after(RELEASE_WAIT_MS, () => {
+        resolve(null);
+      });
+    });
+    try {
+      return await Promise.race([ending.catch(() => null), late]);
+    } finally {
+      cancel();
+    }
+  }
+
+  status(sessionId: string): SessionGit | null {
+    const key = this.sessionRepo.get(sessionId);
+    return key === undefined ? null : (this.repos.get(key)?.status() ?? null);
+  }
+
+  /** The sweep: each watched sandbox git dir is looked at for a change the watches missed. */
+  async poll(): Promise<void> {
+    await Promise.all([...this.repos.values()].map((sync) => sync.poll()));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.endings.values()].map((ending) => ending.catch(() => undefined)));
+    await Promise.all([...this.repos.values()].map((sync) => sync.close()));
+  }
+
+  private repoSync(state: SandboxState): RepoSync {
+    return new RepoSync(
+      state,
+      {
+        store: this.store,
+        logger: this.deps.logger,
+        timers: this.deps.timers,
+        watch: (dir, onChange) => this.deps.watch(dir, onChange),
+        hostGit: (git, pathVariable) => new HostGit({ run: this.deps.run, git, emptyDir: this.deps.emptyDir, path: pathVariable }),
+        endSessions: (ids, why) => {
+          for (const id of ids) {
+            this.endedForCause.set(id, why);
+            this.deps.timers.after(RELEASE_WAIT_MS, () => this.endedForCause.delete(id));
+          }
+          this.deps.endSessions(ids, why);
+        },
+      },
+      () => this.deps.monotonic(),
+    );
+  }
+
+  /** A full or read-only state dir fails the acquire as a container record that cannot be written does. */
+  private async refresh(commonDir: string, facts: GitRepo['outer']['facts']): Promise<SandboxState> {
+    try {
+      return await this.store.refresh(commonDir, facts);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === undefined || !STATE_WRITE_ERRORS.has(code)) throw error;
+      throw new SandboxdError('STATE_WRITE_FAILED', `cannot make the sandbox's git dir in ${this.deps.stateDir}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  /** No session held it since it was made, and the host's refs are as they were: no copy is needed. */
+  private async unchanged(state: SandboxState): Promise<boolean> {
+    if (state.used || state.hostPrint === null) return false;
+    return (await this.store.hostPrint(state)) === state.hostPrint;
+  }
+
+  /**
+   * The session's own git dir in the sandbox's: one the sandbox git dir does not have yet (a
+   * worktree added on the host while sessions held it) is copied in.
+   */
+  private async served(sync: RepoSync, repo: GitRepo): Promise<Served[]> {
+    const rel = path.relative(repo.outer.commonDir, repo.gitDir);
+    if (!sync.state.pairs.some((pair) => pair.rel === rel)) {
+      const pair = (await gitDirPairs(repo.outer.facts)).find((candidate) => candidate.rel === rel);
+      if (pair !== undefined) {
+        const base = await copyGitDirState(pair, sandboxPath(sync.state.root, pair), new CopyBudget(100_000));
+        sync.state.pairs.push({ ...pair, base });
+        this.files.delete(sync);
+      }
+    }
+    // The submodules whose work trees lie in the session's: the sandbox works in them too.
+    const modules = repo.submodules.flatMap((module) =>
+      module.workTree !== null && module.workTree.startsWith(`${repo.topLevel}/`) ? [{ rel: path.relative(repo.outer.commonDir, module.dir), admin: module.dir, workTree: module.workTree }] : [],
+    );
+    return [{ rel, admin: repo.gitDir, workTree: repo.topLevel }, ...modules];
+  }
+
+  private mountFiles(sync: RepoSync): ReturnType<SandboxStore['mountFiles']> {
+    const cached = this.files.get(sync);
+    if (cached !== undefined && cached.state === sync.state) return cached.files;
+    const files = this.store.mountFiles(sync.state);
+    files.catch(() => this.files.delete(sync));
+    this.files.set(sync, { state: sync.state, files });
+    return files;
+  }
+
+  /** One refresh or end at a time per repository. */
+  private locked<T>(key: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.locks.get(key) ?? Promise.resolve();
+    const next = previous.then(work, work);
+    this.locks.set(
+      key,
+      next.catch(() => undefined),
+    );
+    return next;
+  }
+}

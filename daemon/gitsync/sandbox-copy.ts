@@ -1,0 +1,146 @@
+import { constants, promises as fs } from 'node:fs';
+import path from 'node:path';
+import { SandboxdError } from '../../shared/errors.js';
+import { listDir } from '../os/untrusted-files.js';
+import type { GitDirPair } from './git-dir-pairs.js';
+import { isObjectId, isValidRefName } from './ref-names.js';
+import { fileIdentity, isSyncedRef, type LooseRef } from './sandbox-refs.js';
+
+/**
+ * Copies what git keeps of one host git dir's state into its counterpart in the sandbox's git dir:
+ * HEAD and the other state files, refs, packed-refs, reflogs, the index, `info/`, `shallow`, and an
+ * operation under way (`rebase-merge/`, `sequencer/`…). Copies, never hard links: a container can
+ * open a hard-linked file and write the host's inode in place. Files the sandbox writes (whatever
+ * uid it runs as) must stay removable by the daemon, so directories are 0777 and files 0666 inside
+ * the state dir, which nobody else can enter. Only regular files and directories are copied; the
+ * host's own symbolic links are left out, never followed.
+ */
+
+/** Top-level state files git writes in a git dir (HEAD, ORIG_HEAD, MERGE_MSG, BISECT_LOG…). */
+const STATE_FILE = /^[A-Z][A-Z_]*$/;
+const PLAIN_FILES = new Set(['index', 'packed-refs', 'shallow', 'config.worktree']);
+const SHARED_INDEX = /^sharedindex\.[0-9a-f]+$/;
+const STATE_DIRS = ['refs', 'logs', 'info', 'rebase-merge', 'rebase-apply', 'sequencer'];
+/** A worktree's admin dir names its work tree and its common dir: kept as they are (and read-only in the sandbox). */
+const WORKTREE_FILES = new Set(['gitdir', 'commondir']);
+const COPY_PARALLEL = 16;
+const REF_FILE_MAX_BYTES = 1024;
+
+export const DIR_MODE = 0o777;
+export const FILE_MODE = 0o666;
+
+/** Bounds a refresh: past it the repository is refused (REPOSITORY_UNSUPPORTED), never half copied. */
+export class CopyBudget {
+  private used = 0;
+
+  constructor(readonly max: number) {}
+
+  take(where: string): void {
+    this.used += 1;
+    if (this.used > this.max) {
+      throw new SandboxdError('REPOSITORY_UNSUPPORTED', `${where}: the repository's git dirs hold more than ${this.max} refs, reflogs and state files, more than sandboxd copies for a sandbox`, {
+        remedy: 'Pack its refs (`git pack-refs --all`) and expire old reflogs (`git reflog expire --expire=now --all`) on the host, then retry.',
+      });
+    }
+  }
+}
+
+/** What the sandbox's copy started as: the loose refs (with each copy's identity) and the packed-refs copy's identity. */
+export interface PairBase {
+  loose: Map<string, LooseRef>;
+  packed: string | null;
+}
+
+/** `mkdir -p` whose every new directory gets DIR_MODE whatever the umask. */
+export async function makeDir(dir: string): Promise<void> {
+  const first = await fs.mkdir(dir, { recursive: true, mode: DIR_MODE });
+  if (first === undefined) {
+    await fs.chmod(dir, DIR_MODE);
+    return;
+  }
+  for (let made = dir; made.length >= first.length; made = path.dirname(made)) await fs.chmod(made, DIR_MODE);
+}
+
+async function copyFile(from: string, to: string): Promise<void> {
+  await fs.copyFile(from, to, constants.COPYFILE_FICLONE);
+  await fs.chmod(to, FILE_MODE);
+}
+
+/** Runs `work` on each item, a few at a time. */
+async function eachLimited<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const item = items[next++];
+      if (item !== undefined) await work(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(COPY_PARALLEL, items.length) }, worker));
+}
+
+/** A loose ref: written from the host's text, its value kept as the base the sandbox starts from. */
+async function copyRef(from: string, to: string, name: string, pair: GitDirPair, base: PairBase): Promise<void> {
+  const handle = await fs.open(from, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  let text: string;
+  try {
+    const stat = await handle.stat();
+    if (!stat.isFile() || stat.size > REF_FILE_MAX_BYTES) return;
+    text = (await handle.readFile()).toString('utf8');
+  } finally {
+    await handle.close();
+  }
+  await fs.writeFile(to, text, { mode: FILE_MODE, flag: 'wx' });
+  await fs.chmod(to, FILE_MODE);
+  const oid = text.trim();
+  if (isSyncedRef(name) && isValidRefName(name) && isObjectId(oid, pair.hexLength)) {
+    const identity = await fileIdentity(to);
+    if (identity !== null) base.loose.set(name, { oid, identity });
+  }
+}
+
+/** A directory of state, recursively: directories and regular files only. */
+async function copyTree(from: string, to: string, name: string, pair: GitDirPair, base: PairBase, budget: CopyBudget): Promise<void> {
+  await makeDir(to);
+  const files: string[] = [];
+  const dirs: string[] = [];
+  for (const child of await listDir(from)) {
+    budget.take(from);
+    if (child.isDirectory()) dirs.push(child.name);
+    else if (child.isFile()) files.push(child.name);
+  }
+  await eachLimited(files, async (file) => {
+    const childName = `${name}/${file}`;
+    if (name === 'refs' || name.startsWith('refs/')) await copyRef(path.join(from, file), path.join(to, file), childName, pair, base);
+    else await copyFile(path.join(from, file), path.join(to, file));
+  });
+  for (const dir of dirs) await copyTree(path.join(from, dir), path.join(to, dir), `${name}/${dir}`, pair, base, budget);
+}
+
+/**
+ * One host git dir's state into `sandbox` (created fresh). Its objects, config and hooks are not
+ * copied: objects are read from the host's store through alternates, and config and hooks are the
+ * daemon's to write.
+ */
+export async function copyGitDirState(pair: GitDirPair, sandbox: string, budget: CopyBudget): Promise<PairBase> {
+  const base: PairBase = { loose: new Map(), packed: null };
+  await makeDir(sandbox);
+  const files: string[] = [];
+  for (const child of await listDir(pair.host)) {
+    if (!child.isFile()) continue;
+    const keep = STATE_FILE.test(child.name) || PLAIN_FILES.has(child.name) || SHARED_INDEX.test(child.name) || (pair.kind === 'worktree' && WORKTREE_FILES.has(child.name));
+    if (keep) {
+      budget.take(pair.host);
+      files.push(child.name);
+    }
+  }
+  await eachLimited(files, (file) => copyFile(path.join(pair.host, file), path.join(sandbox, file)));
+  for (const dir of STATE_DIRS) {
+    const from = path.join(pair.host, dir);
+    if ((await fs.lstat(from).catch(() => null))?.isDirectory() === true) await copyTree(from, path.join(sandbox, dir), dir, pair, base, budget);
+  }
+  if (pair.kind !== 'worktree') {
+    for (const dir of ['refs/heads', 'refs/tags', 'objects/info', 'objects/pack', 'hooks']) await makeDir(path.join(sandbox, dir));
+  }
+  base.packed = await fileIdentity(path.join(sandbox, 'packed-refs'));
+  return base;
+}

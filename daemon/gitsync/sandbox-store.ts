@@ -1,0 +1,326 @@
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import * as z from 'zod/mini';
+import { writeFileAtomic } from '../os/files.js';
+import type { Logger } from '../os/logger.js';
+import { readRecordFile } from '../os/record-file.js';
+import { ensureSecureDir } from '../os/secure-dir.js';
+import { stableHash } from '../os/text.js';
+import { identity, listDir, lstatOrNull, readControlFile } from '../os/untrusted-files.js';
+import type { GitDirFacts } from '../plan/git/git-dir.js';
+import type { SandboxGitDir } from '../plan/git/git.js';
+import { containerObjectsPath, gitDirPairs, hasAlternates, objectStores, sandboxPath, type GitDirPair } from './git-dir-pairs.js';
+import { copyGitDirState, CopyBudget, FILE_MODE, makeDir, type PairBase } from './sandbox-copy.js';
+
+/**
+ * The sandbox's own git dirs, one per repository (keyed by the host's outer common dir), kept in
+ * `<state dir>/git-dirs/<hash of the common dir>/`:
+ *
+ *   s/          the sandbox's git dir, mounted read-write at the common dir's path
+ *   ro/         files the daemon writes and the container sees read-only over s/ (configs,
+ *               alternates, worktree pointers) and the empty file laid over host alternates
+ *   base/       the packed-refs each git dir of s/ started with (hard links to the daemon's copies)
+ *   stage/      the daemon's private bare repositories objects are staged in (never mounted)
+ *   trash/      sandbox git dirs set aside to be removed
+ *   record.json what a restarted daemon must know: the base refs, the host's fingerprint, whether
+ *               a session has held it since it was made (and in which worktrees)
+ */
+
+/** A refresh copies at most this many refs, reflogs and state files. */
+const MAX_COPY_ENTRIES = 1_000_000;
+/** Directories under refs/ looked at for a fingerprint; a repository with more is always refreshed. */
+const MAX_FINGERPRINT_DIRS = 4096;
+const CONFIG_MAX_BYTES = 1024 * 1024;
+const POINTER_MAX_BYTES = 4096;
+
+/**
+ * Lines the sandbox's copy of a config gets: whatever uid the container writes as (a rootless
+ * sub-uid, a rootful root), files and directories git creates there stay readable and removable
+ * by the daemon.
+ */
+export const SANDBOX_CONFIG_LINES = '\n# Added by sandboxd: the daemon reads and removes what the sandbox writes here.\n[core]\n\tsharedRepository = 0666\n';
+
+const LooseEntry = z.tuple([z.string().check(z.maxLength(4096)), z.string().check(z.maxLength(64)), z.string().check(z.maxLength(200))]);
+const PairRecord = z.strictObject({
+  rel: z.string().check(z.maxLength(4096)),
+  host: z.string().check(z.maxLength(4096)),
+  kind: z.enum(['common', 'worktree', 'module']),
+  hexLength: z.union([z.literal(40), z.literal(64)]),
+  loose: z.array(LooseEntry).check(z.maxLength(MAX_COPY_ENTRIES)),
+  packed: z.nullable(z.string().check(z.maxLength(200))),
+});
+export const SandboxRecord = z.strictObject({
+  commonDir: z.string().check(z.maxLength(4096)),
+  pairs: z.array(PairRecord).check(z.maxLength(4096)),
+  hostPrint: z.nullable(z.string()),
+  /** A session has held it since it was made: what the sandbox did there is not the host's state. */
+  used: z.boolean(),
+  /** Worktrees sessions have mounted since the refresh: a killed daemon's sessions may still run there. */
+  served: z.array(z.strictObject({ rel: z.string().check(z.maxLength(4096)), admin: z.string().check(z.maxLength(4096)), workTree: z.string().check(z.maxLength(4096)) })).check(z.maxLength(4096)),
+  /** The last session's git and PATH: a restarted daemon brings its sessions' work home with them. */
+  git: z.optional(z.nullable(z.strictObject({ git: z.string().check(z.maxLength(4096)), path: z.string().check(z.maxLength(65_536)) }))),
+});
+export type SandboxRecord = z.infer<typeof SandboxRecord>;
+
+/** One git dir of the repository with the state its sandbox copy started from. */
+export interface PairState extends GitDirPair {
+  base: PairBase;
+}
+
+/** A sandbox git dir as it is on disk. */
+export interface SandboxState {
+  key: string;
+  commonDir: string;
+  /** The key's directory. */
+  dir: string;
+  /** The sandbox's git dir (`s/`). */
+  root: string;
+  pairs: PairState[];
+  hostPrint: string | null;
+  used: boolean;
+  served: { rel: string; admin: string; workTree: string }[];
+  /** The host's git (and PATH) the last session found; null before any. */
+  git: { git: string; path: string } | null;
+}
+
+/** What the plan mounts of a sandbox git dir besides the dir itself. */
+export type SandboxFiles = Omit<SandboxGitDir, 'source' | 'target' | 'pins'>;
+
+export function pairOf(record: z.infer<typeof PairRecord>): PairState {
+  const loose = new Map(record.loose.map(([name, oid, id]) => [name, { oid, identity: id }]));
+  return { rel: record.rel, host: record.host, kind: record.kind, hexLength: record.hexLength, base: { loose, packed: record.packed } };
+}
+
+function recordOf(state: SandboxState): SandboxRecord {
+  return {
+    commonDir: state.commonDir,
+    pairs: state.pairs.map((pair) => ({
+      rel: pair.rel,
+      host: pair.host,
+      kind: pair.kind,
+      hexLength: pair.hexLength,
+      loose: [...pair.base.loose].map(([name, ref]) => [name, ref.oid, ref.identity] as [string, string, string]),
+      packed: pair.base.packed,
+    })),
+    hostPrint: state.hostPrint,
+    used: state.used,
+    served: state.served,
+    git: state.git,
+  };
+}
+
+function statLine(name: string, stat: Awaited<ReturnType<typeof lstatOrNull>>): string {
+  return stat === null ? `${name}:-` : `${name}:${identity(stat)}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`;
+}
+
+/**
+ * A cheap summary of a git dir's refs and HEAD (HEAD, index, packed-refs and every directory under
+ * refs/: git renames each ref into place, which changes its directory): equal summaries mean the
+ * refs are as they were. null when there are too many directories to look at.
+ */
+export async function fingerprint(gitDirs: readonly string[], files: readonly string[] = ['HEAD', 'index', 'packed-refs']): Promise<string | null> {
+  const lines: string[] = [];
+  let dirs = 0;
+  for (const gitDir of gitDirs) {
+    lines.push(gitDir);
+    for (const name of files) lines.push(statLine(name, await lstatOrNull(path.join(gitDir, name)).catch(() => null)));
+    let pending = [path.join(gitDir, 'refs')];
+    while (pending.length > 0) {
+      const next: string[] = [];
+      for (const dir of pending) {
+        dirs += 1;
+        if (dirs > MAX_FINGERPRINT_DIRS) return null;
+        lines.push(statLine(dir, await lstatOrNull(dir).catch(() => null)));
+        for (const child of await listDir(dir).catch(() => [])) if (child.isDirectory()) next.push(path.join(dir, child.name));
+      }
+      pending = next;
+    }
+  }
+  return stableHash(lines.join('\n'), 32);
+}
+
+export class SandboxStore {
+  private readonly root: string;
+
+  constructor(
+    stateDir: string,
+    private readonly logger: Logger,
+  ) {
+    this.root = path.join(stateDir, 'git-dirs');
+  }
+
+  keyOf(commonDir: string): string {
+    return stableHash(commonDir, 20);
+  }
+
+  dirOf(key: string): string {
+    return path.join(this.root, key);
+  }
+
+  /** The records a previous daemon left (each key's record.json). */
+  async loadAll(): Promise<SandboxState[]> {
+    const states: SandboxState[] = [];
+    for (const child of await listDir(this.root).catch(() => [])) {
+      if (!child.isDirectory()) continue;
+      const dir = path.join(this.root, child.name);
+      const [record] = await readRecordFile(path.join(dir, 'record.json'), 'sandboxes', 1, SandboxRecord, this.logger);
+      if (record === undefined || this.keyOf(record.commonDir) !== child.name) continue;
+      states.push({ key: child.name, commonDir: record.commonDir, dir, root: path.join(dir, 's'), pairs: record.pairs.map(pairOf), hostPrint: record.hostPrint, used: record.used, served: record.served, git: record.git ?? null });
+    }
+    return states;
+  }
+
+  async save(state: SandboxState): Promise<void> {
+    await writeFileAtomic(path.join(state.dir, 'record.json'), `${JSON.stringify({ version: 1, sandboxes: [recordOf(state)] })}\n`, 0o600, { durable: false });
+  }
+
+  /** The host's fingerprint of a state's git dirs: equal to the recorded one means the host's refs did not move. */
+  async hostPrint(state: Pick<SandboxState, 'pairs'>): Promise<string | null> {
+    const host = await fingerprint(state.pairs.map((pair) => pair.host));
+    return host === null ? null : stableHash(`${state.pairs.map((pair) => pair.rel).join('\n')}\n${host}`, 32);
+  }
+
+  /**
+   * A fresh sandbox git dir for the repository whose outer common dir `facts` describes: the old one
+   * set aside (whatever uid wrote it: the rename is in the daemon's own directory), then the host's
+   * state copied in, the daemon's read-only files written, the base the sandbox starts from kept.
+   */
+  async refresh(commonDir: string, facts: GitDirFacts): Promise<SandboxState> {
+    await ensureSecureDir(this.root);
+    const key = this.keyOf(commonDir);
+    const dir = this.dirOf(key);
+    await ensureSecureDir(dir);
+    const root = path.join(dir, 's');
+    await this.setAside(dir, root);
+    const pairs = await gitDirPairs(facts);
+    const budget = new CopyBudget(MAX_COPY_ENTRIES);
+    const states: PairState[] = [];
+    for (const pair of pairs) states.push({ ...pair, base: await copyGitDirState(pair, sandboxPath(root, pair), budget) });
+    const state: SandboxState = { key, commonDir, dir, root, pairs: states, hostPrint: null, used: false, served: [], git: null };
+    await this.writeDaemonFiles(state);
+    await this.keepBase(state);
+    state.hostPrint = await this.hostPrint(state);
+    await this.save(state);
+    return state;
+  }
+
+  /** The files the plan mounts for `state` (written by refresh). */
+  async mountFiles(state: SandboxState): Promise<SandboxFiles> {
+    const ro = path.join(state.dir, 'ro');
+    const files: SandboxFiles['files'] = [];
+    const hooks: string[] = [];
+    const objects = new Map<string, string>();
+    const covered = new Set<string>();
+    for (const pair of state.pairs) {
+      const at = (name: string) => path.join(state.commonDir, pair.rel, name);
+      const source = (name: string) => path.join(ro, `${stableHash(pair.rel, 16)}.${name}`);
+      if (pair.kind === 'worktree') {
+        for (const name of ['gitdir', 'commondir', 'config.worktree']) if (await exists(source(name))) files.push({ source: source(name), target: at(name), kind: name === 'config.worktree' ? 'config' : 'pointer' });
+        continue;
+      }
+      // A submodule's config is the sandbox's to write (`git submodule update` sets its core.worktree
+      // each time); the host never reads it. The repository's own stays read-only unless asked.
+      if (pair.kind === 'common') files.push({ source: source('config'), target: at('config'), kind: 'config' });
+      if (await exists(source('config.worktree'))) files.push({ source: source('config.worktree'), target: at('config.worktree'), kind: 'config' });
+      files.push({ source: source('alternates'), target: at('objects/info/alternates'), kind: 'alternates' });
+      hooks.push(at('hooks'));
+      for (const store of await objectStores(path.join(pair.host, 'objects'))) {
+        objects.set(store, containerObjectsPath(store));
+        if (await hasAlternates(store)) covered.add(path.posix.join(containerObjectsPath(store), 'info', 'alternates'));
+      }
+    }
+    return { files, hooks, objects: [...objects].map(([source, target]) => ({ source, target })), coveredAlternates: [...covered], emptyFile: path.join(ro, 'empty') };
+  }
+
+  /** The base packed-refs of a pair (a hard link to what refresh copied), for comparing with the sandbox's. */
+  basePackedRefs(state: SandboxState, pair: Pick<GitDirPair, 'rel'>): string {
+    return path.join(state.dir, 'base', `${stableHash(pair.rel, 16)}.packed-refs`);
+  }
+
+  stageDir(state: SandboxState, pair: Pick<GitDirPair, 'rel'>): string {
+    return path.join(state.dir, 'stage', `${stableHash(pair.rel, 16)}.git`);
+  }
+
+  /**
+   * Sets the sandbox git dir aside and removes it; what cannot be removed (a container's uid made
+   * it unwritable to the daemon) stays in trash/ with a log line saying how to remove it.
+   */
+  private async setAside(dir: string, root: string): Promise<void> {
+    const trash = path.join(dir, 'trash');
+    await fs.mkdir(trash, { recursive: true, mode: 0o700 });
+    for (const name of ['s', 'stage', 'base']) {
+      const from = name === 's' ? root : path.join(dir, name);
+      try {
+        await fs.rename(from, path.join(trash, `${name}-${Date.now()}-${randomBytes(4).toString('hex')}`));
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      }
+    }
+    void this.emptyTrash(trash);
+  }
+
+  private async emptyTrash(trash: string): Promise<void> {
+    for (const child of await listDir(trash).catch(() => [])) {
+      const full = path.join(trash, child.name);
+      try {
+        await fs.rm(full, { recursive: true, force: true, maxRetries: 2 });
+      } catch (error) {
+        this.logger.warn(
+          { module: 'gitsync', path: full, err: error },
+          `a sandbox's old git dir could not be removed (files a container wrote as another uid); remove it by hand: \`sudo rm -rf ${full}\`, or for rootless Podman \`podman unshare rm -rf ${full}\``,
+        );
+      }
+    }
+  }
+
+  private async writeDaemonFiles(state: SandboxState): Promise<void> {
+    const ro = path.join(state.dir, 'ro');
+    await fs.rm(ro, { recursive: true, force: true });
+    await fs.mkdir(ro, { recursive: true, mode: 0o755 });
+    await fs.chmod(ro, 0o755);
+    const write = async (file: string, text: string, mode: number): Promise<void> => {
+      await writeFileAtomic(file, text, mode, { durable: false });
+      await fs.chmod(file, mode);
+    };
+    await write(path.join(ro, 'empty'), '', 0o444);
+    for (const pair of state.pairs) {
+      const sandbox = sandboxPath(state.root, pair);
+      const ro1 = (name: string) => path.join(ro, `${stableHash(pair.rel, 16)}.${name}`);
+      // Both places: the read-only copy the plan mounts, and the same text at its target in the
+      // sandbox's git dir (what a session whose config is writable starts from).
+      const both = async (name: string, text: string, target = name): Promise<void> => {
+        await write(ro1(name), text, 0o444);
+        await write(path.join(sandbox, target), text, FILE_MODE);
+      };
+      const hostText = async (name: string, max: number): Promise<string | null> => readControlFile(path.join(pair.host, name), max).catch(() => null);
+      const worktreeConfig = await hostText('config.worktree', CONFIG_MAX_BYTES);
+      if (worktreeConfig !== null) await both('config.worktree', worktreeConfig);
+      if (pair.kind === 'worktree') {
+        for (const name of ['gitdir', 'commondir']) {
+          const text = await hostText(name, POINTER_MAX_BYTES);
+          if (text !== null) await both(name, text);
+        }
+        continue;
+      }
+      await both('config', `${(await hostText('config', CONFIG_MAX_BYTES)) ?? ''}${SANDBOX_CONFIG_LINES}`);
+      const stores = await objectStores(path.join(pair.host, 'objects'));
+      await makeDir(path.join(sandbox, 'objects', 'info'));
+      await both('alternates', stores.map((store) => `${containerObjectsPath(store)}\n`).join(''), path.join('objects', 'info', 'alternates'));
+    }
+  }
+
+  /** Hard links (the daemon's own copies, which the sandbox replaces by rename) of each pair's packed-refs. */
+  private async keepBase(state: SandboxState): Promise<void> {
+    const base = path.join(state.dir, 'base');
+    await fs.mkdir(base, { recursive: true, mode: 0o700 });
+    for (const pair of state.pairs) {
+      if (pair.base.packed === null) continue;
+      await fs.link(path.join(sandboxPath(state.root, pair), 'packed-refs'), this.basePackedRefs(state, pair));
+    }
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  return (await lstatOrNull(file).catch(() => null)) !== null;
+}
