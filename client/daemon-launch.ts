@@ -118,10 +118,11 @@ export async function resolveDaemonCommand(inputs: LaunchInputs): Promise<Daemon
 }
 
 /**
- * Who the user is, and where the daemon was started from: macOS privacy judges a daemon this client
- * spawns as the app this client runs under, and these name it (daemon/os/privacy.ts).
+ * Who the user is, where the daemon keeps its code cache (XDG_CACHE_HOME), and where it was started
+ * from: macOS privacy judges a daemon this client spawns as the app this client runs under, and
+ * these name it (daemon/os/privacy.ts).
  */
-const KEPT_VARIABLES = ['HOME', 'USER', 'LOGNAME', 'XDG_RUNTIME_DIR', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME', '__CFBundleIdentifier', 'TERM_PROGRAM', 'SSH_CONNECTION'];
+const KEPT_VARIABLES = ['HOME', 'USER', 'LOGNAME', 'XDG_RUNTIME_DIR', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME', 'XDG_CACHE_HOME', '__CFBundleIdentifier', 'TERM_PROGRAM', 'SSH_CONNECTION'];
 const SYSTEM_PATH: Record<Platform, readonly string[]> = {
   linux: ['/usr/local/bin', '/usr/bin', '/bin', '/usr/sbin', '/sbin'],
   darwin: ['/opt/homebrew/bin', '/usr/local/bin', '/usr/bin', '/bin', '/usr/sbin', '/sbin'],

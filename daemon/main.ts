@@ -16,6 +16,7 @@ import { ensureOwnDir, ensureSecureDir } from './os/secure-dir.js';
 import { VERSION } from './os/package-files.js';
 import { reapOrphans, TunnelStore } from './bridges/tunnels/tunnel-store.js';
 import { inheritedListenFd, scrubActivationEnv } from './lifecycle/socket-activation.js';
+import { StartupTimings } from './lifecycle/startup-timings.js';
 
 /** SIGTERM/SIGINT/shutdown must finish within 5 s; past this we clean up by hand and exit. */
 const SHUTDOWN_DEADLINE_MS = 4_500;
@@ -134,6 +135,7 @@ async function realDaemonDeps(prepared: Prepared): Promise<DaemonDeps> {
 
 /** The foreground daemon: wires the real edges, runs until a signal or /v1/shutdown. */
 export async function runDaemon(options: RunDaemonOptions): Promise<number> {
+  const timings = new StartupTimings();
   const platform = currentPlatform();
   const home = os.homedir();
   const uid = process.getuid?.() ?? 0;
@@ -144,7 +146,9 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
   const paths = resolvePaths(pathInputs);
   const strays = otherLayoutSockets(pathInputs, paths);
   const logTarget = await prepare(paths, platform, options.log);
+  timings.mark('prepare');
   const logger = createLogger(logTarget);
+  timings.mark('logger');
   const probe = createProcessProbe(platform);
   const stop = new StopSignal(logger);
   const alreadyRunning = (error: unknown): boolean => {
@@ -159,6 +163,7 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
   const socketPath = activatedFd === null ? paths.socketPath : null;
   try {
     if (socketPath !== null) await clearStaleSocket(socketPath);
+    timings.mark('lock');
   } catch (error) {
     await releaseLock();
     if (alreadyRunning(error)) return 0;
@@ -166,13 +171,18 @@ export async function runDaemon(options: RunDaemonOptions): Promise<number> {
   }
 
   try {
-    const daemon = createDaemon(await realDaemonDeps({ paths, platform, home, uid, strays, probe, logger, logTarget, stop, options }));
+    const deps = await realDaemonDeps({ paths, platform, home, uid, strays, probe, logger, logTarget, stop, options });
+    timings.mark('leftovers');
+    const daemon = createDaemon(deps);
+    timings.mark('compose');
     await daemon.app.ready();
+    timings.mark('ready');
     // fastify's own listen({ fd }) crashes; its server listens on the fd after ready() instead.
     await listenOn(daemon.app.server, activatedFd === null ? { path: paths.socketPath } : { fd: activatedFd });
+    timings.mark('listen');
     daemon.start();
     // startupMs: from the process's start, runtime included, what an auto-starting client waits for.
-    logger.info({ socket: paths.socketPath, version: VERSION, socketActivated: activatedFd !== null, startupMs: Math.round(performance.now()) }, 'listening');
+    logger.info({ socket: paths.socketPath, version: VERSION, socketActivated: activatedFd !== null, ...timings.summary() }, 'listening');
     options.onListening?.(paths);
 
     const code = await stop.untilStopped();

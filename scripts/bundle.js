@@ -32,20 +32,45 @@ const builtinsWithoutFacade = {
  * subcommands it runs as executables, which sandboxd has none of), and loading it costs every
  * command start-up time though only `run`, `daemon` and auto-start ever spawn; fs/promises loads
  * readline and the file watchers, and a warm `run` never calls what imports it (starting
- * a daemon does). Their exports are plain functions, classes and constants, so an object of
- * getters stands in for each.
+ * a daemon does); fastify's server requires https, http2 and dns at its top for servers the
+ * daemon never makes (TLS, HTTP/2, a host to look up), and https alone loads TLS. Their exports are
+ * plain functions, classes and constants, so an object of getters stands in for each.
  */
-const LAZY_BUILTINS = new Set(['node:child_process', 'node:fs/promises', 'node:net', 'node:os']);
+const LAZY_BUILTINS = new Set(['node:child_process', 'node:fs/promises', 'node:net', 'node:os', 'node:https', 'node:http2', 'node:dns']);
 
 function lazyBuiltin(name) {
   const getters = Object.keys(process.getBuiltinModule(name)).map((key) => `get ${key}() { return load().${key}; }`);
   return `let loaded;\nconst load = () => (loaded ??= process.getBuiltinModule(${JSON.stringify(name)}));\nmodule.exports = { ${getters.join(', ')} };`;
 }
 
+/**
+ * fastify requires its JSON-schema compilers (ajv, fast-json-stringify) only when no compiler is
+ * given; the daemon gives its own (http/server.ts: routes validate with zod), so they never run.
+ * Bundled, they are a third of the daemon's bundle, which every start parses: each is left out,
+ * and one that is required after all fails loudly instead of compiling anything.
+ */
+const UNUSED_MODULES = /^@fastify\/(ajv-compiler|fast-json-stringify-compiler)$/;
+const leaveOutUnused = {
+  name: 'leave-out-unused',
+  setup(build) {
+    build.onResolve({ filter: UNUSED_MODULES }, (args) => ({ path: args.path, namespace: 'unused' }));
+    build.onLoad({ filter: /.*/, namespace: 'unused' }, (args) => ({
+      contents: `module.exports = () => { throw new Error(${JSON.stringify(`${args.path} is left out of this bundle (scripts/bundle.js); give fastify a compiler of its own`)}); };`,
+      loader: 'js',
+    }));
+  },
+};
+
 const ENTRIES = 'client/cli/entries';
+/** The daemon's bundle is CommonJS: the entry runs it through vm.Script with V8's code cache (client/cli/code-cache.ts). */
+const DAEMON_ENTRY = 'daemon.ts';
 const entryPoints = {
   sandboxd: 'client/cli/bin.ts',
-  ...Object.fromEntries(readdirSync(ENTRIES).filter((name) => name.endsWith('.ts')).map((name) => [`entries/${name.slice(0, -3)}`, `${ENTRIES}/${name}`])),
+  ...Object.fromEntries(
+    readdirSync(ENTRIES)
+      .filter((name) => name.endsWith('.ts') && name !== DAEMON_ENTRY)
+      .map((name) => [`entries/${name.slice(0, -3)}`, `${ENTRIES}/${name}`]),
+  ),
 };
 
 /** Both builds: one ESM file per entry for Node >= 20.19, node's builtins without their facades. */
@@ -59,7 +84,7 @@ const SHARED = {
   // Whitespace and syntax only: names stay readable in stack traces; parsing is what a start pays for.
   minifyWhitespace: true,
   minifySyntax: true,
-  plugins: [builtinsWithoutFacade],
+  plugins: [builtinsWithoutFacade, leaveOutUnused],
   logLevel: 'warning',
 };
 
@@ -72,6 +97,16 @@ await build({
   banner: { js: "import { createRequire as __sandboxdRequire } from 'node:module'; const require = __sandboxdRequire(import.meta.url);" },
 });
 chmodSync(`${OUT}/sandboxd.js`, 0o755);
+await build({
+  ...SHARED,
+  entryPoints: { 'entries/daemon': `${ENTRIES}/${DAEMON_ENTRY}` },
+  outdir: OUT,
+  format: 'cjs',
+  outExtension: { '.js': '.cjs' },
+  // The one ESM-only value the daemon reads (os/package-files.ts finds the package from it).
+  define: { 'import.meta.url': '__sandboxdModuleUrl' },
+  banner: { js: "var __sandboxdModuleUrl = require('node:url').pathToFileURL(__filename).href;" },
+});
 
 /** The files an entry loads when it is imported: its static imports, followed from the entry. */
 async function eagerFiles(source) {

@@ -8,5 +8,12 @@ import { moduleFor } from './command-modules.js';
 import { enableCompileCache } from './compile-cache.js';
 
 enableCompileCache();
-// Named at run time, so the bundler leaves the other commands' bundles out of this one.
-await import(new URL(`./entries/${moduleFor(process.argv[2])}.js`, import.meta.url).href);
+const command = moduleFor(process.argv[2]);
+if (command === 'daemon') {
+  // A CommonJS script with V8's code cache (code-cache.ts), loaded only here.
+  const { runDaemonBundle } = await import('./code-cache.js');
+  runDaemonBundle(new URL('./entries/daemon.cjs', import.meta.url));
+} else {
+  // Named at run time, so the bundler leaves the other commands' bundles out of this one.
+  await import(new URL(`./entries/${command}.js`, import.meta.url).href);
+}

@@ -1,4 +1,3 @@
-import module from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -11,9 +10,15 @@ type EnableCompileCache = (directory?: string) => unknown;
  * such call, and an explicit NODE_COMPILE_CACHE is the user's choice to keep.
  */
 export function enableCompileCache(env: NodeJS.ProcessEnv = process.env): void {
-  const enable = (module as { enableCompileCache?: EnableCompileCache }).enableCompileCache;
+  // Loading node:module costs Node 20 a few internal modules for a call it does not have.
+  if (Number(process.versions.node.split('.')[0]) < 22) return;
+  const enable = (process.getBuiltinModule('node:module') as { enableCompileCache?: EnableCompileCache }).enableCompileCache;
   if (enable === undefined || env.NODE_COMPILE_CACHE !== undefined || env.NODE_DISABLE_COMPILE_CACHE !== undefined) return;
-  const home = os.homedir();
-  const cacheHome = process.platform === 'darwin' ? path.join(home, 'Library', 'Caches') : (env.XDG_CACHE_HOME || path.join(home, '.cache'));
-  enable(path.join(cacheHome, 'sandboxd', 'node-compile-cache'));
+  enable(sandboxdCacheDir('node-compile-cache', env));
+}
+
+/** `name` in sandboxd's directory of the user's own cache: XDG_CACHE_HOME or ~/.cache (~/Library/Caches on macOS). */
+export function sandboxdCacheDir(name: string, env: NodeJS.ProcessEnv = process.env, home = os.homedir(), platform: NodeJS.Platform = process.platform): string {
+  const cacheHome = platform === 'darwin' ? path.join(home, 'Library', 'Caches') : env.XDG_CACHE_HOME || path.join(home, '.cache');
+  return path.join(cacheHome, 'sandboxd', name);
 }

@@ -1,5 +1,6 @@
 import { findExecutable } from '../../daemon/os/executables.js';
-import { Engine } from '../../shared/contracts/common.js';
+import type { Engine } from '../../shared/contracts/common.js';
+import { ENGINES } from '../../shared/contracts/session-routes.js';
 import { SandboxdError } from '../../shared/errors.js';
 
 export interface EngineChoice {
@@ -20,18 +21,21 @@ const ORDER: readonly Engine[] = ['podman', 'docker'];
 /** A stopped Podman machine or Docker daemon fails at once; a hung one must not hold `run` up. */
 const ANSWER_TIMEOUT_MS = 5_000;
 
+function isEngine(name: string): name is Engine {
+  return (ENGINES as readonly string[]).includes(name);
+}
+
 /** What is settled without asking an engine anything; `both` when only asking them can settle it. */
 export async function engineWithoutAsking(flag: Engine | undefined, env: NodeJS.ProcessEnv, find: EngineProbes['find']): Promise<EngineChoice | 'both'> {
   if (flag !== undefined) return { engine: flag, why: 'given with --engine' };
   const named = env.SANDBOXD_ENGINE;
   if (named !== undefined && named !== '') {
-    const parsed = Engine.safeParse(named);
-    if (!parsed.success) {
+    if (!isEngine(named)) {
       throw new SandboxdError('USAGE', `SANDBOXD_ENGINE is "${named}", which is not an engine sandboxd knows`, {
         remedy: 'Set SANDBOXD_ENGINE to podman or docker, or unset it.',
       });
     }
-    return { engine: parsed.data, why: 'set by SANDBOXD_ENGINE' };
+    return { engine: named, why: 'set by SANDBOXD_ENGINE' };
   }
   const found = await Promise.all(ORDER.map(async (engine) => ({ engine, path: await find(engine) })));
   const installed = found.filter((entry) => entry.path !== null).map((entry) => entry.engine);

@@ -40,15 +40,36 @@ export function reportUsage(message: string, command: string, json: boolean): nu
 
 /**
  * `sandboxd … | head`: once the reader is gone, output is dropped instead of crashing with a stack
- * trace, and the command runs on to its cleanup (a `plan` still releases its session).
+ * trace, and the command runs on to its cleanup (a `plan` still releases its session). Node makes
+ * each stream on its first use, which costs a start that never writes (a quiet `run`, whose engine
+ * writes to the terminal itself) a few milliseconds: the guard goes onto each when it is made.
  */
 export function guardClosedPipes(): void {
-  for (const stream of [process.stdout, process.stderr]) {
-    stream.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EPIPE') throw error;
-      stream.write = () => true;
+  for (const name of ['stdout', 'stderr'] as const) {
+    const made = Object.getOwnPropertyDescriptor(process, name);
+    if (made?.get === undefined || made.configurable !== true) {
+      dropAfterEpipe(process[name]);
+      continue;
+    }
+    const make = made.get.bind(process) as () => NodeJS.WriteStream;
+    Object.defineProperty(process, name, {
+      configurable: true,
+      enumerable: made.enumerable ?? true,
+      get() {
+        const stream = make();
+        Object.defineProperty(process, name, made);
+        dropAfterEpipe(stream);
+        return stream;
+      },
     });
   }
+}
+
+function dropAfterEpipe(stream: NodeJS.WriteStream): void {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+    stream.write = () => true;
+  });
 }
 
 export function printJson(value: unknown): void {

@@ -1,6 +1,7 @@
 import { Option, type Command } from 'commander';
-import { Engine } from '../../shared/contracts/common.js';
-import { SshAgentSetting, SshBridgeSetting, type ContainerUser, type HostSocketRequest } from '../../shared/contracts/sessions.js';
+import type { Engine } from '../../shared/contracts/common.js';
+import type { ContainerUser, HostSocketRequest, SshAgentSetting, SshBridgeSetting } from '../../shared/contracts/sessions.js';
+import { ENGINES, SSH_AGENT_SETTINGS, SSH_BRIDGE_SETTINGS } from '../../shared/contracts/session-routes.js';
 import { SandboxdError } from '../../shared/errors.js';
 import { parseCredentialHosts } from '../../shared/git-credential-hosts.js';
 import type { AcquireOptions } from '../session.js';
@@ -35,9 +36,9 @@ function collect(value: string, previous: string[]): string[] {
 
 export function addSessionOptions(command: Command): Command {
   return command
-    .addOption(new Option('--engine <engine>', 'container engine (default: SANDBOXD_ENGINE, else the one installed; with both, the one that answers)').choices(Engine.options))
-    .addOption(new Option('--ssh-agent <setting>', 'forward the SSH agent').choices(SshAgentSetting.options).default('auto'))
-    .addOption(new Option('--ssh-bridge <bridge>', 'how the agent reaches the container (default: SANDBOXD_SSH_BRIDGE or auto)').choices(SshBridgeSetting.options))
+    .addOption(new Option('--engine <engine>', 'container engine (default: SANDBOXD_ENGINE, else the one installed; with both, the one that answers)').choices(ENGINES))
+    .addOption(new Option('--ssh-agent <setting>', 'forward the SSH agent').choices(SSH_AGENT_SETTINGS).default('auto'))
+    .addOption(new Option('--ssh-bridge <bridge>', 'how the agent reaches the container (default: SANDBOXD_SSH_BRIDGE or auto)').choices(SSH_BRIDGE_SETTINGS))
     .option('--connection <name>', 'Podman connection to tunnel into (default: CONTAINER_CONNECTION, then podman\'s default)')
     .option('--container-user <uid[:gid]>', 'the user the container runs as (default: `run`\'s --user, else 0:0)')
     .option('--container-home <dir>', 'that user\'s HOME in the container, for git < 2.32 (default /root for uid 0)')

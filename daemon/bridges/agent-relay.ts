@@ -58,6 +58,11 @@ export class AgentRelay implements Bridge {
   private cursor = 0;
   private checking: Promise<void> | null = null;
   private readonly logger: Logger;
+  /**
+   * One session socket made ahead, in its own directory, so an acquire does not wait for the
+   * directory, the bind and their checks: no session has it (nothing mounts it) until one takes it.
+   */
+  private spare: Promise<RelayEndpoint> | null = null;
 
   constructor(private readonly options: AgentRelayOptions) {
     this.id = options.id;
@@ -74,10 +79,24 @@ export class AgentRelay implements Bridge {
   }
 
   /**
-   * A session's socket: in a new directory, or in `dirName` when a next daemon serves again the
-   * directory a running container mounts (its socket is bound anew, the directory kept).
+   * A session's socket: the spare (and another is made), or a new directory, or `dirName` when a
+   * next daemon serves again the directory a running container mounts (its socket is bound anew,
+   * the directory kept).
    */
-  async open(dirName: string = newEndpointDirName()): Promise<RelayEndpoint> {
+  async open(dirName?: string): Promise<RelayEndpoint> {
+    let opened: RelayEndpoint | null = null;
+    if (dirName === undefined) {
+      const spare = this.spare;
+      this.spare = null;
+      this.refill();
+      opened = spare === null ? null : await spare.catch(() => null);
+    }
+    opened ??= await this.make(dirName ?? newEndpointDirName());
+    this.endpoints.set(opened.endpoint, opened.dir);
+    return opened;
+  }
+
+  private async make(dirName: string): Promise<RelayEndpoint> {
     if (!DIR_NAME.test(dirName)) throw new Error(`not a session directory name: ${dirName}`);
     const dir = path.join(this.options.agentsDir, dirName);
     const socketPath = path.join(dir, RELAY_SOCKET_NAME);
@@ -97,8 +116,24 @@ export class AgentRelay implements Bridge {
       },
     });
     await endpoint.listen();
-    this.endpoints.set(endpoint, dir);
     return { dir, endpoint };
+  }
+
+  /** At most one spare, made until the relay stops. */
+  private refill(): void {
+    if (this.spare !== null || this.status.state === 'stopped') return;
+    const made = this.make(newEndpointDirName());
+    this.spare = made;
+    made.catch((error: unknown) => {
+      if (this.spare === made) this.spare = null;
+      this.logger.warn({ err: error }, 'cannot make a spare session socket');
+    });
+  }
+
+  /** A socket no session took: it stops, and its directory goes. */
+  private async discard(opened: RelayEndpoint): Promise<void> {
+    await opened.endpoint.close();
+    await fs.rm(opened.dir, { recursive: true, force: true });
   }
 
   /**
@@ -170,6 +205,10 @@ export class AgentRelay implements Bridge {
   async halt(): Promise<void> {
     if (this.status.state === 'stopped') return;
     this.status.transition('stopped', 'halted');
+    const spare = this.spare;
+    this.spare = null;
+    const unused = spare === null ? null : await spare.catch(() => null);
+    if (unused !== null) await this.discard(unused);
     // The sessions still holding it lose their agent now; their directories go when they end.
     await Promise.all([...this.endpoints.keys()].map((endpoint) => endpoint.close()));
     this.logger.info('relay halted');

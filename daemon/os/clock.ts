@@ -49,3 +49,9 @@ export const systemTimers: Timers = {
     };
   },
 };
+
+/**
+ * The performance mark the `sandboxd` entry leaves on the process's timeline with how V8's code
+ * cache served the daemon's start (client/cli/code-cache.ts); the daemon logs it when it listens.
+ */
+export const CODE_CACHE_MARK = 'sandboxd:code-cache';

@@ -5,7 +5,8 @@ import { mountArgs } from './mount-args.js';
 export function flattenArgs(plan: Omit<Plan, 'args'>): string[] {
   const args: string[] = [];
   for (const mount of plan.mounts) args.push(...mountArgs(mount));
-  for (const [name, value] of Object.entries(plan.env).sort(([a], [b]) => a.localeCompare(b))) {
+  // Code-unit order, as for spawnEnv below: a locale's collation loads ICU on the first plan.
+  for (const [name, value] of Object.entries(plan.env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     args.push('-e', `${name}=${value}`);
   }
   for (const name of Object.keys(plan.spawnEnv).sort()) args.push('-e', name);

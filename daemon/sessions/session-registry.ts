@@ -76,11 +76,12 @@ export class SessionRegistry {
     }
   }
 
-  add(info: SessionInfo, clientStartTime: string | null, leases: Lease[]): void {
+  /** `acquireMs`: how long its plan took, logged with it (a slow acquire is told apart in the log). */
+  add(info: SessionInfo, clientStartTime: string | null, leases: Lease[], acquireMs?: number): void {
     this.assertCapacity();
     const { clock } = this.options;
     this.sessions.set(info.id, { info, clientStartTime, lastHeartbeat: clock.monotonic(), lastHeartbeatWall: clock.now(), clientStopped: false, leases });
-    this.log(info.id).info({ clientPid: info.clientPid, engine: info.engine, ssh: info.ssh.status }, 'session acquired');
+    this.log(info.id).info({ clientPid: info.clientPid, engine: info.engine, ssh: info.ssh.status, ms: acquireMs }, 'session acquired');
     this.options.onAdd?.(info);
   }
 

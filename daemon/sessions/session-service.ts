@@ -57,13 +57,14 @@ export class SessionService {
   async acquire(input: AcquireInput): Promise<AcquireResponse> {
     this.deps.registry.assertCapacity();
     if (input.renews !== undefined) this.deps.gitSync.assertRenewable(input.renews);
+    const started = this.deps.clock.monotonic();
     const sessionId = randomId('ses');
     const undo = new DisposalStack();
     try {
       const facts = await gatherFacts(input, sessionId, this.deps, undo);
       const sandbox = await this.sandboxGit(sessionId, input, facts, undo);
       const sections = await this.sections(input, facts, sandbox);
-      return await this.commit(input, sessionId, facts, sections);
+      return await this.commit(input, { sessionId, started }, facts, sections);
     } catch (error) {
       await undo.unwind();
       throw error;
@@ -108,7 +109,7 @@ export class SessionService {
     return { git, site: { globalArgs: facts.site.globalArgs, mounts: visible.mounts, warnings } };
   }
 
-  private async commit(input: AcquireInput, sessionId: string, facts: AcquireFacts, sections: Sections): Promise<AcquireResponse> {
+  private async commit(input: AcquireInput, { sessionId, started }: { sessionId: string; started: number }, facts: AcquireFacts, sections: Sections): Promise<AcquireResponse> {
     const { deps } = this;
     const container = await facts.container;
     const users = userMapping({
@@ -118,7 +119,7 @@ export class SessionService {
       writesHostFiles: sections.site.mounts.some((mount) => !mount.readOnly),
     });
     const answer = assemblePlan({ sessionId, input, facts, ...sections, gitStatus: deps.gitSync.status(sessionId), users, container, now: deps.clock.now(), leaseTtlMs: deps.leaseTtlMs });
-    deps.registry.add(answer.session, facts.startTime, facts.ssh.leases);
+    deps.registry.add(answer.session, facts.startTime, facts.ssh.leases, Math.round((deps.clock.monotonic() - started) * 10) / 10);
     return answer;
   }
 }

@@ -1,7 +1,8 @@
 import * as z from 'zod/mini';
 import { REFINEMENTS } from './refinements.js';
+import { ENGINES } from './session-routes.js';
 
-export const Engine = z.enum(['docker', 'podman']);
+export const Engine = z.enum(ENGINES);
 export type Engine = z.infer<typeof Engine>;
 
 /** Bounded strings: every field that crosses the socket has a ceiling. */

@@ -6,10 +6,18 @@
 export const SESSIONS_ROUTE = '/v1/sessions';
 export const sessionRoute = (id: string): string => `${SESSIONS_ROUTE}/${encodeURIComponent(id)}`;
 export const heartbeatRoute = (id: string): string => `${sessionRoute(id)}/heartbeat`;
+/** `DELETE /v1/sessions/:id?remove=container`: end the session and remove its container now. */
+export const sessionRemoveRoute = (id: string): string => `${sessionRoute(id)}?remove=container`;
 /** One heartbeat for every session a client process holds (`heartbeatRoute` stays for one). */
 export const HEARTBEATS_ROUTE = '/v1/heartbeats';
 /** Ids per batch: a thousand session ids (about 23 KB) stay well under the 64 KiB body limit; a client sends more in several. */
 export const MAX_HEARTBEAT_BATCH = 1000;
+
+/** The engines a session runs on. */
+export const ENGINES = ['docker', 'podman'] as const;
+
+/** Whether the agent is forwarded: `auto` forwards it when there is one. */
+export const SSH_AGENT_SETTINGS = ['auto', 'on', 'off'] as const;
 
 /** How the agent reaches the container; `auto` decides from engine, platform and connection. */
 export const SSH_BRIDGE_SETTINGS = ['auto', 'mount', 'tunnel', 'desktop', 'none'] as const;

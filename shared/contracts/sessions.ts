@@ -2,11 +2,11 @@ import * as z from 'zod/mini';
 import { AbsolutePath, Count, Engine, ExecText, Id, Timestamp } from './common.js';
 import { isNormalCredentialHost, MAX_GIT_CREDENTIAL_HOST_LENGTH, MAX_GIT_CREDENTIAL_HOSTS } from '../git-credential-hosts.js';
 import { Plan, SshStatus } from './plan.js';
-import { CLIENT_ENV_NAMES, MAX_HEARTBEAT_BATCH, SSH_BRIDGE_SETTINGS, sessionRoute } from './session-routes.js';
+import { CLIENT_ENV_NAMES, MAX_HEARTBEAT_BATCH, SSH_AGENT_SETTINGS, SSH_BRIDGE_SETTINGS } from './session-routes.js';
 
-export { CLIENT_ENV_NAMES, HEARTBEATS_ROUTE, MAX_HEARTBEAT_BATCH, SESSIONS_ROUTE, SSH_BRIDGE_SETTINGS, heartbeatRoute, sessionRoute } from './session-routes.js';
+export { CLIENT_ENV_NAMES, HEARTBEATS_ROUTE, MAX_HEARTBEAT_BATCH, SESSIONS_ROUTE, SSH_AGENT_SETTINGS, SSH_BRIDGE_SETTINGS, heartbeatRoute, sessionRemoveRoute, sessionRoute } from './session-routes.js';
 
-export const SshAgentSetting = z.enum(['auto', 'on', 'off']);
+export const SshAgentSetting = z.enum(SSH_AGENT_SETTINGS);
 export type SshAgentSetting = z.infer<typeof SshAgentSetting>;
 
 export const SshBridgeSetting = z.enum(SSH_BRIDGE_SETTINGS);
@@ -262,7 +262,6 @@ export type ReleaseResponse = z.infer<typeof ReleaseResponse>;
 
 /** `DELETE /v1/sessions/:id?remove=container`: end the session and remove its container now. */
 export const SessionDeleteQuery = z.strictObject({ remove: z.optional(z.literal('container')) });
-export const sessionRemoveRoute = (id: string): string => `${sessionRoute(id)}?remove=container`;
 
 export const SessionRemoveResponse = z.strictObject({
   removed: z.literal(true),

@@ -1,12 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import module from 'node:module';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectionLimitFor, openFilesSoftLimit } from '../../daemon/http/connection-guard.js';
 import { moduleFor } from '../../client/cli/command-modules.js';
-import { CLI, Cleanup, ROOT, cli, cliEnv, makeSandbox } from '../helpers.js';
+import { CLI, Cleanup, ROOT, cli, cliEnv, makeSandbox, waitFor } from '../helpers.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -42,7 +42,8 @@ describe('the sandboxd command as installed (bundled CLI)', () => {
     const modules = [...new Set(names.map(moduleFor))];
     expect(modules.sort()).toEqual(['all', 'bare', 'daemon', 'doctor', 'install', 'lifecycle', 'lists', 'logs', 'plan', 'run', 'status', 'version']);
     for (const name of modules) {
-      const text = readFileSync(path.join(ROOT, 'dist/bin/entries', `${name}.js`), 'utf8');
+      // The daemon's is CommonJS, run with V8's code cache (client/cli/code-cache.ts).
+      const text = readFileSync(path.join(ROOT, 'dist/bin/entries', name === 'daemon' ? 'daemon.cjs' : `${name}.js`), 'utf8');
       // No import of another file of ours: one file holds the whole command (node's builtins aside).
       expect(text.match(/(?:from|import\()\s*["']\.{1,2}\//g)).toBeNull();
     }
@@ -68,6 +69,54 @@ describe('the sandboxd command as installed (bundled CLI)', () => {
     expect(await loaded(['--version'])).toEqual({ zod: false, childProcess: false, fsPromises: false });
     expect(await cli(['start'], env)).toMatchObject({ exitCode: 0 });
     expect(await loaded(['status'])).toEqual({ zod: true, childProcess: false, fsPromises: false });
+    // run's request and answer need no zod (the answer has its generated shape), so a run loads none.
+    const engine = path.join(sandbox.dir, 'engine');
+    const project = path.join(sandbox.dir, 'project');
+    mkdirSync(engine);
+    mkdirSync(project);
+    writeFileSync(path.join(engine, 'podman'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+    const stubbed = { ...env, PATH: `${engine}:${env.PATH ?? ''}`, SANDBOXD_SSH_BRIDGE: 'none' };
+    const ran = await execa(process.execPath, ['--import', probe, CLI, 'run', '--quiet', '--engine', 'podman', '--', '--rm', 'image', 'true'], { env: stubbed, reject: false, extendEnv: false, cwd: project });
+    expect(ran.exitCode).toBe(0);
+    expect(JSON.parse(ran.stderr.slice(ran.stderr.lastIndexOf('{"zod"'))) as { zod: boolean }).toMatchObject({ zod: false });
+  });
+
+  it("the daemon's bundle leaves out fastify's JSON-schema compilers, and its start loads neither TLS nor HTTP/2 (structure, not timing)", async () => {
+    const text = readFileSync(path.join(ROOT, 'dist/bin/entries/daemon.cjs'), 'utf8');
+    expect(text).toContain('node_modules/fastify/fastify.js');
+    expect(text).not.toContain('node_modules/ajv/');
+    expect(text).not.toContain('node_modules/fast-json-stringify/index.js');
+    const sandbox = makeSandbox(cleanup);
+    const probe = path.join(sandbox.dir, 'loaded.mjs');
+    writeFileSync(probe, "process.on('exit', () => process.stderr.write(JSON.stringify({ builtins: process.moduleLoadList })));\n");
+    const daemon = execa(process.execPath, ['--import', probe, CLI, 'daemon'], { env: cliEnv(sandbox), reject: false, extendEnv: false });
+    cleanup.add(() => daemon.kill('SIGKILL'));
+    await waitFor(() => existsSync(path.join(sandbox.env.SANDBOXD_RUNTIME_DIR, 'sandboxd.sock')), 'the daemon to listen');
+    daemon.kill('SIGTERM');
+    const { stderr } = await daemon;
+    const { builtins } = JSON.parse(stderr.slice(stderr.lastIndexOf('{"builtins"'))) as { builtins: string[] };
+    expect(builtins).toContain('NativeModule http');
+    expect(builtins.filter((name) => /^NativeModule (tls|https|http2|_tls_wrap)$/.test(name))).toEqual([]);
+  });
+
+  it("starts the daemon from V8's code cache once a daemon wrote it, in the user's own cache directory", async () => {
+    const sandbox = makeSandbox(cleanup);
+    const cacheHome = path.join(sandbox.dir, 'cache');
+    const env = cliEnv(sandbox, { XDG_CACHE_HOME: cacheHome });
+    delete env.NODE_DISABLE_COMPILE_CACHE;
+    const dir = path.join(cacheHome, 'sandboxd', 'daemon-code-cache');
+    const codeCache = () =>
+      readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8')
+        .split('\n')
+        .filter((line) => line.includes('"msg":"listening"'))
+        .map((line) => (JSON.parse(line) as { codeCache: unknown }).codeCache);
+    expect(await cli(['start'], env)).toMatchObject({ exitCode: 0 });
+    // Written once the daemon has started and answered (2 s after its start).
+    await waitFor(() => existsSync(dir) && readdirSync(dir).some((name) => name.endsWith('.v8cache')), 'the code cache to be written', 30_000);
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect(await cli(['restart'], env)).toMatchObject({ exitCode: 0 });
+    expect(await cli(['status'], env)).toMatchObject({ exitCode: 0 });
+    expect(codeCache()).toEqual(['absent', 'used']);
   });
 
   it("keeps Node's compile cache in the user's own cache directory, never a shared one", async () => {

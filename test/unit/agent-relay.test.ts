@@ -1,11 +1,11 @@
-import { existsSync, mkdtempSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentRelay } from '../../daemon/bridges/agent-relay.js';
 import { SESSION_MAX_OPEN, SESSION_RATE_PER_SECOND, UPSTREAM_MAX_OPEN, UpstreamGate } from '../../daemon/bridges/bounds.js';
 import { createLogger } from '../../daemon/os/logger.js';
-import { Cleanup } from '../helpers.js';
+import { Cleanup, waitFor } from '../helpers.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -112,6 +112,23 @@ describe('AgentRelay: each session has its own socket, bounded, closed when the 
     expect(outcomes.filter((outcome) => outcome === 'served')).toHaveLength(UPSTREAM_MAX_OPEN);
     expect(held).toHaveLength(UPSTREAM_MAX_OPEN);
     expect(sessions.at(-1)?.endpoint.refused).toBe(SESSION_MAX_OPEN);
+  });
+
+  it('makes the next session socket ahead: an acquire takes it, another is made, and a halt removes the one nobody took', async () => {
+    const { bridge } = await relay();
+    const first = await bridge.open();
+    const agents = path.dirname(first.dir);
+    const socketName = path.basename(first.endpoint.socketPath);
+    const ahead = await waitFor(() => readdirSync(agents).find((name) => name !== path.basename(first.dir) && existsSync(path.join(agents, name, socketName))), 'the socket made ahead');
+    // Made ahead, it is no session's: not among the relay's sockets.
+    expect(bridge.describe(1)).toMatchObject({ endpoints: 1 });
+    const second = await bridge.open();
+    expect(path.basename(second.dir)).toBe(ahead);
+    expect((await connect(second.endpoint.socketPath)).answer).toBe('agent');
+    expect(bridge.describe(2)).toMatchObject({ endpoints: 2 });
+    await waitFor(() => readdirSync(agents).length === 3, 'the next socket made ahead');
+    await bridge.halt();
+    expect(readdirSync(agents).sort()).toEqual([path.basename(first.dir), path.basename(second.dir)].sort());
   });
 
   it('closing a session\'s socket ends its connections and removes its directory; kept, the directory stays for the next daemon', async () => {

@@ -171,6 +171,7 @@ describe('daemonEnvironment', () => {
         XDG_RUNTIME_DIR: '/run/user/1',
         XDG_STATE_HOME: '/s',
         XDG_CONFIG_HOME: '/c',
+        XDG_CACHE_HOME: '/k',
         SANDBOXD_RUNTIME_DIR: '/r',
         SANDBOXD_LOG_LEVEL: 'debug',
         CONTAINERS_CONF: '/x',
@@ -194,6 +195,7 @@ describe('daemonEnvironment', () => {
       XDG_RUNTIME_DIR: '/run/user/1',
       XDG_STATE_HOME: '/s',
       XDG_CONFIG_HOME: '/c',
+      XDG_CACHE_HOME: '/k',
       SANDBOXD_RUNTIME_DIR: '/r',
       SANDBOXD_LOG_LEVEL: 'debug',
       // Where it was started from: macOS privacy judges the daemon as that app.

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { SandboxdError } from '../../../shared/errors.js';
 import type { ContainerUser, SessionGit, SessionInfo } from '../../../shared/contracts/sessions.js';
-import { AGENT_NOT_FORWARDED, type Plan } from '../../../shared/contracts/plan.js';
+import type { Plan } from '../../../shared/contracts/plan.js';
+import { AGENT_NOT_FORWARDED } from '../../../shared/agent-warning.js';
 import { applyPlan } from '../../apply-plan.js';
 import { parseRunArgs } from '../../run-args.js';
 import { removeSession } from '../../admin.js';
