@@ -62,7 +62,7 @@ describe('the CLI behaves like the CLIs people know (built CLI)', () => {
       const result = await cli(['logs'], env);
       return result.stdout.includes('listening') ? result : null;
     }, 'the daemon to log');
-    expect(logs.stdout).toMatch(/^\S+Z INFO {2}- +listening {2}socket=\S+ version=\S+ socketActivated=false startupMs=\d+$/m);
+    expect(logs.stdout).toMatch(/^\S+Z INFO {2}- +listening {2}socket=\S+ version=\S+ socketActivated=false phases=\{"runtime":[\d.]+,.*\} startupMs=\d+ startupCpuMs=\d+ codeCache=\S+$/m);
     const stopped = await cli(['stop'], env);
     expect(stopped.stdout).toBe('sandboxd stopped');
     expect((await cli(['version'], env)).stdout).toMatch(/^client: \S+ \(protocol \d+\)\ndaemon: not running$/);

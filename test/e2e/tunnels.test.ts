@@ -51,9 +51,9 @@ async function tunnelLab(service = false, vmTmpOf?: number): Promise<Lab> {
   return { sandbox, sshd, env, agent, image };
 }
 
-/** The tunnel's ssh names no VM path (its script is on stdin, its forwards go over its control socket in the runtime dir). */
+/** The tunnel's ssh names no VM path (its script is on stdin, its forwards go over its control socket in the runtime dir, quoted as ssh reads an option's path). */
 function sshPidsFor(env: NodeJS.ProcessEnv): number[] {
-  const out = spawnSync('pgrep', ['-f', `^ssh .*ControlPath=${env.SANDBOXD_RUNTIME_DIR ?? ''}/t/`], { encoding: 'utf8' }).stdout;
+  const out = spawnSync('pgrep', ['-f', `^ssh .*ControlPath="${env.SANDBOXD_RUNTIME_DIR ?? ''}/t/`], { encoding: 'utf8' }).stdout;
   return out.split('\n').filter((line) => line !== '').map(Number);
 }
 
