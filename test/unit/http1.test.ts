@@ -65,6 +65,18 @@ async function rawServer(onData: (socket: net.Socket, data: string, connection: 
   return { socketPath, connections: () => count };
 }
 
+/** A server that writes a whole 200 answer one byte at a time, each after the last was flushed. */
+function bytewiseServer(): ReturnType<typeof rawServer> {
+  const answer = 'HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{"a":1}';
+  return rawServer((socket) => {
+    let at = 0;
+    const next = (): void => {
+      if (at < answer.length) socket.write(answer[at++] ?? '', next);
+    };
+    next();
+  });
+}
+
 const get = (socketPath: string, extra: Partial<Exchange> = {}) => exchange({ socketPath, method: 'GET', path: '/v1/status', headers: {}, timeoutMs: 5_000, ...extra });
 
 describe('HTTP/1.1 over the daemon socket', () => {
@@ -174,14 +186,7 @@ describe('HTTP/1.1 over the daemon socket', () => {
   });
 
   it('reads an answer that arrives a byte at a time, and a body framed by the end of the connection', async () => {
-    const answer = 'HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{"a":1}';
-    const bytewise = await rawServer((socket) => {
-      let at = 0;
-      const next = (): void => {
-        if (at < answer.length) socket.write(answer[at++] ?? '', next);
-      };
-      next();
-    });
+    const bytewise = await bytewiseServer();
     expect((await get(bytewise.socketPath)).body.toString()).toBe('{"a":1}');
     const untilEnd = await rawServer((socket) => socket.end('HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\nto the end'));
     expect((await get(untilEnd.socketPath)).body.toString()).toBe('to the end');
@@ -272,14 +277,7 @@ describe('HTTP/1.1 over the daemon socket, on Bun\'s own socket', () => {
       socket.destroy();
     });
     const silent = await rawServer(() => undefined);
-    const answer = 'HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{"a":1}';
-    const bytewise = await rawServer((socket) => {
-      let at = 0;
-      const next = (): void => {
-        if (at < answer.length) socket.write(answer[at++] ?? '', next);
-      };
-      next();
-    });
+    const bytewise = await bytewiseServer();
     const dir = path.dirname(socketIn('bun'));
     const sockets = {
       kept: kept.socketPath,
