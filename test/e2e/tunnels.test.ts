@@ -53,7 +53,7 @@ async function tunnelLab(service = false, vmTmpOf?: number): Promise<Lab> {
 
 /** The tunnel's ssh names no VM path (its script is on stdin, its forwards go over its control socket in the runtime dir). */
 function sshPidsFor(env: NodeJS.ProcessEnv): number[] {
-  const out = spawnSync('pgrep', ['-f', `^ssh .*ControlPath=${env.SANDBOXD_RUNTIME_DIR ?? ''}/t/`], { encoding: 'utf8' }).stdout;
+  const out = spawnSync('pgrep', ['-f', `^ssh .*ControlPath="${env.SANDBOXD_RUNTIME_DIR ?? ''}/t/`], { encoding: 'utf8' }).stdout;
   return out.split('\n').filter((line) => line !== '').map(Number);
 }
 
