@@ -10,8 +10,10 @@ import { acquireSession, SandboxdError } from '../../client/index.js';
  *
  * With SOAK_PLANT set (the planter, one per phase, its cwd a repository of its own), "use" is also
  * what a hostile sandbox does under its mounts: one file per cycle where the host's git would
- * follow or run it. It prints `{ planted, content }` first, so a plant counts even when the guard
- * ends the session before the release.
+ * follow or run it, written where the container sees `.git` (the sandbox's own git dir, the mount
+ * the plan puts there). It prints `{ planted, content }` with the host's path of that file: the
+ * invariant is that the host's git dir never holds what the sandbox wrote, during the session and
+ * after its commits came home.
  */
 type Cycle = { ok: true; acquireMs: number; used: boolean } | { ok: false; code: string };
 
@@ -36,8 +38,10 @@ function agentAnswers(socketDir: string): Promise<boolean> {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** One plant of each kind in turn: a redirect, foreign objects, a hook in a new submodule git dir, a worktree led elsewhere. */
-function plant(cycle: number): void {
-  const gitDir = path.join(process.cwd(), '.git');
+function plant(cycle: number, mounts: readonly { source: string; target: string }[]): void {
+  const hostGitDir = path.join(process.cwd(), '.git');
+  const gitDir = mounts.find((mount) => mount.target === hostGitDir)?.source;
+  if (gitDir === undefined) throw new Error(`the plan mounts nothing at ${hostGitDir}`);
   const tag = `${String(process.pid)}-${String(cycle)}`;
   const content = `/elsewhere/${tag}\n`;
   const kinds = [
@@ -57,7 +61,7 @@ function plant(cycle: number): void {
   ];
   const file = (kinds[cycle % kinds.length] ?? kinds[0])?.() ?? '';
   writeFileSync(file, content);
-  process.stdout.write(`${JSON.stringify({ planted: file, content })}\n`);
+  process.stdout.write(`${JSON.stringify({ planted: path.join(hostGitDir, path.relative(gitDir, file)), content })}\n`);
 }
 
 let cycles = 0;
@@ -69,7 +73,7 @@ while (!state.stopping) {
     const acquireMs = performance.now() - start;
     const agentDir = session.plan.mounts.find((mount) => mount.purpose === 'ssh agent')?.source;
     const used = agentDir !== undefined && (await agentAnswers(agentDir));
-    if (process.env.SOAK_PLANT === '1') plant(cycles);
+    if (process.env.SOAK_PLANT === '1') plant(cycles, session.plan.mounts);
     cycles += 1;
     await sleep(Math.random() * 300);
     await session.release();

@@ -70,13 +70,18 @@ export interface HeldView {
 
 /**
  * Checked while every client is frozen mid-lease (SIGSTOP): the daemon's counts must match the
- * sessions it holds and the processes that exist.
+ * sessions it holds and the processes that exist. After a daemon was killed, the next one serves
+ * the sockets of its predecessor's sessions again until their clients renew (DESIGN §9, kept
+ * endpoints), and each holds its tunnel for that one lease: a frozen client has not renewed yet,
+ * so there a tunnel may hold more refs than sessions (never fewer), and the quiet check after the
+ * phase proves those refs end.
  */
-export function heldViolations(view: HeldView): string[] {
+export function heldViolations(view: HeldView, phase: { daemonRestarted: boolean }): string[] {
   const violations: string[] = [];
   const forwarded = view.sessions.filter((session) => session.ssh.status === 'forwarded').length;
   const refs = view.tunnels.reduce((sum, tunnel) => sum + tunnel.refs, 0);
-  if (refs !== forwarded) violations.push(`tunnel refs ${String(refs)} != forwarded sessions ${String(forwarded)}`);
+  const mismatch = phase.daemonRestarted ? refs < forwarded : refs !== forwarded;
+  if (mismatch) violations.push(`tunnel refs ${String(refs)} ${refs < forwarded ? '<' : '!='} forwarded sessions ${String(forwarded)}`);
   for (const session of view.sessions) {
     if (!alive(session.clientPid)) violations.push(`session ${session.id} of dead client ${String(session.clientPid)}`);
   }
@@ -106,8 +111,8 @@ export function quietViolations(view: QuietView): string[] {
 }
 
 /**
- * No planted file survives a session: each one the planter wrote is gone from where it was put
- * (moved aside by the guard) or holds something else (written back as it must be).
+ * The host's git dir takes no write from a sandbox: no file the planter wrote in the sandbox's git
+ * dir appears, with its content, at the same place in the host's.
  */
 export function plantedViolations(planted: readonly { planted: string; content: string }[]): string[] {
   return planted
@@ -118,7 +123,7 @@ export function plantedViolations(planted: readonly { planted: string; content: 
         return false;
       }
     })
-    .map(({ planted: file }) => `planted file survived: ${file}`);
+    .map(({ planted: file }) => `a sandbox's plant reached the host: ${file}`);
 }
 
 /** Names, sizes and mtimes under `dir`, except the daemon's own dirs: the fuzzer must change none. */
