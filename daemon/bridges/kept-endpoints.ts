@@ -101,6 +101,30 @@ export class KeptEndpoints {
     return found.served;
   }
 
+  /**
+   * The sweep: a socket whose client ended before renewing is closed at once, as its session would
+   * have been (no renewal can come, and its container must not keep the agent for the rest of the lease).
+   */
+  async sweep(): Promise<void> {
+    if (this.held.size === 0) return;
+    const entries = [...this.held.entries()];
+    const alive = await this.deps.probe.startTimes([...new Set(entries.map(([, held]) => held[0]?.session.clientPid ?? 0))]);
+    // A renewal may have taken some over while the probe ran: only what is still held goes.
+    const gone = entries.filter(([id, held]) => {
+      const client = held[0]?.session;
+      return this.held.get(id) === held && (client === undefined || !sameProcess(alive, client.clientPid, client.clientStartTime));
+    });
+    if (gone.length === 0) return;
+    for (const [id] of gone) this.held.delete(id);
+    this.logger.info({ sessions: gone.map(([id]) => id) }, 'their clients ended before renewing; closing their sockets');
+    for (const [, held] of gone) for (const entry of held) entry.served.lease.release();
+    if (this.held.size === 0) {
+      this.cancelExpiry?.();
+      this.cancelExpiry = null;
+    }
+    this.changed();
+  }
+
   /** What is still waiting for a renewal, as the next daemon should find it. */
   private waiting(): KeptSession[] {
     return [...this.held.values()].map((entries) => ({ ...(entries[0]?.session as Held['session']), endpoints: entries.map((entry) => entry.endpoint) }));

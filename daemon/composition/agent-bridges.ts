@@ -166,6 +166,11 @@ export class AgentBridges {
     return this.docker.refresh();
   }
 
+  /** The sweep: sockets served again for a previous daemon's sessions close once their clients ended. */
+  sweepKept(): Promise<void> {
+    return this.kept.sweep();
+  }
+
   /** A session started or ended: the record of the sessions' sockets is written a moment later. */
   changed(): void {
     this.kept.changed();

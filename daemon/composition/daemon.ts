@@ -64,6 +64,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         containers: () => services.containers.sweep(),
         sessions: async () => {
           await registry.sweep();
+          await agentBridges.sweepKept();
           await gitSync.poll();
         },
         bridges: () => agentBridges.all.check(),

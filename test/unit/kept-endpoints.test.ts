@@ -103,6 +103,24 @@ describe('KeptEndpoints: a running container\'s sockets outlive a graceful stop,
     });
   });
 
+  it('the sweep closes at once the sockets of a client that ended before renewing, and records it; a live client\'s wait goes on', async () => {
+    const { subject, time, probe, released, read } = await kept([
+      session('ses_live000001', 100, [relay('0000000000000001')]),
+      session('ses_live000002', 200, [relay('0000000000000002')]),
+    ]);
+    await subject.start();
+    await subject.sweep();
+    expect(released).toEqual([]);
+    probe.processes.delete(200);
+    await subject.sweep();
+    expect(released).toEqual(['0000000000000002']);
+    await time.advance(1_000);
+    await vi.waitFor(() => {
+      expect(read().sessions.map((entry) => entry.sessionId)).toEqual(['ses_live000001']);
+    });
+    expect(await subject.take('ses_live000001', 100, null, '/agent.sock')).not.toBeNull();
+  });
+
   it('writes a burst of changes once, a moment later; freezing writes at once and nothing after', async () => {
     const live = [session('ses_new0000001', 100, [relay('00000000000000aa')])];
     const { subject, time, read, file } = await kept([session('ses_live000001', 100, [relay('0000000000000001')])], live);
