@@ -70,7 +70,8 @@ export function slotPaths(layout: TunnelLayout, slot: string): { dir: string; so
  * skips a directory it cannot lock, with everything in it (tmpfiles.d(5), "Age"), so Fedora's
  * 10-day ageing of /tmp never removes a session's socket under running containers.
  *
- * No argv shows the tunnel dir: only the `mkdir`/`rm` that create and remove it name it, inside
+ * No argv shows a path in the VM: the script enters the root's parent first and creates the root
+ * by its bare name (which anyone can list in /tmp anyway), the tunnel dir's `mkdir`/`rm` run inside
  * a root no other user can enter, and slot commands name a session's directory only relative to
  * it. One line: the stub reads exactly one.
  */
@@ -81,10 +82,11 @@ export function remoteScript(layout: TunnelLayout): string {
     `r=${shQuote(root)}; n=${shQuote(path.posix.basename(dir))}`,
     `e=none; [ -r /sys/fs/selinux/enforce ] && read -r e < /sys/fs/selinux/enforce; echo "${SELINUX_MARKER} $e"`,
     'umask 077',
+    `d=$(cd -P -- "\${r%/*}" && pwd -P) && cd -- "$d" || ${fail(3, 'cannot enter the directory of $r')}`,
+    `b=\${r##*/}`,
     // Something already there (ours from before, or anyone's) is judged below, never followed.
-    `mkdir -m 700 -- "$r" 2>/dev/null || [ -e "$r" ] || [ -L "$r" ] || ${fail(3, 'cannot create $r')}`,
-    `d=$(cd -P -- "\${r%/*}" && pwd -P) || ${fail(3, 'cannot enter the directory of $r')}`,
-    `if cd -P -- "$r" 2>/dev/null && [ "$(pwd -P)" = "$d/\${r##*/}" ] && [ -O . ]; then chmod 700 . || ${fail(3, 'cannot make $r private')}; else echo ${ROOT_TAKEN_MARKER}; exit 6; fi`,
+    `mkdir -m 700 -- "$b" 2>/dev/null || [ -e "$b" ] || [ -L "$b" ] || ${fail(3, 'cannot create $r')}`,
+    `if cd -P -- "$b" 2>/dev/null && [ "$(pwd -P)" = "$d/$b" ] && [ -O . ]; then chmod 700 . || ${fail(3, 'cannot make $r private')}; else echo ${ROOT_TAKEN_MARKER}; exit 6; fi`,
     `{ [ -d "$n" ] || mkdir -m 711 -- "$n"; } && cd -P -- "$n" && [ -O . ] || ${fail(3, 'cannot create the tunnel directory in $r')}`,
     `exec 9<. && { flock -s -w ${LOCK_WAIT_SECONDS} 9 2>/dev/null || echo ${UNLOCKED_MARKER}; }`,
     `echo ${READY_MARKER}`,

@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, lstatSync, lutimesSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lstatSync, lutimesSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -185,6 +185,32 @@ describe('the remote script in a real shell (this host stands in for the VM)', (
     expect(stdout.split('\n').filter((line) => /^sandboxd-seen [789] /.test(line))).toEqual(['sandboxd-seen 7 f', 'sandboxd-seen 8 d', 'sandboxd-seen 9 -']);
     expect(code).toBe(0);
     expect(existsSync(at.dir)).toBe(false);
+  });
+
+  it('no command the script runs names a path in the VM: each external program\'s argv is logged through a shim', async () => {
+    const at = tempLayout();
+    const parent = path.dirname(at.root);
+    const shims = path.join(parent, 'bin');
+    mkdirSync(shims);
+    const log = path.join(parent, 'argv.log');
+    // Every program the script may run outside the shell's builtins; each logs its argv, then runs.
+    for (const program of ['mkdir', 'chmod', 'rm', 'rmdir', 'ln', 'flock', 'pwd', 'cat']) {
+      const real = execFileSync('sh', ['-c', `command -v ${program}`], { encoding: 'utf8' }).trim();
+      writeFileSync(path.join(shims, program), `#!/bin/sh\necho "${program} $*" >> ${shQuote(log)}\nexec ${real} "$@"\n`, { mode: 0o755 });
+    }
+    const remote = runRemote(remoteScript(at), { PATH: `${shims}:${process.env.PATH ?? '/usr/bin:/bin'}` });
+    await expect.poll(() => remote.stdout().includes('sandboxd-ready'), { timeout: 10_000 }).toBe(true);
+    await command(remote, `m 1 ${SLOT}`, '1');
+    await bind(slotPaths(at, SLOT).socket);
+    await command(remote, `p 2 ${SLOT}`, '2');
+    await command(remote, `r 3 ${SLOT}`, '3');
+    remote.end('halt\n');
+    expect((await remote.output).code).toBe(0);
+    const argvs = readFileSync(log, 'utf8').trim().split('\n');
+    // It ran: the root, the tunnel dir and the session's directory were made, and removed on halt.
+    expect(argvs.filter((argv) => argv.startsWith('mkdir ')).length).toBeGreaterThanOrEqual(3);
+    expect(argvs.some((argv) => argv.startsWith('rm '))).toBe(true);
+    expect(argvs.filter((argv) => argv.includes(parent))).toEqual([]);
   });
 
   it('without the halt word the sessions\' directories stay (the next daemon binds their sockets again), and `m` removes the socket a dead sshd left', async () => {
