@@ -59,8 +59,11 @@ export interface Unavailable {
   code?: 'AGENT_SOCKET_DENIED';
 }
 
-/** The session's agent, or one of its extra host sockets (which only some bridges can carry). */
-export type ServeRole = 'agent' | 'socket';
+/**
+ * The session's agent, one of its extra host sockets, or its git credential socket (which only
+ * bridges with a socket of the session's own on this host can carry).
+ */
+export type ServeRole = 'agent' | 'socket' | 'credentials';
 
 export interface EndpointLeaseParts {
   refused(): number;

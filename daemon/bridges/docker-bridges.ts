@@ -74,6 +74,19 @@ export function agentMismatchWarning(label: string, vmKeys: readonly string[], s
 }
 
 /**
+ * An engine whose VM reaches the host only through its own forwarder of the agent cannot carry a
+ * session's credential socket: no host socket can be bind-mounted into its VM, and a listener its
+ * containers reach over the network would be every container's, the session's identity then
+ * resting on what the container says.
+ */
+export function builtinCredentialsUnavailable(label: string): Unavailable {
+  return {
+    unavailable: `${label} carries only its own agent into its VM: no socket of the session's own reaches its containers, so no request could be told from another container's`,
+    remedy: 'use an ssh remote (the agent is forwarded), a Podman machine (`--engine podman`), or Docker Engine on Linux',
+  };
+}
+
+/**
  * The agent bridge for `--engine docker` (DESIGN §7): identify the engine behind the session's
  * docker context, then use its built-in socket (verified by a probe; through the engine's hub and
  * a relay container of the session's own), the Podman tunnel, an ssh tunnel, the local relay, or
@@ -140,6 +153,7 @@ export class DockerBridges {
       case 'skip':
         return { unavailable: bridge.reason, remedy: bridge.remedy };
       case 'builtin':
+        if (role === 'credentials') return builtinCredentialsUnavailable(engine.identity.label);
         if (role === 'socket') {
           return { unavailable: `${engine.identity.label} carries only its own agent into its VM, not other host sockets`, remedy: 'Use a Podman machine or Docker Engine on Linux for extra sockets.' };
         }

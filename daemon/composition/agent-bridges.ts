@@ -194,12 +194,6 @@ export class AgentBridges {
       connectionRequested: input.connection !== undefined,
     });
     if (choice.kind === 'unavailable') return { unavailable: choice.reason };
-    if (choice.kind === 'engine' && this.announces(agentSocket)) {
-      return {
-        unavailable: "a Docker engine's containers reach the host's sockets only through its shared relay, which cannot tell sessions apart",
-        remedy: 'use podman (a Podman machine on a Mac), or an ssh remote',
-      };
-    }
     if (choice.kind === 'engine') return this.docker.serve(agentSocket, input, role, choice.builtinOnly, name);
     return choice.kind === 'mount' ? this.serveByRelay(agentSocket, input.engine, name) : this.serveByTunnel(agentSocket, input, name);
   }

@@ -69,8 +69,9 @@ function skipped(hosts: string[], reason: string, remedy?: string): CredentialsS
 }
 
 /**
- * The session's credential socket through the bridge its extra sockets take (the local relay, or
- * a Podman machine's tunnel), registered with the daemon's server under that socket's own path.
+ * The session's credential socket through the bridge its extra sockets take (the local relay for
+ * Podman or a Docker Engine on this host, or an ssh tunnel into a Podman machine or a remote
+ * engine), registered with the daemon's server under that socket's own path.
  * Never fatal: a bridge that cannot carry it is a warning naming why.
  */
 export async function planGitCredentials(input: AcquireInput, sessionId: string, deps: SshDeps, credentials: CredentialDeps | undefined): Promise<CredentialsSection> {
@@ -79,14 +80,14 @@ export async function planGitCredentials(input: AcquireInput, sessionId: string,
   if (credentials === undefined) return skipped(hosts, 'this daemon serves no credentials');
   let served;
   try {
-    served = await deps.serve(credentials.socket, { ...input, sshBridge: socketBridge(input.sshBridge) }, 'socket', CREDENTIAL_SOCKET_NAME);
+    served = await deps.serve(credentials.socket, { ...input, sshBridge: socketBridge(input.sshBridge) }, 'credentials', CREDENTIAL_SOCKET_NAME);
   } catch (error) {
     return skipped(hosts, error instanceof Error ? error.message : String(error));
   }
   if ('unavailable' in served) return skipped(hosts, served.unavailable, served.remedy);
   if (served.kind === 'desktop' || served.mountSource === null || served.endpointPath === undefined) {
     served.lease.release();
-    return skipped(hosts, 'its bridge has no socket of the session\'s own on this host', 'use podman, or an ssh remote');
+    return skipped(hosts, 'its bridge has no socket of the session\'s own on this host', 'use an ssh remote, a Podman machine (`--engine podman`), or Docker Engine on Linux');
   }
   const unregister = credentials.register(served.endpointPath, {
     sessionId,

@@ -1,9 +1,10 @@
-import type { AcquireInput } from '../../shared/contracts/sessions.js';
+import type { AcquireInput, SshBridgeSetting } from '../../shared/contracts/sessions.js';
 import { SandboxdError } from '../../shared/errors.js';
 import type { Platform } from '../../shared/paths.js';
 import type { IdentifiedEngine } from '../engines/engine-identifier.js';
 import { chooseSite } from '../podman/engine-site.js';
 import { chooseBridge } from '../plan/bridge-select.js';
+import { socketBridge } from '../plan/host-sockets.js';
 import type { UserMappingEngine } from '../plan/user-namespace.js';
 
 export interface UserEngineDeps {
@@ -28,9 +29,12 @@ export interface UserEngineDeps {
 export async function userEngine(input: AcquireInput, deps: UserEngineDeps): Promise<UserMappingEngine> {
   if (input.engine === 'docker') {
     // docker info is asked only where its answer is needed anyway: a container user other than
-    // root (whose files?), or an agent carried by the engine (identified by the bridge too, from
-    // the same cache). Elsewhere docker's own run reports an engine that does not answer.
-    const bridged = input.sshAgent !== 'off' && chooseBridge({ setting: input.sshBridge, engine: 'docker', platform: deps.platform, env: input.client.env ?? {}, connectionRequested: input.connection !== undefined }).kind === 'engine';
+    // root (whose files?), or an agent or credential socket carried by the engine (identified by
+    // the bridge too, from the same cache). Elsewhere docker's own run reports an engine that does
+    // not answer.
+    const carried = (setting: SshBridgeSetting): boolean =>
+      chooseBridge({ setting, engine: 'docker', platform: deps.platform, env: input.client.env ?? {}, connectionRequested: input.connection !== undefined }).kind === 'engine';
+    const bridged = (input.sshAgent !== 'off' && carried(input.sshBridge)) || (input.gitCredentials.length > 0 && carried(socketBridge(input.sshBridge)));
     if (!bridged && (input.containerUser?.uid ?? 0) === 0) return { kind: 'other' };
     const identified = await deps.identifyDocker(input).catch((error: unknown) => {
       // No docker on the session's PATH: its own `run` says so (127), as it would without sandboxd.

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AcquireRequest } from '../../shared/contracts/sessions.js';
 import type { ServedAgent, Unavailable } from '../../daemon/bridges/bridge.js';
+import { builtinCredentialsUnavailable } from '../../daemon/bridges/docker-bridges.js';
 import type { CredentialSession } from '../../daemon/credentials/credential-server.js';
 import { credentialHelperEnv, type CredentialDeps } from '../../daemon/plan/git-credentials.js';
 import type { SshDeps } from '../../daemon/plan/host-sockets.js';
@@ -11,13 +12,13 @@ const input = (extra: Record<string, unknown> = {}) =>
 
 /** Stands in for the bridges (what they serve) and the daemon's credential server (who registered). */
 function fakes(answer: (socket: string) => ServedAgent | Unavailable) {
-  const served: { socket: string; name: string | null; bridge: string }[] = [];
+  const served: { socket: string; name: string | null; bridge: string; role: string }[] = [];
   const released: string[] = [];
   const registered = new Map<string, CredentialSession>();
   const ssh: SshDeps = {
     inspect: () => Promise.resolve({ usable: false, reason: 'none' }),
-    serve: (socket, session, _role, name) => {
-      served.push({ socket, name, bridge: session.sshBridge });
+    serve: (socket, session, role, name) => {
+      served.push({ socket, name, bridge: session.sshBridge, role });
       return Promise.resolve(answer(socket));
     },
   };
@@ -59,7 +60,7 @@ describe('git credentials in the plan', () => {
   it('serves the daemon\'s credential socket as a session socket of its own, mounted read-only, registered for the session until its lease ends', async () => {
     const f = fakes(() => f.relay());
     const section = await planSsh(input({ sshBridge: 'none' }), f.ssh, { sessionId: 'ses_abc123', credentials: f.credentials });
-    expect(f.served).toEqual([{ socket: '/rt/git-credential.sock', name: 'git-credential', bridge: 'auto' }]);
+    expect(f.served).toEqual([{ socket: '/rt/git-credential.sock', name: 'git-credential', bridge: 'auto', role: 'credentials' }]);
     expect(section.gitCredentials).toEqual({ status: 'served', hosts: ['github.com', 'git.example.com:8443'], bridge: 'mount', socket: '/run/sandboxd/git-credential/agent.sock' });
     expect(section.mounts).toContainEqual({ source: '/rt/agents/0123456789abcdef', target: '/run/sandboxd/git-credential', readOnly: true, purpose: 'git credentials', relabel: 'z' });
     expect(section.env.GIT_CONFIG_COUNT).toBe('4');
@@ -74,11 +75,14 @@ describe('git credentials in the plan', () => {
     expect(f.released).toEqual(['relay_cred']);
   });
 
-  it('a bridge that cannot carry it (a Docker engine\'s shared relay) is a warning with the reason and the remedy, never a silent no', async () => {
-    const f = fakes(() => ({ unavailable: "a Docker engine's containers reach the host's sockets only through its shared relay", remedy: 'use podman' }));
+  it('a bridge that cannot carry it (Docker Desktop\'s built-in agent only) is a warning with the reason and the remedy, never a silent no', async () => {
+    const f = fakes(() => builtinCredentialsUnavailable('Docker Desktop'));
     const section = await planSsh(input({ engine: 'docker' }), f.ssh, { sessionId: 'ses_abc123', credentials: f.credentials });
-    expect(section.gitCredentials).toEqual({ status: 'skipped', hosts: ['github.com', 'git.example.com:8443'], reason: "a Docker engine's containers reach the host's sockets only through its shared relay" });
-    expect(section.warnings).toContain("git: HTTPS credentials for github.com, git.example.com:8443 are not served: a Docker engine's containers reach the host's sockets only through its shared relay (remedy: use podman)");
+    const reason = "Docker Desktop carries only its own agent into its VM: no socket of the session's own reaches its containers, so no request could be told from another container's";
+    expect(section.gitCredentials).toEqual({ status: 'skipped', hosts: ['github.com', 'git.example.com:8443'], reason });
+    expect(section.warnings).toContain(
+      `git: HTTPS credentials for github.com, git.example.com:8443 are not served: ${reason} (remedy: use an ssh remote (the agent is forwarded), a Podman machine (\`--engine podman\`), or Docker Engine on Linux)`,
+    );
     expect(section.env.GIT_CONFIG_COUNT).toBeUndefined();
     expect(f.registered.size).toBe(0);
   });
