@@ -8,16 +8,18 @@ import { CREDENTIAL_BURST } from '../../dist/daemon/credentials/credential-serve
 import { CLI, Cleanup, cliEnv, makeSandbox, type Sandbox } from '../helpers.js';
 import { startHttpsGit, type HttpsGit } from '../lab/https-git.js';
 import { startPodmanMachine } from '../lab/podman-machine.js';
-import { labMissing, podmanLab } from './lab.js';
+import { dockerLabUnavailable, startDockerd, type Dockerd } from '../lab/dockerd.js';
+import { lab, labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
-afterAll(() => cleanup.run());
+afterAll(() => cleanup.run(), 120_000);
 
 const USER = 'lab';
 const TOKEN = `tok-${randomBytes(12).toString('hex')}`;
 /** The user's tokens for other origins, which no request of these sessions may reach. */
 const OTHER = `other-${randomBytes(12).toString('hex')}`;
 const SOCKET = '/run/sandboxd/git-credential/agent.sock';
+const dockerUnavailable = dockerLabUnavailable(lab);
 
 /**
  * The user's host, as a person with an HTTPS remote has it: git's `store` helper holding the token
@@ -81,9 +83,9 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
     return acquired;
   }
 
-  function inContainer(plan: Parameters<typeof applyPlan>[1], script: string, user: string[] = [], runEnv: NodeJS.ProcessEnv = env) {
-    const applied = applyPlan(['run', '--rm', '--network', 'host', ...user, image, 'sh', '-c', script], plan);
-    return execa('podman', [...applied.globalArgs, ...applied.args], { env: { ...runEnv, ...applied.spawnEnv }, extendEnv: false, reject: false, timeout: 90_000 });
+  function inContainer(plan: Parameters<typeof applyPlan>[1], script: string, user: string[] = [], runEnv: NodeJS.ProcessEnv = env, runImage = image, engine = 'podman') {
+    const applied = applyPlan(['run', '--rm', '--network', 'host', ...user, runImage, 'sh', '-c', script], plan);
+    return execa(engine, [...applied.globalArgs, ...applied.args], { env: { ...runEnv, ...applied.spawnEnv }, extendEnv: false, reject: false, timeout: 90_000 });
   }
 
   function pushScript(branch: string): string {
@@ -181,18 +183,22 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
     expect(answers.slice(1, requests.length)).toEqual(requests.slice(1).map(() => 'rc=0'));
   });
 
-  it('git credential approve and reject in the container, and store and erase sent straight to the socket, never change the host\'s store', async () => {
-    const named = await session({ gitCredentials: [server.host] });
+  /** git's approve and reject, then store and erase sent straight to the socket, then a fill. */
+  function storeAndEraseScript(): string {
     const cache = (action: string, password: string) =>
       `printf 'protocol=https\\nhost=${server.host}\\nusername=${USER}\\npassword=${password}\\n' | git credential-cache --socket ${SOCKET} ${action}`;
-    const script = [
+    return [
       `printf 'protocol=https\\nhost=${server.host}\\nusername=${USER}\\npassword=planted\\n' | git credential approve`,
       `printf 'protocol=https\\nhost=${server.host}\\nusername=${USER}\\npassword=${TOKEN}\\n' | git credential reject`,
       cache('store', 'planted'),
       cache('erase', TOKEN),
       `printf 'protocol=https\\nhost=${server.host}\\n' | git credential fill`,
     ].join('\n');
-    const result = await inContainer(named.plan, script);
+  }
+
+  it('git credential approve and reject in the container, and store and erase sent straight to the socket, never change the host\'s store', async () => {
+    const named = await session({ gitCredentials: [server.host] });
+    const result = await inContainer(named.plan, storeAndEraseScript());
     expect(result.stdout).toBe(`protocol=https\nhost=${server.host}\nusername=${USER}\npassword=${TOKEN}`);
     expect(readFileSync(credentialsFile, 'utf8')).toBe(storeBefore);
   });
@@ -208,13 +214,61 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
     expect(log).toContain(`"sessionId":"${named.id}","host":"${server.host}","outcome":"refused"`);
   });
 
-  it('a Docker engine (one shared relay for every session): not served, with the reason and the remedy in the plan', async () => {
-    const docker = await session({ engine: 'docker', sshAgent: 'off', gitCredentials: [server.host] });
-    expect(docker.gitCredentials).toEqual({ status: 'skipped', hosts: [server.host], reason: expect.stringContaining('shared relay') as string });
-    expect(docker.plan.warnings).toContainEqual(expect.stringContaining(`git: HTTPS credentials for ${server.host} are not served`));
-    expect(docker.plan.warnings.join('\n')).toContain('remedy: use podman');
-    expect(docker.info.gitCredentials).toEqual([]);
-    expect(docker.plan.env.GIT_CONFIG_COUNT).toBeUndefined();
+  /**
+   * A real Docker Engine on this host (dockerd with its own roots, no iptables, no bridge): its
+   * bind mounts are host paths, so each session's socket comes from the local relay, as Podman's.
+   */
+  describe.skipIf(dockerUnavailable !== null && process.env.CI === undefined)('a Docker Engine on this host', () => {
+    let dockerd: Dockerd;
+    let dockerEnv: NodeJS.ProcessEnv;
+
+    beforeAll(async () => {
+      if (dockerUnavailable !== null) throw new Error(`the docker lab is not available: ${dockerUnavailable}`);
+      dockerd = await startDockerd('credentials', lab, cleanup);
+      dockerEnv = { ...env, DOCKER_HOST: dockerd.host };
+    }, 180_000);
+
+    const dockerSession = (options: Partial<AcquireOptions>) => session({ engine: 'docker', ...options }, dockerEnv);
+    const inDocker = (plan: Parameters<typeof applyPlan>[1], script: string, user: string[] = []) => inContainer(plan, script, user, dockerEnv, dockerd.image, 'docker');
+
+    it('pushes over HTTPS as root and as --user 1000 through the session\'s own socket on the local relay', async () => {
+      const root = await dockerSession({ gitCredentials: [server.host] });
+      expect(root.gitCredentials).toEqual({ status: 'served', hosts: [server.host], bridge: 'mount', socket: SOCKET });
+      expect(root.info.gitCredentials).toEqual([server.host]);
+      const asRoot = await inDocker(root.plan, pushScript('docker-root'));
+      expect(asRoot.stderr).toBe('');
+      expect(asRoot.stdout).toBe('pushed');
+      const user = await dockerSession({ gitCredentials: [server.host], containerUser: { uid: 1000, gid: 1000 } });
+      const asUser = await inDocker(user.plan, pushScript('docker-user'), ['--user', '1000:1000']);
+      expect(asUser.stderr).toBe('');
+      expect(asUser.stdout).toBe('pushed');
+      expect(await serverRefs()).toContain('refs/heads/docker-root');
+      expect(await serverRefs()).toContain('refs/heads/docker-user');
+      const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
+      expect(log).not.toContain(TOKEN);
+      const answered = log.split('\n').filter((line) => line.includes('credential answered')).map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(answered).toEqual(expect.arrayContaining([expect.objectContaining({ sessionId: user.id, host: server.host, username: USER, outcome: 'answered' })]));
+    });
+
+    it('a host not named gets nothing, through git or asked straight on the socket; without the option there is no socket', async () => {
+      const other = await dockerSession({ gitCredentials: ['git.example.com:8443'] });
+      expect(other.gitCredentials).toMatchObject({ status: 'served', bridge: 'mount', hosts: ['git.example.com:8443'] });
+      const result = await inDocker(other.plan, [`GIT_TERMINAL_PROMPT=0 git ls-remote ${server.url('project')} >/dev/null 2>&1; echo "ls-remote=$?"`, ask(['protocol=https', `host=${server.host}`])].join('\n'));
+      expect(result.stdout).toBe('ls-remote=128\nrc=0');
+      const plain = await dockerSession({});
+      expect(plain.gitCredentials).toBeNull();
+      const bare = await inDocker(plain.plan, [`GIT_TERMINAL_PROMPT=0 git ls-remote ${server.url('project')} >/dev/null 2>&1; echo "ls-remote=$?"`, `test -e ${SOCKET}; echo "socket=$?"`, 'env'].join('\n'));
+      expect(bare.stdout.split('\n').slice(0, 2)).toEqual(['ls-remote=128', 'socket=1']);
+      expect(bare.stdout).not.toContain(TOKEN);
+      expect(bare.stdout).not.toContain('GIT_CONFIG_COUNT');
+    });
+
+    it('approve, reject, store and erase in the container never change the host\'s store', async () => {
+      const named = await dockerSession({ gitCredentials: [server.host], containerUser: { uid: 1000, gid: 1000 } });
+      const result = await inDocker(named.plan, storeAndEraseScript(), ['--user', '1000:1000']);
+      expect(result.stdout).toBe(`protocol=https\nhost=${server.host}\nusername=${USER}\npassword=${TOKEN}`);
+      expect(readFileSync(credentialsFile, 'utf8')).toBe(storeBefore);
+    });
   });
 
   it('Podman machine: the session\'s credential socket comes through the tunnel, and a push works as --user 1000', async () => {

@@ -65,8 +65,14 @@ export async function startDockerd(name: string, lab: LabInfo, cleanup: Cleanup)
   cleanup.add(async () => {
     await docker(['rm', '--force', ...(await docker(['ps', '--all', '--quiet'])).stdout.split('\n').filter((id) => id !== '')]);
     await stop();
-    spawnSync('umount', ['-R', path.join(dir, 'data')], { stdio: 'ignore' });
-    spawnSync('umount', ['-R', path.join(dir, 'exec')], { stdio: 'ignore' });
+    // What the engine left mounted under its roots (a host-network container's netns/default
+    // too), deepest first; `umount -R` of a root that is no mount point itself reaches none.
+    const left = readFileSync('/proc/self/mounts', 'utf8')
+      .split('\n')
+      .map((line) => line.split(' ')[1] ?? '')
+      .filter((point) => point.startsWith(`${dir}/`))
+      .sort((a, b) => b.length - a.length);
+    for (const point of left) spawnSync('umount', [point], { stdio: 'ignore' });
     rmSync(dir, { recursive: true, force: true });
   });
   await start();
