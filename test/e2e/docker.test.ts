@@ -66,9 +66,10 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('sandboxd 
         remedy: 'Start the Docker service: `sudo systemctl start docker` (rootless Docker: `systemctl --user start docker`), or point DOCKER_HOST / DOCKER_CONTEXT at an engine that runs.',
       },
     };
-    for (const agent of ['auto', 'on']) {
-      const plan = await cli(['plan', '--engine', 'docker', '--ssh-agent', agent, '--json'], down);
-      expect({ agent, code: plan.exitCode, out: JSON.parse(plan.stdout) as unknown }).toEqual({ agent, code: 1, out: failure });
+    // The engine carries the agent, or (the agent off) the session's git credential socket.
+    for (const carried of [['--ssh-agent', 'auto'], ['--ssh-agent', 'on'], ['--ssh-agent', 'off', '--git-credentials', 'github.com']]) {
+      const plan = await cli(['plan', '--engine', 'docker', ...carried, '--json'], down);
+      expect({ carried, code: plan.exitCode, out: JSON.parse(plan.stdout) as unknown }).toEqual({ carried, code: 1, out: failure });
     }
     const run = await cli(['run', '--engine', 'docker', '--', '--rm', dockerd.image, 'true'], down);
     expect({ code: run.exitCode, stdout: run.stdout }).toEqual({ code: 1, stdout: '' });
