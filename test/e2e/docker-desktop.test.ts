@@ -121,7 +121,8 @@ function desktopCli(dir: string, product: 'desktop' | 'colima' = 'desktop'): { p
 }
 
 interface PlanJson {
-  session: { ssh: { status: string; bridge?: string; reason?: string } };
+  session: { ssh: { status: string; bridge?: string; reason?: string }; gitCredentials?: string[] };
+  gitCredentials?: unknown;
   plan: { warnings: string[]; args: string[] };
 }
 
@@ -284,6 +285,22 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
         remedy: 'Update Docker Desktop (it serves the agent at /run/host-services/ssh-auth.sock since 2.2), or pass --ssh-agent off.',
       },
     });
+  });
+
+  it('git credentials: refused with the reason and the remedy, never carried through the hub; the agent still is', async () => {
+    // Docker Desktop's VM reaches the host only through its forwarder (standing in here: the fake
+    // CLI and socket above); the engine, its hub and the relay containers are real.
+    const { plan } = await setup('agent');
+    const { session, plan: body, gitCredentials } = await plan(['--git-credentials', 'git.example.com']);
+    expect(session.ssh).toMatchObject({ status: 'forwarded', bridge: 'desktop' });
+    const reason = "Docker Desktop carries only its own agent into its VM: no socket of the session's own reaches its containers, so no request could be told from another container's";
+    expect(gitCredentials).toEqual({ status: 'skipped', hosts: ['git.example.com'], reason });
+    expect(session.gitCredentials).toEqual([]);
+    expect(body.warnings).toContain(
+      `git: HTTPS credentials for git.example.com are not served: ${reason} (remedy: use an ssh remote (the agent is forwarded), a Podman machine (\`--engine podman\`), or Docker Engine on Linux)`,
+    );
+    expect(JSON.stringify(body)).not.toContain('GIT_CONFIG_COUNT');
+    expect(JSON.stringify(body)).not.toContain('/run/sandboxd/git-credential');
   });
 
   it.each(['0600', '0755'] as const)(
