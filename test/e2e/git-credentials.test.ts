@@ -110,19 +110,27 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
     return `printf '${lines.join('\\n')}\\n' | git credential-cache --socket ${SOCKET} get; echo "rc=$?"`;
   }
 
+  type Opened = Awaited<ReturnType<typeof session>>;
+
+  /** A session with the host named pushes a branch `<prefix>-root` as root, then `<prefix>-user` as --user 1000. */
+  async function pushesAsRootAndUser(open: (options: Partial<AcquireOptions>) => Promise<Opened>, run: (plan: Opened['plan'], script: string, user: string[]) => ReturnType<typeof inContainer>, prefix: string): Promise<Opened[]> {
+    const opened: Opened[] = [];
+    for (const [who, user] of [['root', null], ['user', { uid: 1000, gid: 1000 }]] as const) {
+      const named = await open({ gitCredentials: [server.host], ...(user === null ? {} : { containerUser: user }) });
+      expect(named.gitCredentials).toEqual({ status: 'served', hosts: [server.host], bridge: 'mount', socket: SOCKET });
+      expect(named.info.gitCredentials).toEqual([server.host]);
+      const pushed = await run(named.plan, pushScript(`${prefix}-${who}`), user === null ? [] : ['--user', '1000:1000']);
+      expect(pushed.stderr).toBe('');
+      expect(pushed.stdout).toBe('pushed');
+      expect(await serverRefs()).toContain(`refs/heads/${prefix}-${who}`);
+      opened.push(named);
+    }
+    return opened;
+  }
+
   it('pushes over HTTPS as root and as --user 1000 with the host named: the token comes from the host\'s store helper', async () => {
-    const root = await session({ gitCredentials: [server.host] });
-    expect(root.gitCredentials).toEqual({ status: 'served', hosts: [server.host], bridge: 'mount', socket: SOCKET });
-    expect(root.info.gitCredentials).toEqual([server.host]);
-    const asRoot = await inContainer(root.plan, pushScript('from-root'));
-    expect(asRoot.stderr).toBe('');
-    expect(asRoot.stdout).toBe('pushed');
-    const user = await session({ gitCredentials: [server.host], containerUser: { uid: 1000, gid: 1000 } });
-    const asUser = await inContainer(user.plan, pushScript('from-user'), ['--user', '1000:1000']);
-    expect(asUser.stderr).toBe('');
-    expect(asUser.stdout).toBe('pushed');
-    expect(await serverRefs()).toContain('refs/heads/from-root');
-    expect(await serverRefs()).toContain('refs/heads/from-user');
+    const [root] = await pushesAsRootAndUser((options) => session(options), inContainer, 'from');
+    if (root === undefined) throw new Error('no session');
     // `sessions ls` names the hosts; the log names session, host and username, never the token.
     const listed = await execa(process.execPath, [CLI, 'sessions', 'ls', '--json'], { env, extendEnv: false, reject: false });
     expect(listed.stdout).toContain(`"gitCredentials": [\n      "${server.host}"\n    ]`);
@@ -232,18 +240,8 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
     const inDocker = (plan: Parameters<typeof applyPlan>[1], script: string, user: string[] = []) => inContainer(plan, script, user, dockerEnv, dockerd.image, 'docker');
 
     it('pushes over HTTPS as root and as --user 1000 through the session\'s own socket on the local relay', async () => {
-      const root = await dockerSession({ gitCredentials: [server.host] });
-      expect(root.gitCredentials).toEqual({ status: 'served', hosts: [server.host], bridge: 'mount', socket: SOCKET });
-      expect(root.info.gitCredentials).toEqual([server.host]);
-      const asRoot = await inDocker(root.plan, pushScript('docker-root'));
-      expect(asRoot.stderr).toBe('');
-      expect(asRoot.stdout).toBe('pushed');
-      const user = await dockerSession({ gitCredentials: [server.host], containerUser: { uid: 1000, gid: 1000 } });
-      const asUser = await inDocker(user.plan, pushScript('docker-user'), ['--user', '1000:1000']);
-      expect(asUser.stderr).toBe('');
-      expect(asUser.stdout).toBe('pushed');
-      expect(await serverRefs()).toContain('refs/heads/docker-root');
-      expect(await serverRefs()).toContain('refs/heads/docker-user');
+      const [, user] = await pushesAsRootAndUser(dockerSession, inDocker, 'docker');
+      if (user === undefined) throw new Error('no session');
       const log = readFileSync(path.join(sandbox.env.SANDBOXD_LOG_DIR, 'sandboxd.log'), 'utf8');
       expect(log).not.toContain(TOKEN);
       const answered = log.split('\n').filter((line) => line.includes('credential answered')).map((line) => JSON.parse(line) as Record<string, unknown>);
