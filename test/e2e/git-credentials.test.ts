@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { execa } from 'execa';
@@ -259,6 +259,16 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
       expect(bare.stdout.split('\n').slice(0, 2)).toEqual(['ls-remote=128', 'socket=1']);
       expect(bare.stdout).not.toContain(TOKEN);
       expect(bare.stdout).not.toContain('GIT_CONFIG_COUNT');
+    });
+
+    it('root in the container can neither replace its credential socket nor plant a file beside it: the mount is read-only', async () => {
+      const named = await dockerSession({ gitCredentials: [server.host] });
+      const dir = path.posix.dirname(SOCKET);
+      const script = [`rm -f ${SOCKET} 2>/dev/null; echo "rm=$?"`, `(: > ${dir}/planted) 2>/dev/null; echo "plant=$?"`, `test -S ${SOCKET}; echo "socket=$?"`, ask(['protocol=https', `host=${server.host}`])].join('\n');
+      const result = await inDocker(named.plan, script);
+      expect(result.stdout).toBe(`rm=1\nplant=1\nsocket=0\nusername=${USER}\npassword=${TOKEN}\nrc=0`);
+      const source = named.plan.mounts.find((mount) => mount.target === dir)?.source ?? '';
+      expect(readdirSync(source)).toEqual(['agent.sock']);
     });
 
     it('approve, reject, store and erase in the container never change the host\'s store', async () => {
