@@ -5,7 +5,7 @@
 // `sandboxd/llxprt`, `sandboxd/shared`) are one file each too (see the end), so the package needs
 // no runtime dependency: installing it fetches nothing and works offline.
 import { build } from 'esbuild';
-import { chmodSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import process from 'node:process';
 
@@ -165,4 +165,39 @@ for (const [entry, source] of LIBRARY) {
     chunkNames: `${path.dirname(entry)}/chunks/[name]-[hash]`,
     allowOverwrite: true,
   });
+  eagerChunkIntoEntry(`dist/${entry}.js`);
+}
+
+/**
+ * esbuild writes an entry that only re-exports its eager chunk, which the lazy chunks import too.
+ * Importing the entry then resolves, reads, compiles and links two files where one would do: the
+ * chunk's text becomes the entry's (its imports of lazy chunks pointed from the entry's directory)
+ * and the lazy chunks import the entry instead. The entry's namespace then also carries the names
+ * the lazy chunks import; its declarations (scripts/declarations.js) name only its own. An entry
+ * whose own code or whose several chunks esbuild left beside it is kept as it is: moving one chunk
+ * into it could make a static import cycle run a chunk before what it uses.
+ */
+function eagerChunkIntoEntry(entryFile) {
+  const reexport = /^import\{([\w$,]+)\}from"\.\/chunks\/(chunk-[\w-]+\.js)";export\{([\w$,]+)\};\n\/\/# sourceMappingURL=[\w.-]+\.map\n$/.exec(readFileSync(entryFile, 'utf8'));
+  if (reexport === null || reexport[1] !== reexport[3]) return;
+  const chunksDir = path.join(path.dirname(entryFile), 'chunks');
+  const eager = reexport[2];
+  const others = readdirSync(chunksDir).filter((name) => name.endsWith('.js') && name !== eager);
+  const specifier = (name) => new RegExp(`(from|import|import\\()"\\./${name.replaceAll('.', '\\.')}"`, 'g');
+  let text = readFileSync(path.join(chunksDir, eager), 'utf8').replace(`//# sourceMappingURL=${eager}.map`, `//# sourceMappingURL=chunks/${eager}.map`);
+  for (const name of others) text = text.replace(specifier(name), `$1"./chunks/${name}"`);
+  const exported = new Set([.../export\{([^}]*)\};\n\/\/# sourceMappingURL/.exec(text)?.[1].split(',') ?? []].map((item) => item.split(' as ').at(-1)));
+  const missing = reexport[1].split(',').filter((name) => !exported.has(name));
+  if (missing.length > 0) throw new Error(`${entryFile}: its eager chunk ${eager} does not export ${missing.join(', ')}`);
+  writeFileSync(entryFile, text);
+  for (const name of others) {
+    const file = path.join(chunksDir, name);
+    writeFileSync(file, readFileSync(file, 'utf8').replace(specifier(eager), `$1"../${path.basename(entryFile)}"`));
+  }
+  rmSync(path.join(chunksDir, eager));
+  // The entry's map was of the re-export; the chunk's map, left where its sources are relative to, is the entry's now.
+  rmSync(`${entryFile}.map`, { force: true });
+  const code = (file) => readFileSync(file, 'utf8').replace(/\n\/\/# sourceMappingURL=.*\n$/, '');
+  const leftover = [entryFile, ...others.map((name) => path.join(chunksDir, name))].filter((file) => code(file).includes(eager));
+  if (leftover.length > 0) throw new Error(`${leftover.join(', ')} still name ${eager}, which was moved into ${entryFile}`);
 }
