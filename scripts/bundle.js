@@ -44,6 +44,46 @@ function lazyBuiltin(name) {
 }
 
 /**
+ * The library entries' builtins, as ES modules: a library imports no CommonJS, and a CommonJS
+ * stand-in costs every import of it a copy of all its exports (esbuild's __toESM: a getter per
+ * export, hundreds on a launch). Each export is read from process.getBuiltinModule where it is
+ * used: a value when the bundle is evaluated, a function, or an object of getters, on first use
+ * where the module is loaded lazily (LAZY_BUILTINS) or the export itself is (node:fs's
+ * `promises` loads fs/promises). What no code imports is left out by esbuild.
+ */
+const builtinsAsModules = {
+  name: 'builtins-as-modules',
+  setup(build) {
+    build.onResolve({ filter: /^node:/ }, (args) => ({ path: args.path, namespace: 'builtin-module' }));
+    build.onLoad({ filter: /.*/, namespace: 'builtin-module' }, (args) => ({ contents: builtinModule(args.path), loader: 'js' }));
+  },
+};
+
+const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
+
+function gettersOver(keys, source) {
+  return keys.filter((key) => IDENTIFIER.test(key)).map((key) => `get ${key}() { return ${source}.${key}; }`).join(', ');
+}
+
+function builtinModule(name) {
+  const real = process.getBuiltinModule(name);
+  const lazy = LAZY_BUILTINS.has(name);
+  const lines = [`let loaded;`, `const load = () => (loaded ??= process.getBuiltinModule(${JSON.stringify(name)}));`];
+  lines.push(lazy ? `export default { ${gettersOver(Object.keys(real), 'load()')} };` : `export default /* @__PURE__ */ load();`);
+  for (const key of Object.keys(real)) {
+    if (!IDENTIFIER.test(key) || key === 'default') continue;
+    const deferred = lazy || Object.getOwnPropertyDescriptor(real, key)?.get !== undefined;
+    const value = real[key];
+    if (deferred && typeof value === 'function') {
+      lines.push(`export function ${key}(...args) { return new.target === undefined ? load().${key}(...args) : Reflect.construct(load().${key}, args, new.target); }`);
+    } else if (deferred && typeof value === 'object' && value !== null) {
+      lines.push(`export const ${key} = { ${gettersOver(Object.keys(value), `load().${key}`)} };`);
+    } else lines.push(`export const ${key} = /* @__PURE__ */ (() => load().${key})();`);
+  }
+  return lines.join('\n');
+}
+
+/**
  * fastify requires its JSON-schema compilers (ajv, fast-json-stringify) only when no compiler is
  * given; the daemon gives its own (http/server.ts: routes validate with zod), so they never run.
  * Bundled, they are a third of the daemon's bundle, which every start parses: each is left out,
@@ -158,7 +198,7 @@ for (const [entry] of LIBRARY) rmSync(`dist/${path.dirname(entry)}/chunks`, { re
 for (const [entry, source] of LIBRARY) {
   await build({
     ...SHARED,
-    plugins: [...SHARED.plugins, oneEagerChunk(await eagerFiles(source))],
+    plugins: [builtinsAsModules, leaveOutUnused, oneEagerChunk(await eagerFiles(source))],
     entryPoints: { [entry]: source },
     outdir: 'dist',
     splitting: true,
