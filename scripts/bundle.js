@@ -189,6 +189,8 @@ function oneEagerChunk(eager) {
 // one chunk, and everything else (starting a daemon, an error's schema and zod with it) is a chunk
 // of its own, loaded when first needed. No banner: the client imports no CommonJS, so this build
 // also proves an ESM bundle of it needs no `require`.
+/** The prefix of what a library entry exports only for its own lazy chunks (eagerChunkIntoEntry). */
+const INTERNAL_EXPORT = '__sandboxdInternal_';
 const LIBRARY = [
   ['client/index', 'client/index.ts'],
   ['client/llxprt/index', 'client/llxprt/index.ts'],
@@ -212,27 +214,44 @@ for (const [entry, source] of LIBRARY) {
  * esbuild writes an entry that only re-exports its eager chunk, which the lazy chunks import too.
  * Importing the entry then resolves, reads, compiles and links two files where one would do: the
  * chunk's text becomes the entry's (its imports of lazy chunks pointed from the entry's directory)
- * and the lazy chunks import the entry instead. The entry's namespace then also carries the names
- * the lazy chunks import; its declarations (scripts/declarations.js) name only its own. An entry
- * whose own code or whose several chunks esbuild left beside it is kept as it is: moving one chunk
- * into it could make a static import cycle run a chunk before what it uses.
+ * and the lazy chunks import the entry instead. What they import that the entry does not export
+ * itself is exported under INTERNAL_EXPORT's prefix, so the entry's namespace says which names are
+ * its own (its declarations, scripts/declarations.js, name only those). An entry whose own code
+ * or whose several chunks esbuild left beside it is kept as it is: moving one chunk into it could
+ * make a static import cycle run a chunk before what it uses.
  */
+/** `a,b as c` (esbuild's import and export lists) as [name, alias] pairs. */
+function bindings(list) {
+  return list.split(',').map((item) => {
+    const [name, alias = name] = item.split(' as ');
+    return [name, alias];
+  });
+}
+
 function eagerChunkIntoEntry(entryFile) {
   const reexport = /^import\{([\w$,]+)\}from"\.\/chunks\/(chunk-[\w-]+\.js)";export\{([\w$,]+)\};\n\/\/# sourceMappingURL=[\w.-]+\.map\n$/.exec(readFileSync(entryFile, 'utf8'));
   if (reexport === null || reexport[1] !== reexport[3]) return;
+  const own = new Set(reexport[1].split(','));
   const chunksDir = path.join(path.dirname(entryFile), 'chunks');
   const eager = reexport[2];
   const others = readdirSync(chunksDir).filter((name) => name.endsWith('.js') && name !== eager);
   const specifier = (name) => new RegExp(`(from|import|import\\()"\\./${name.replaceAll('.', '\\.')}"`, 'g');
+  const exportList = /export\{([^}]*)\};(\n\/\/# sourceMappingURL=[^\n]*\n)$/;
   let text = readFileSync(path.join(chunksDir, eager), 'utf8').replace(`//# sourceMappingURL=${eager}.map`, `//# sourceMappingURL=chunks/${eager}.map`);
   for (const name of others) text = text.replace(specifier(name), `$1"./chunks/${name}"`);
-  const exported = new Set([.../export\{([^}]*)\};\n\/\/# sourceMappingURL/.exec(text)?.[1].split(',') ?? []].map((item) => item.split(' as ').at(-1)));
-  const missing = reexport[1].split(',').filter((name) => !exported.has(name));
+  const exports = bindings(exportList.exec(text)?.[1] ?? '');
+  const missing = [...own].filter((name) => !exports.some(([, exported]) => exported === name));
   if (missing.length > 0) throw new Error(`${entryFile}: its eager chunk ${eager} does not export ${missing.join(', ')}`);
+  const outward = (exported) => (own.has(exported) ? exported : `${INTERNAL_EXPORT}${exported}`);
+  text = text.replace(exportList, (_, list, map) => `export{${bindings(list).map(([local, exported]) => `${local} as ${outward(exported)}`).join(',')}};${map}`);
   writeFileSync(entryFile, text);
+  const entryImport = new RegExp(`import\\{([^}]*)\\}from"\\./${eager.replaceAll('.', '\\.')}"`, 'g');
   for (const name of others) {
     const file = path.join(chunksDir, name);
-    writeFileSync(file, readFileSync(file, 'utf8').replace(specifier(eager), `$1"../${path.basename(entryFile)}"`));
+    const rewritten = readFileSync(file, 'utf8')
+      .replace(entryImport, (_, list) => `import{${bindings(list).map(([exported, local]) => `${outward(exported)} as ${local}`).join(',')}}from"./${eager}"`)
+      .replace(specifier(eager), `$1"../${path.basename(entryFile)}"`);
+    writeFileSync(file, rewritten);
   }
   rmSync(path.join(chunksDir, eager));
   // The entry's map was of the re-export; the chunk's map, left where its sources are relative to, is the entry's now.
