@@ -31,8 +31,12 @@ export interface LaunchCost {
   importMs: number[];
   /** From the first line to the first byte of the acquire at the daemon. */
   firstRequestMs: number[];
+  /** From the import done to the acquire's first byte at the daemon: the client's work before it asks. */
+  beforeRequestMs: number[];
   /** From the acquire's first byte at the daemon to the last byte of its answer: the daemon's share. */
   daemonMs: number[];
+  /** From the answer's last byte to llxprt's argument list merged: the client's work on the answer. */
+  afterMs: number[];
   /** From the first line to llxprt's argument list merged: what the launch pays. */
   mergedMs: number[];
   /** CPU time (user + system) of the import, and of everything until the merge. */
@@ -101,7 +105,7 @@ async function credentialProxy(dir: string): Promise<{ socketPath: string; close
 export async function llxprtLaunchCost(runtime: string, shape: LaunchShape, env: NodeJS.ProcessEnv, daemonSocket: string, dir: string, runs: number): Promise<LaunchCost> {
   const proxy = await timingProxy(dir, daemonSocket);
   const credential = await credentialProxy(dir);
-  const cost: LaunchCost = { importMs: [], firstRequestMs: [], daemonMs: [], mergedMs: [], importCpuMs: [], mergedCpuMs: [] };
+  const cost: LaunchCost = { importMs: [], firstRequestMs: [], beforeRequestMs: [], daemonMs: [], afterMs: [], mergedMs: [], importCpuMs: [], mergedCpuMs: [] };
   const flags = shape === 'bare' ? ['bare'] : shape === 'node-net' ? ['node-net'] : [];
   const program = shape === 'bundled' ? [await bundledClient(dir, runtime), '-'] : [CLIENT, ADAPTER];
   try {
@@ -118,7 +122,9 @@ export async function llxprtLaunchCost(runtime: string, shape: LaunchShape, env:
       if (run === 0) continue;
       cost.importMs.push(times.imported - times.start);
       cost.firstRequestMs.push(acquire.firstIn - times.start);
+      cost.beforeRequestMs.push(acquire.firstIn - times.imported);
       cost.daemonMs.push(acquire.lastOut - acquire.firstIn);
+      cost.afterMs.push(times.merged - acquire.lastOut);
       cost.mergedMs.push(times.merged - times.start);
       cost.importCpuMs.push(times.cpuImported);
       cost.mergedCpuMs.push(times.cpuMerged);

@@ -12,7 +12,7 @@ import { daemonOfUnreapingParent, killToZombie } from '../test/lab/unreaping-par
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 import { DISCOVERY_TTL_MS } from '../daemon/podman/discovery-cache.js';
 import { GIT_FACTS_TTL_MS } from '../daemon/plan/git/git-host.js';
-import { llxprtLaunchCost, type LaunchShape } from './llxprt-import.js';
+import { llxprtLaunchCost, type LaunchCost, type LaunchShape } from './llxprt-import.js';
 import { median, percentile, timed } from './stats.js';
 import { coldPhaseRows, coldStartOf, coldSummaryRow, type ColdStart } from './cold-phases.js';
 import { gitRows } from './git-rows.js';
@@ -177,6 +177,16 @@ async function freshStartToFirstAcquire(env: NodeJS.ProcessEnv): Promise<ColdSta
  * into the program with `bun build`, as llxprt ships it, and on node:net instead of Bun's socket,
  * the comparison behind the client's choice.
  */
+/**
+ * A launch's time by part, each part's median: the import, the client's work before the acquire
+ * reaches the daemon, the daemon's answer, and the client's work on it until the arguments are
+ * merged (the parts' medians need not add up to the total's).
+ */
+function launchShares(cost: LaunchCost): string {
+  const part = (ms: number[]) => `${median(ms).toFixed(1)} ms`;
+  return `import ${part(cost.importMs)} + before the request ${part(cost.beforeRequestMs)} + the daemon ${part(cost.daemonMs)} + after the answer ${part(cost.afterMs)}`;
+}
+
 async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string, string, string][]> {
   const rows: [string, string, string][] = [];
   const daemonSocket = clientPaths(env).socketPath;
@@ -195,6 +205,7 @@ async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string,
         `${merged.toFixed(1)} ms`,
         `fastest ${Math.min(...launch.mergedMs).toFixed(1)} ms, CPU ${median(launch.mergedCpuMs).toFixed(1)} ms; the client's share ${(merged - daemon).toFixed(1)} ms (target: the whole <= 15 ms)`,
       ],
+      [`(10) sandboxd/llxprt on ${name}: where it goes`, `${merged.toFixed(1)} ms`, launchShares(launch)],
       [`(10) sandboxd/llxprt on ${name}, bare process: arguments merged`, `${median(bare.mergedMs).toFixed(1)} ms`, `nothing loaded before; import ${median(bare.importMs).toFixed(1)} ms, the daemon's share ${median(bare.daemonMs).toFixed(1)} ms`],
     );
     if (name.startsWith('bun')) {
@@ -204,8 +215,9 @@ async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string,
         [
           `(10) sandboxd/llxprt on ${name}, in a bun build bundle: arguments merged`,
           `${median(bundled.mergedMs).toFixed(1)} ms`,
-          `as llxprt ships it; fastest ${Math.min(...bundled.mergedMs).toFixed(1)} ms; import ${median(bundled.importMs).toFixed(1)} ms, the daemon's share ${median(bundled.daemonMs).toFixed(1)} ms, CPU ${median(bundled.mergedCpuMs).toFixed(1)} ms`,
+          `as llxprt ships it; fastest ${Math.min(...bundled.mergedMs).toFixed(1)} ms, CPU ${median(bundled.mergedCpuMs).toFixed(1)} ms`,
         ],
+        [`(10) sandboxd/llxprt on ${name}, in a bun build bundle: where it goes`, `${median(bundled.mergedMs).toFixed(1)} ms`, launchShares(bundled)],
         [
           `(10) sandboxd/llxprt on ${name} over node:net: arguments merged`,
           `${median(nodeNet.mergedMs).toFixed(1)} ms`,

@@ -151,8 +151,13 @@ function canonicalName(name: string): string {
   return name;
 }
 
+/** An empty, `.` or `..` segment: an absolute path with none is its own normal form, but for a trailing slash. */
+const NOT_NORMAL = /\/\/|\/\.\.?(?:\/|$)/;
+
 function normalTarget(target: string): string {
-  const normal = path.posix.normalize(target);
+  // path's normalize walks a path character by character in JavaScript, and a launch's plan has a
+  // dozen mount targets, already normal: on Node the JIT would compile that loop mid-launch.
+  const normal = target.startsWith('/') && !NOT_NORMAL.test(target) ? target : path.posix.normalize(target);
   return normal.length > 1 && normal.endsWith('/') ? normal.slice(0, -1) : normal;
 }
 

@@ -4,7 +4,7 @@ import type { Engine } from '../shared/contracts/common.js';
 import { SandboxdError } from '../shared/errors.js';
 import { parseCredentialHosts } from '../shared/git-credential-hosts.js';
 import { envFlag } from './env-flags.js';
-import { clientPaths, type ConnectionOptions } from './connection.js';
+import { clientPaths, clientSocketPath, type ConnectionOptions } from './connection.js';
 import { holdLease, type Session } from './lease.js';
 import { request, sentUnanswered } from './transport.js';
 import { AcquireResponseShape } from '../shared/contracts/answer-shapes.js';
@@ -128,7 +128,7 @@ async function refuseResend(socketPath: string, error: unknown): Promise<void> {
  */
 export async function acquireSession(options: AcquireOptions): Promise<Session> {
   const env = options.env ?? process.env;
-  const paths = clientPaths(env);
+  const socketPath = clientSocketPath(env);
   const sshBridge = bridgeSetting(options, env);
   const gitCredentials = credentialHosts(options, env);
   // Options left unset stay undefined, which JSON leaves out: the daemon applies its defaults.
@@ -155,13 +155,13 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
   };
   const post = (renews?: string) =>
     request(
-      { socketPath: paths.socketPath, method: 'POST', route: SESSIONS_ROUTE, body: renews === undefined ? body : { ...body, renews }, timeoutMs: ACQUIRE_TIMEOUT_MS },
+      { socketPath, method: 'POST', route: SESSIONS_ROUTE, body: renews === undefined ? body : { ...body, renews }, timeoutMs: ACQUIRE_TIMEOUT_MS },
       AcquireResponseShape,
     );
   const autoStart = (options.autoStart ?? true) && !envFlag(env, 'SANDBOXD_NO_AUTOSTART');
   const start = async () => {
     const { ensureDaemon } = await import('./autostart.js');
-    return ensureDaemon({ paths, env, autoStart, daemonCommand: options.daemonCommand });
+    return ensureDaemon({ paths: clientPaths(env), env, autoStart, daemonCommand: options.daemonCommand });
   };
   let acquired: AcquireResponse;
   try {
@@ -172,9 +172,9 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     // SANDBOXD_NO_AUTOSTART=1 is the user's word for every auto-starting caller. A daemon of an
     // older release makes way for this one (shared/protocol-policy.ts): ensureDaemon sees to it.
     if (!(code === 'DAEMON_NOT_RUNNING' || (code === 'PROTOCOL_MISMATCH' && autoStart))) throw error;
-    if (sentUnanswered(error)) await refuseResend(paths.socketPath, error);
+    if (sentUnanswered(error)) await refuseResend(socketPath, error);
     await start();
     acquired = await post();
   }
-  return holdLease(acquired, { socketPath: paths.socketPath, renew: post, heartbeat: options.heartbeat ?? true });
+  return holdLease(acquired, { socketPath, renew: post, heartbeat: options.heartbeat ?? true });
 }

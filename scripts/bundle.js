@@ -5,7 +5,7 @@
 // `sandboxd/llxprt`, `sandboxd/shared`) are one file each too (see the end), so the package needs
 // no runtime dependency: installing it fetches nothing and works offline.
 import { build } from 'esbuild';
-import { chmodSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import process from 'node:process';
 
@@ -41,6 +41,46 @@ const LAZY_BUILTINS = new Set(['node:child_process', 'node:fs/promises', 'node:n
 function lazyBuiltin(name) {
   const getters = Object.keys(process.getBuiltinModule(name)).map((key) => `get ${key}() { return load().${key}; }`);
   return `let loaded;\nconst load = () => (loaded ??= process.getBuiltinModule(${JSON.stringify(name)}));\nmodule.exports = { ${getters.join(', ')} };`;
+}
+
+/**
+ * The library entries' builtins, as ES modules: a library imports no CommonJS, and a CommonJS
+ * stand-in costs every import of it a copy of all its exports (esbuild's __toESM: a getter per
+ * export, hundreds on a launch). Each export is read from process.getBuiltinModule where it is
+ * used: a value when the bundle is evaluated, a function, or an object of getters, on first use
+ * where the module is loaded lazily (LAZY_BUILTINS) or the export itself is (node:fs's
+ * `promises` loads fs/promises). What no code imports is left out by esbuild.
+ */
+const builtinsAsModules = {
+  name: 'builtins-as-modules',
+  setup(build) {
+    build.onResolve({ filter: /^node:/ }, (args) => ({ path: args.path, namespace: 'builtin-module' }));
+    build.onLoad({ filter: /.*/, namespace: 'builtin-module' }, (args) => ({ contents: builtinModule(args.path), loader: 'js' }));
+  },
+};
+
+const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
+
+function gettersOver(keys, source) {
+  return keys.filter((key) => IDENTIFIER.test(key)).map((key) => `get ${key}() { return ${source}.${key}; }`).join(', ');
+}
+
+function builtinModule(name) {
+  const real = process.getBuiltinModule(name);
+  const lazy = LAZY_BUILTINS.has(name);
+  const lines = [`let loaded;`, `const load = () => (loaded ??= process.getBuiltinModule(${JSON.stringify(name)}));`];
+  lines.push(lazy ? `export default { ${gettersOver(Object.keys(real), 'load()')} };` : `export default /* @__PURE__ */ load();`);
+  for (const key of Object.keys(real)) {
+    if (!IDENTIFIER.test(key) || key === 'default') continue;
+    const deferred = lazy || Object.getOwnPropertyDescriptor(real, key)?.get !== undefined;
+    const value = real[key];
+    if (deferred && typeof value === 'function') {
+      lines.push(`export function ${key}(...args) { return new.target === undefined ? load().${key}(...args) : Reflect.construct(load().${key}, args, new.target); }`);
+    } else if (deferred && typeof value === 'object' && value !== null) {
+      lines.push(`export const ${key} = { ${gettersOver(Object.keys(value), `load().${key}`)} };`);
+    } else lines.push(`export const ${key} = /* @__PURE__ */ (() => load().${key})();`);
+  }
+  return lines.join('\n');
 }
 
 /**
@@ -149,6 +189,8 @@ function oneEagerChunk(eager) {
 // one chunk, and everything else (starting a daemon, an error's schema and zod with it) is a chunk
 // of its own, loaded when first needed. No banner: the client imports no CommonJS, so this build
 // also proves an ESM bundle of it needs no `require`.
+/** The prefix of what a library entry exports only for its own lazy chunks (eagerChunkIntoEntry). */
+const INTERNAL_EXPORT = '__sandboxdInternal_';
 const LIBRARY = [
   ['client/index', 'client/index.ts'],
   ['client/llxprt/index', 'client/llxprt/index.ts'],
@@ -158,11 +200,63 @@ for (const [entry] of LIBRARY) rmSync(`dist/${path.dirname(entry)}/chunks`, { re
 for (const [entry, source] of LIBRARY) {
   await build({
     ...SHARED,
-    plugins: [...SHARED.plugins, oneEagerChunk(await eagerFiles(source))],
+    plugins: [builtinsAsModules, leaveOutUnused, oneEagerChunk(await eagerFiles(source))],
     entryPoints: { [entry]: source },
     outdir: 'dist',
     splitting: true,
     chunkNames: `${path.dirname(entry)}/chunks/[name]-[hash]`,
     allowOverwrite: true,
   });
+  eagerChunkIntoEntry(`dist/${entry}.js`);
+}
+
+/**
+ * esbuild writes an entry that only re-exports its eager chunk, which the lazy chunks import too.
+ * Importing the entry then resolves, reads, compiles and links two files where one would do: the
+ * chunk's text becomes the entry's (its imports of lazy chunks pointed from the entry's directory)
+ * and the lazy chunks import the entry instead. What they import that the entry does not export
+ * itself is exported under INTERNAL_EXPORT's prefix, so the entry's namespace says which names are
+ * its own (its declarations, scripts/declarations.js, name only those). An entry whose own code
+ * or whose several chunks esbuild left beside it is kept as it is: moving one chunk into it could
+ * make a static import cycle run a chunk before what it uses.
+ */
+/** `a,b as c` (esbuild's import and export lists) as [name, alias] pairs. */
+function bindings(list) {
+  return list.split(',').map((item) => {
+    const [name, alias = name] = item.split(' as ');
+    return [name, alias];
+  });
+}
+
+function eagerChunkIntoEntry(entryFile) {
+  const reexport = /^import\{([\w$,]+)\}from"\.\/chunks\/(chunk-[\w-]+\.js)";export\{([\w$,]+)\};\n\/\/# sourceMappingURL=[\w.-]+\.map\n$/.exec(readFileSync(entryFile, 'utf8'));
+  if (reexport === null || reexport[1] !== reexport[3]) return;
+  const own = new Set(reexport[1].split(','));
+  const chunksDir = path.join(path.dirname(entryFile), 'chunks');
+  const eager = reexport[2];
+  const others = readdirSync(chunksDir).filter((name) => name.endsWith('.js') && name !== eager);
+  const specifier = (name) => new RegExp(`(from|import|import\\()"\\./${name.replaceAll('.', '\\.')}"`, 'g');
+  const exportList = /export\{([^}]*)\};(\n\/\/# sourceMappingURL=[^\n]*\n)$/;
+  let text = readFileSync(path.join(chunksDir, eager), 'utf8').replace(`//# sourceMappingURL=${eager}.map`, `//# sourceMappingURL=chunks/${eager}.map`);
+  for (const name of others) text = text.replace(specifier(name), `$1"./chunks/${name}"`);
+  const exports = bindings(exportList.exec(text)?.[1] ?? '');
+  const missing = [...own].filter((name) => !exports.some(([, exported]) => exported === name));
+  if (missing.length > 0) throw new Error(`${entryFile}: its eager chunk ${eager} does not export ${missing.join(', ')}`);
+  const outward = (exported) => (own.has(exported) ? exported : `${INTERNAL_EXPORT}${exported}`);
+  text = text.replace(exportList, (_, list, map) => `export{${bindings(list).map(([local, exported]) => `${local} as ${outward(exported)}`).join(',')}};${map}`);
+  writeFileSync(entryFile, text);
+  const entryImport = new RegExp(`import\\{([^}]*)\\}from"\\./${eager.replaceAll('.', '\\.')}"`, 'g');
+  for (const name of others) {
+    const file = path.join(chunksDir, name);
+    const rewritten = readFileSync(file, 'utf8')
+      .replace(entryImport, (_, list) => `import{${bindings(list).map(([exported, local]) => `${outward(exported)} as ${local}`).join(',')}}from"./${eager}"`)
+      .replace(specifier(eager), `$1"../${path.basename(entryFile)}"`);
+    writeFileSync(file, rewritten);
+  }
+  rmSync(path.join(chunksDir, eager));
+  // The entry's map was of the re-export; the chunk's map, left where its sources are relative to, is the entry's now.
+  rmSync(`${entryFile}.map`, { force: true });
+  const code = (file) => readFileSync(file, 'utf8').replace(/\n\/\/# sourceMappingURL=.*\n$/, '');
+  const leftover = [entryFile, ...others.map((name) => path.join(chunksDir, name))].filter((file) => code(file).includes(eager));
+  if (leftover.length > 0) throw new Error(`${leftover.join(', ')} still name ${eager}, which was moved into ${entryFile}`);
 }

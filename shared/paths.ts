@@ -62,15 +62,36 @@ function linuxRuntimeDir(stateDir: string, uid: number): string {
   return socketFits(beside, 'linux') ? beside : `/tmp/sandboxd-${String(uid)}-${shortHash(stateDir)}`;
 }
 
+function xdgStateHome(env: PathInputs['env'], home: string): string {
+  return nonEmpty(env.XDG_STATE_HOME) ?? path.join(home, '.local', 'state');
+}
+
+function stateDirOf({ platform, env, home }: PathInputs): string {
+  const chosen = nonEmpty(env.SANDBOXD_STATE_DIR);
+  if (chosen !== undefined) return path.resolve(chosen);
+  return path.resolve(platform === 'darwin' ? path.join(home, 'Library', 'Application Support', 'sandboxd') : path.join(xdgStateHome(env, home), 'sandboxd'));
+}
+
+function runtimeDirOf(inputs: PathInputs, stateDir: string): string {
+  const chosen = nonEmpty(inputs.env.SANDBOXD_RUNTIME_DIR);
+  if (chosen !== undefined) return path.resolve(chosen);
+  return inputs.platform === 'darwin' ? stateDir : linuxRuntimeDir(stateDir, inputs.uid);
+}
+
+/**
+ * The daemon's socket alone, as resolvePaths finds it: what a client on its way to a session
+ * needs, without the dozen other paths (a launch pays for each one's path arithmetic).
+ */
+export function resolveSocketPath(inputs: PathInputs): string {
+  return path.join(runtimeDirOf(inputs, stateDirOf(inputs)), SOCKET_NAME);
+}
+
 /** DESIGN §3. Pure: the caller supplies platform, env, uid and home. */
-export function resolvePaths({ platform, env, uid, home }: PathInputs): SandboxdPaths {
-  const appSupport = path.join(home, 'Library', 'Application Support', 'sandboxd');
-  const xdgState = nonEmpty(env.XDG_STATE_HOME) ?? path.join(home, '.local', 'state');
-  const stateDir = path.resolve(nonEmpty(env.SANDBOXD_STATE_DIR) ?? (platform === 'darwin' ? appSupport : path.join(xdgState, 'sandboxd')));
-  const runtimeDir = path.resolve(nonEmpty(env.SANDBOXD_RUNTIME_DIR) ?? (platform === 'darwin' ? stateDir : linuxRuntimeDir(stateDir, uid)));
-  const logDir =
-    nonEmpty(env.SANDBOXD_LOG_DIR) ??
-    (platform === 'darwin' ? path.join(home, 'Library', 'Logs', 'sandboxd') : path.join(xdgState, 'sandboxd', 'log'));
+export function resolvePaths(inputs: PathInputs): SandboxdPaths {
+  const { platform, env, home } = inputs;
+  const stateDir = stateDirOf(inputs);
+  const runtimeDir = runtimeDirOf(inputs, stateDir);
+  const logDir = nonEmpty(env.SANDBOXD_LOG_DIR) ?? (platform === 'darwin' ? path.join(home, 'Library', 'Logs', 'sandboxd') : path.join(xdgStateHome(env, home), 'sandboxd', 'log'));
 
   return {
     runtimeDir,

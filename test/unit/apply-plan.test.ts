@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { applyPlan } from '../../client/apply-plan.js';
 import { mountDestination, parseRunArgs } from '../../client/run-args.js';
@@ -85,6 +86,14 @@ describe('applyPlan: the caller\'s mounts win, a destination appears once', () =
     // `-v /x:/c:d` is `/x` on `/c` with the option `d`: another destination than the plan's `/c:d`.
     expect(applyPlan(['-v', '/x:/c:d', 'img'], planned).skipped).toEqual([]);
     expect(applyPlan(['--mount', 'type=bind,src=/x,dst=/c:d', 'img'], planned).skipped).toMatchObject([{ kind: 'mount', key: '/c:d' }]);
+  });
+
+  it('names a destination by its normal form, however it is spelled', () => {
+    const spellings = ['/b', '/b/', '//b', '/b//', '/./b', '/b/.', '/x/../b', '/b/c/..', '/b/./', 'b', './b', 'b/', '/.b', '/..b', '/b..', '/', '//', '/..', '/.'];
+    for (const spelling of spellings) {
+      const expected = path.posix.normalize(spelling).replace(/(.)\/$/, '$1');
+      expect({ spelling, targets: destinations(['-v', `/h:${spelling}`, '--tmpfs', spelling]) }).toEqual({ spelling, targets: [expected, expected] });
+    }
   });
 
   it('keeps the first of two plan mounts on one destination', () => {

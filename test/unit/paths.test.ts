@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SandboxdError } from '../../shared/errors.js';
-import { assertSocketPathFits, otherLayoutSockets, resolvePaths } from '../../shared/paths.js';
+import { assertSocketPathFits, otherLayoutSockets, resolvePaths, resolveSocketPath, type PathInputs } from '../../shared/paths.js';
 
 describe('resolvePaths (DESIGN §3)', () => {
   it('puts the socket beside the state on Linux, whatever XDG_RUNTIME_DIR the shell has', () => {
@@ -74,6 +74,30 @@ describe('resolvePaths (DESIGN §3)', () => {
         home: '/h',
       });
       expect([paths.socketPath, paths.statePath, paths.logPath]).toEqual(['/r/sandboxd.sock', '/s/state.json', '/l/sandboxd.log']);
+    }
+  });
+});
+
+describe('resolveSocketPath', () => {
+  it('finds the socket resolvePaths names, for every layout and override', () => {
+    const envs: PathInputs['env'][] = [
+      {},
+      { XDG_RUNTIME_DIR: '/run/user/1000', XDG_STATE_HOME: '/s' },
+      { XDG_STATE_HOME: '' },
+      { XDG_STATE_HOME: `/${'a'.repeat(79)}` },
+      { XDG_STATE_HOME: `/${'a'.repeat(80)}` },
+      { SANDBOXD_STATE_DIR: '/data/sbx' },
+      { SANDBOXD_STATE_DIR: 'relative/state' },
+      { SANDBOXD_STATE_DIR: `/${'c'.repeat(120)}` },
+      { SANDBOXD_RUNTIME_DIR: '/r' },
+      { SANDBOXD_RUNTIME_DIR: 'r/../rt/', SANDBOXD_STATE_DIR: '/s' },
+      { SANDBOXD_RUNTIME_DIR: '', SANDBOXD_STATE_DIR: '' },
+    ];
+    for (const platform of ['linux', 'darwin'] as const) {
+      for (const env of envs) {
+        const inputs = { platform, env, uid: 1000, home: '/home/u' };
+        expect(resolveSocketPath(inputs)).toBe(resolvePaths(inputs).socketPath);
+      }
     }
   });
 });
