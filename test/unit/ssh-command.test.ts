@@ -200,17 +200,27 @@ describe('the remote script in a real shell (this host stands in for the VM)', (
     }
     const remote = runRemote(remoteScript(at), { PATH: `${shims}:${process.env.PATH ?? '/usr/bin:/bin'}` });
     await expect.poll(() => remote.stdout().includes('sandboxd-ready'), { timeout: 10_000 }).toBe(true);
+    const logged = () => readFileSync(log, 'utf8').trim().split('\n');
+    const started = logged().length;
     await command(remote, `m 1 ${SLOT}`, '1');
+    // A new session's directory costs the VM one process: nothing is in it to remove.
+    expect(logged().slice(started)).toEqual([`mkdir -m 711 -- ${SLOT}`]);
     await bind(slotPaths(at, SLOT).socket);
     await command(remote, `p 2 ${SLOT}`, '2');
     await command(remote, `r 3 ${SLOT}`, '3');
     remote.end('halt\n');
     expect((await remote.output).code).toBe(0);
-    const argvs = readFileSync(log, 'utf8').trim().split('\n');
+    const argvs = logged();
     // It ran: the root, the tunnel dir and the session's directory were made, and removed on halt.
     expect(argvs.filter((argv) => argv.startsWith('mkdir ')).length).toBeGreaterThanOrEqual(3);
     expect(argvs.some((argv) => argv.startsWith('rm '))).toBe(true);
     expect(argvs.filter((argv) => argv.includes(parent))).toEqual([]);
+    // Started again over the root it made, the script runs no mkdir for it.
+    const again = runRemote(remoteScript(at), { PATH: `${shims}:${process.env.PATH ?? '/usr/bin:/bin'}` });
+    await expect.poll(() => again.stdout().includes('sandboxd-ready'), { timeout: 10_000 }).toBe(true);
+    again.end('halt\n');
+    expect((await again.output).code).toBe(0);
+    expect(logged().slice(argvs.length).filter((argv) => argv.startsWith('mkdir -m 700'))).toEqual([]);
   });
 
   it('without the halt word the sessions\' directories stay (the next daemon binds their sockets again), and `m` removes the socket a dead sshd left', async () => {
