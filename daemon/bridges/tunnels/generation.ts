@@ -71,6 +71,8 @@ export class Generation {
   foundTaken = false;
   /** Questions and slot commands over this ssh's stdin; null until it is ready. */
   private queries: VmQueries | null = null;
+  /** Session directories `prepare` asked for, by name: whether the VM made them. */
+  private readonly made = new Map<string, Promise<boolean>>();
   private mux: Promise<MuxClient> | null = null;
   private stderr = '';
 
@@ -94,18 +96,38 @@ export class Generation {
   }
 
   /**
-   * Publishes a session's socket in its directory: made (a socket an earlier bind left removed),
-   * bound by sshd as a remote forward to the session's host socket, then made usable by any
-   * container user. `again`: the forward exists on this connection already and is asked for anew.
+   * Makes a session's directory ahead of its publish (`m`), so that publish costs the VM one round
+   * trip fewer; `publish` of that name on this generation waits for this answer instead.
    */
-  async publish(slot: SlotTarget, again = false): Promise<void> {
+  prepare(name: string): void {
+    if (this.queries === null || this.made.has(name)) return;
+    const made = this.queries.slot('m', name);
+    made.catch(() => undefined);
+    this.made.set(name, made);
+  }
+
+  /**
+   * Publishes a session's socket in its directory: made (a socket an earlier bind left removed;
+   * `prepare` may have done it), bound by sshd as a remote forward to the session's host socket,
+   * then made usable by any container user. `again`: the forward exists on this connection already
+   * and is asked for anew. `next` names a directory to `prepare` in the same round trip as the last
+   * command; it is asked for a name only then, so no name is handed out before its `m` is sent.
+   */
+  async publish(slot: SlotTarget, options: { again?: boolean; next?: () => string | null } = {}): Promise<void> {
     const queries = this.requireQueries();
     const { socket } = slotPaths(this.layout, slot.name);
+    const prepared = this.made.get(slot.name);
+    this.made.delete(slot.name);
+    // Anew, the old forward goes first: `m` then removes the socket it bound.
+    const made = options.again === true ? null : (prepared ?? queries.slot('m', slot.name));
     const mux = await this.control();
-    if (again) await mux.closeRemoteForward(socket, slot.hostSocket).catch(() => undefined);
-    if (!(await queries.slot('m', slot.name))) throw this.failure(`cannot make the session directory ${slot.name} in the VM`);
+    if (options.again === true) await mux.closeRemoteForward(socket, slot.hostSocket).catch(() => undefined);
+    if (!(await (made ?? queries.slot('m', slot.name)))) throw this.failure(`cannot make the session directory ${slot.name} in the VM`);
     await mux.openRemoteForward(socket, slot.hostSocket);
-    if (!(await queries.slot('p', slot.name))) throw this.failure(`sshd did not bind the socket of session directory ${slot.name}`);
+    const usable = queries.slot('p', slot.name);
+    const next = options.next?.() ?? null;
+    if (next !== null) this.prepare(next);
+    if (!(await usable)) throw this.failure(`sshd did not bind the socket of session directory ${slot.name}`);
   }
 
   /** Cancels a session's forward and removes its directory in the VM. */
@@ -213,6 +235,8 @@ export class Generation {
       const stdin = this.child.stdin;
       this.queries = stdin === null ? null : new VmQueries((text) => stdin.write(text));
       this.isReady = true;
+      // The control connection is ready before the first publish asks for it.
+      void this.control().catch(() => undefined);
       this.options.events.ready(this);
     }
   }
