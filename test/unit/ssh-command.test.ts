@@ -112,7 +112,8 @@ describe('ssh command', () => {
 });
 
 /** Runs the stub in a local /bin/sh standing in for the VM's login shell, the script on its stdin. */
-function runRemote(script: string, env: NodeJS.ProcessEnv = process.env): { output: Promise<{ stdout: string; stderr: string; code: number | null }>; send(text: string): void; end(text: string): void; stdout(): string } {
+/** `queued`: lines sent in the same write as the script, as a new tunnel sends its first `m`. */
+function runRemote(script: string, env: NodeJS.ProcessEnv = process.env, queued = ''): { output: Promise<{ stdout: string; stderr: string; code: number | null }>; send(text: string): void; end(text: string): void; stdout(): string } {
   const child = spawn('/bin/sh', ['-c', REMOTE_STUB], { stdio: ['pipe', 'pipe', 'pipe'], env });
   cleanup.add(() => {
     child.kill('SIGKILL');
@@ -121,7 +122,7 @@ function runRemote(script: string, env: NodeJS.ProcessEnv = process.env): { outp
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  child.stdin.write(`${script}\n`);
+  child.stdin.write(`${script}\n${queued}`);
   return {
     output: new Promise((resolve) => child.once('close', (code) => {
       resolve({ stdout, stderr, code });
@@ -185,6 +186,17 @@ describe('the remote script in a real shell (this host stands in for the VM)', (
     expect(stdout.split('\n').filter((line) => /^sandboxd-seen [789] /.test(line))).toEqual(['sandboxd-seen 7 f', 'sandboxd-seen 8 d', 'sandboxd-seen 9 -']);
     expect(code).toBe(0);
     expect(existsSync(at.dir)).toBe(false);
+  });
+
+  it('a command sent in the same write as the script waits on stdin for it, and is answered once the script is ready', async () => {
+    const at = tempLayout();
+    const remote = runRemote(remoteScript(at), process.env, `m 1 ${SLOT}\n`);
+    await expect.poll(() => remote.stdout().includes('sandboxd-seen 1 d'), { timeout: 10_000 }).toBe(true);
+    const lines = remote.stdout().split('\n');
+    expect(lines.indexOf('sandboxd-ready')).toBeLessThan(lines.indexOf('sandboxd-seen 1 d'));
+    expect(statSync(slotPaths(at, SLOT).dir).mode & 0o777).toBe(0o711);
+    remote.end('halt\n');
+    expect((await remote.output).code).toBe(0);
   });
 
   it('no command the script runs names a path in the VM: each external program\'s argv is logged through a shim', async () => {

@@ -401,6 +401,20 @@ describe('Tunnel: each session\'s own socket (fake ssh and control socket, real 
     expect(verbs().filter((line) => line === `m ${next}`)).toHaveLength(1);
   });
 
+  it('a new ssh asks for a session directory behind its script, before it is ready; a cold acquire\'s session takes it', async () => {
+    const { tunnel, children } = setup();
+    tunnel.start();
+    const child = children[0];
+    const [script, queued] = (child?.stdinText ?? '').split('\n');
+    expect(script).toContain(`n='${DIR_NAME}'`);
+    expect(queued).toMatch(/^m \d+ [0-9a-f]{16}$/);
+    const opening = tunnel.open();
+    child?.ready();
+    const session = await opening;
+    expect(path.basename(session.vmDir)).toBe(queued?.split(' ')[2]);
+    expect(child?.commands().filter((line) => line.startsWith('m ') && line.endsWith(` ${path.basename(session.vmDir)}`))).toHaveLength(1);
+  });
+
   it('stopping as the daemon stops keeps the sessions\' directories and removes the spare\'s and the next spare\'s', async () => {
     const { tunnel, children, mux, ready } = setup({ keeping: true });
     await ready();

@@ -42,6 +42,8 @@ export interface GenerationOptions {
   layout: TunnelLayout;
   /** Where this generation's ssh listens as a ControlMaster (a daemon-private directory). */
   controlPath: string;
+  /** Session directories to make as soon as the script is ready (`prepare`). */
+  prepare?: readonly string[];
   /** Connects to a control socket (ssh-mux.ts; a test stands in for it). */
   connectMux(controlPath: string): Promise<MuxClient>;
   logger: Logger;
@@ -69,8 +71,8 @@ export class Generation {
   isReady = false;
   /** Its script found the root held by someone else: its close chooses another root. */
   foundTaken = false;
-  /** Questions and slot commands over this ssh's stdin; null until it is ready. */
-  private queries: VmQueries | null = null;
+  /** Questions and slot commands over this ssh's stdin, answered once its script is ready. */
+  private readonly lines: VmQueries | null;
   /** Session directories `prepare` asked for, by name: whether the VM made them. */
   private readonly made = new Map<string, Promise<boolean>>();
   private mux: Promise<MuxClient> | null = null;
@@ -83,7 +85,16 @@ export class Generation {
     this.layout = options.layout;
     this.log = options.logger.child({ generation: options.number, pid: child.pid });
     this.watch();
-    child.stdin?.write(`${remoteScript(options.layout)}\n`);
+    const stdin = child.stdin;
+    stdin?.write(`${remoteScript(options.layout)}\n`);
+    this.lines = stdin === null ? null : new VmQueries((text) => stdin.write(text));
+    // Queued behind the script: the VM makes them as soon as it is ready, before the first publish.
+    for (const name of options.prepare ?? []) this.prepare(name);
+  }
+
+  /** Questions and slot commands, once its script is ready; null before. */
+  private get queries(): VmQueries | null {
+    return this.isReady ? this.lines : null;
   }
 
   /** The last of what ssh printed on stderr (or why it could not be run). */
@@ -100,8 +111,8 @@ export class Generation {
    * trip fewer; `publish` of that name on this generation waits for this answer instead.
    */
   prepare(name: string): void {
-    if (this.queries === null || this.made.has(name)) return;
-    const made = this.queries.slot('m', name);
+    if (this.lines === null || this.made.has(name)) return;
+    const made = this.lines.slot('m', name);
     made.catch(() => undefined);
     this.made.set(name, made);
   }
@@ -153,7 +164,7 @@ export class Generation {
    * first tells it why) and escalates to signals within bounded time.
    */
   async stop(why: SandboxdError, farewell?: string): Promise<void> {
-    this.queries?.close(why);
+    this.lines?.close(why);
     void this.mux?.then((client) => {
       client.close();
     }, () => undefined);
@@ -207,7 +218,7 @@ export class Generation {
       this.stderr += error.code === 'ENOENT' ? 'ssh: command not found (install OpenSSH)' : error.message;
     });
     child.once('close', (code: number | null) => {
-      this.queries?.close(this.failure('the ssh connection closed'));
+      this.lines?.close(this.failure('the ssh connection closed'));
       void this.mux?.then((client) => {
         client.close();
       }, () => undefined);
@@ -228,12 +239,10 @@ export class Generation {
     } else if (marker === UNLOCKED_MARKER) {
       this.log.warn('cannot lock the tunnel directory in the VM (is flock installed there?); systemd-tmpfiles may age its sockets out of /tmp while the tunnel runs');
     } else if (marker === SEEN_MARKER) {
-      this.queries?.answer(rest[0] ?? '', rest[1] ?? '');
+      this.lines?.answer(rest[0] ?? '', rest[1] ?? '');
     } else if (marker === SLOTS_MARKER) {
-      this.queries?.answer(rest[0] ?? '', rest.slice(1).join(' '));
+      this.lines?.answer(rest[0] ?? '', rest.slice(1).join(' '));
     } else if (marker === READY_MARKER && !this.isReady && !this.foundTaken) {
-      const stdin = this.child.stdin;
-      this.queries = stdin === null ? null : new VmQueries((text) => stdin.write(text));
       this.isReady = true;
       // The control connection is ready before the first publish asks for it.
       void this.control().catch(() => undefined);

@@ -181,6 +181,17 @@ export class TunnelSlots {
     })));
   }
 
+  /**
+   * A name for a new generation to make first (Generation.prepare, queued behind its script): the
+   * premade one (made again: it may have been made on an earlier generation, and `m` finds it), or
+   * a new one, which becomes the premade.
+   */
+  forNextGeneration(): string[] {
+    if (this.stopped) return [];
+    this.premade ??= newEndpointDirName();
+    return [this.premade];
+  }
+
   /** The next spare's name, its directory asked for along with a publish's last command; null: one is. */
   private nextPremade(): string | null {
     if (this.stopped || this.premade !== null) return null;

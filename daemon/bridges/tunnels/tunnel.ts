@@ -340,6 +340,8 @@ export class Tunnel implements Bridge, IndexedTunnel {
       child,
       layout,
       controlPath,
+      // A cold acquire's session takes it: its directory is made the moment the VM is ready.
+      prepare: this.slots.forNextGeneration(),
       connectMux: this.options.connectMux ?? ((control) => MuxClient.connect(control)),
       logger: this.logger,
       events: {
