@@ -114,7 +114,7 @@ function fakeMux(mux: FakeMux, controlPath: string): MuxClient {
   return { closed: false, openRemoteForward: request('open'), closeRemoteForward: request('close'), close: () => undefined } as unknown as MuxClient;
 }
 
-function setup(options: { rediscover?: () => Promise<PodmanConnection>; replaceRoot?: (taken: string) => Promise<string>; keeping?: boolean } = {}) {
+function setup(options: { rediscover?: () => Promise<PodmanConnection>; replaceRoot?: (taken: string) => Promise<string>; keeping?: boolean; withhold?: string[] } = {}) {
   const children: FakeSsh[] = [];
   const records: (TunnelRecord | null)[] = [];
   const logs: { msg: string; taken?: string; root?: string; tunnelId?: string }[] = [];
@@ -143,6 +143,7 @@ function setup(options: { rediscover?: () => Promise<PodmanConnection>; replaceR
     logger: pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line) as (typeof logs)[number]) }),
     spawnSsh: (args) => {
       const child = new FakeSsh(1000 + children.length, args);
+      for (const verb of options.withhold ?? []) child.withhold.add(verb);
       if (vm.down) child.refuse();
       children.push(child);
       return child as unknown as ChildProcess;
@@ -258,6 +259,21 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     expect(children.slice(0, 2).map((child) => child.exitCode)).toEqual([0, 0]);
     expect(children[1]?.stdinText.endsWith('\nhalt\n')).toBe(true);
     expect(tunnel.describe(0).state).toBe('stopped');
+  });
+
+  it('a session directory asked for before a slow login is ready, whose answer timed out, is asked for again at publish', async () => {
+    const { tunnel, children } = setup({ withhold: ['m'] });
+    tunnel.start();
+    const child = children[0];
+    const queued = child?.commands()[0]?.split(' ')[2] ?? '';
+    expect(queued).toMatch(/^[0-9a-f]{16}$/);
+    await vi.advanceTimersByTimeAsync(6_000);
+    child?.withhold.clear();
+    const opening = tunnel.open();
+    child?.ready();
+    const session = await opening;
+    expect(path.basename(session.vmDir)).toBe(queued);
+    expect(child?.commands().filter((line) => line.startsWith('m ') && line.endsWith(` ${queued}`))).toHaveLength(2);
   });
 
   it('believes the ready line once: a VM that prints it again changes nothing', async () => {

@@ -129,8 +129,10 @@ export class Generation {
     const { socket } = slotPaths(this.layout, slot.name);
     const prepared = this.made.get(slot.name);
     this.made.delete(slot.name);
-    // Anew, the old forward goes first: `m` then removes the socket it bound.
-    const made = options.again === true ? null : (prepared ?? queries.slot('m', slot.name));
+    // Anew, the old forward goes first: `m` then removes the socket it bound. One prepared before a
+    // slow login may have timed out while the line waited behind the script: asked again, it finds
+    // the directory.
+    const made = options.again === true ? null : (prepared?.catch(() => queries.slot('m', slot.name)) ?? queries.slot('m', slot.name));
     const mux = await this.control();
     if (options.again === true) await mux.closeRemoteForward(socket, slot.hostSocket).catch(() => undefined);
     if (!(await (made ?? queries.slot('m', slot.name)))) throw this.failure(`cannot make the session directory ${slot.name} in the VM`);
