@@ -85,7 +85,7 @@ export function remoteScript(layout: TunnelLayout): string {
     `d=$(cd -P -- "\${r%/*}" && pwd -P) && cd -- "$d" || ${fail(3, 'cannot enter the directory of $r')}`,
     `b=\${r##*/}`,
     // Something already there (ours from before, or anyone's) is judged below, never followed.
-    `mkdir -m 700 -- "$b" 2>/dev/null || [ -e "$b" ] || [ -L "$b" ] || ${fail(3, 'cannot create $r')}`,
+    `[ -e "$b" ] || [ -L "$b" ] || mkdir -m 700 -- "$b" 2>/dev/null || [ -e "$b" ] || [ -L "$b" ] || ${fail(3, 'cannot create $r')}`,
     `if cd -P -- "$b" 2>/dev/null && [ "$(pwd -P)" = "$d/$b" ] && [ -O . ]; then chmod 700 . || ${fail(3, 'cannot make $r private')}; else echo ${ROOT_TAKEN_MARKER}; exit 6; fi`,
     `{ [ -d "$n" ] || mkdir -m 711 -- "$n"; } && cd -P -- "$n" && [ -O . ] || ${fail(3, 'cannot create the tunnel directory in $r')}`,
     `exec 9<. && { flock -s -w ${LOCK_WAIT_SECONDS} 9 2>/dev/null || echo ${UNLOCKED_MARKER}; }`,
@@ -98,15 +98,16 @@ export function remoteScript(layout: TunnelLayout): string {
 
 /**
  * A session's directory is named by the daemon (16 hex); a line that names anything else is
- * answered `-`. `m` makes it (0711) or finds it, and removes the socket an earlier bind left in it
- * (sshd refuses to bind over a file, and leaves the file when it stops listening); after sshd bound
+ * answered `-`. `m` makes it (0711), or finds it and removes the socket an earlier bind left in it
+ * (sshd refuses to bind over a file, and leaves the file when it stops listening): a directory it
+ * just made holds nothing, so a new session's costs the VM one process; after sshd bound
  * the socket, `p` makes it usable by any container user (sshd binds it 0600) and keeps a hard link
  * to it (`.bound`), which `V` compares every directory's socket with; `r` removes the directory.
  * Each is answered `sandboxd-seen <id> d`, or `-` when it failed; `V` with `sandboxd-slots <id>`
  * and the names whose socket is not the one bound.
  */
 const SLOT_COMMANDS = [
-  `"m "*) q=\${c#m }; k=\${q%% *}; p=\${q#* }; t=-; case "$p" in ''|*[!0-9a-f]*) ;; *) { [ -d "$p" ] || mkdir -m 711 -- "$p"; } && [ ! -L "$p" ] && [ -O "$p" ] && rm -f -- "$p/${SLOT_SOCKET}" "$p/.bound" && t=d;; esac; echo "${SEEN_MARKER} $k $t";;`,
+  `"m "*) q=\${c#m }; k=\${q%% *}; p=\${q#* }; t=-; case "$p" in ''|*[!0-9a-f]*) ;; *) if mkdir -m 711 -- "$p" 2>/dev/null; then t=d; elif [ -d "$p" ] && [ ! -L "$p" ] && [ -O "$p" ] && rm -f -- "$p/${SLOT_SOCKET}" "$p/.bound"; then t=d; fi;; esac; echo "${SEEN_MARKER} $k $t";;`,
   `"p "*) q=\${c#p }; k=\${q%% *}; p=\${q#* }; t=-; case "$p" in ''|*[!0-9a-f]*) ;; *) [ -S "$p/${SLOT_SOCKET}" ] && chmod 666 "$p/${SLOT_SOCKET}" && ln -f "$p/${SLOT_SOCKET}" "$p/.bound" && t=d;; esac; echo "${SEEN_MARKER} $k $t";;`,
   `"r "*) q=\${c#r }; k=\${q%% *}; p=\${q#* }; t=-; case "$p" in ''|*[!0-9a-f]*) ;; *) rm -f -- "$p/${SLOT_SOCKET}" "$p/.bound"; rmdir -- "$p" 2>/dev/null; t=d;; esac; echo "${SEEN_MARKER} $k $t";;`,
   `"V "*) k=\${c#V }; b=''; for f in */; do f=\${f%/}; [ -e "$f/.bound" ] || continue; [ -S "$f/.bound" ] && [ "$f/${SLOT_SOCKET}" -ef "$f/.bound" ] || b="$b $f"; done; echo "${SLOTS_MARKER} $k$b";;`,

@@ -112,7 +112,8 @@ describe('ssh command', () => {
 });
 
 /** Runs the stub in a local /bin/sh standing in for the VM's login shell, the script on its stdin. */
-function runRemote(script: string, env: NodeJS.ProcessEnv = process.env): { output: Promise<{ stdout: string; stderr: string; code: number | null }>; send(text: string): void; end(text: string): void; stdout(): string } {
+/** `queued`: lines sent in the same write as the script, as a new tunnel sends its first `m`. */
+function runRemote(script: string, env: NodeJS.ProcessEnv = process.env, queued = ''): { output: Promise<{ stdout: string; stderr: string; code: number | null }>; send(text: string): void; end(text: string): void; stdout(): string } {
   const child = spawn('/bin/sh', ['-c', REMOTE_STUB], { stdio: ['pipe', 'pipe', 'pipe'], env });
   cleanup.add(() => {
     child.kill('SIGKILL');
@@ -121,7 +122,7 @@ function runRemote(script: string, env: NodeJS.ProcessEnv = process.env): { outp
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  child.stdin.write(`${script}\n`);
+  child.stdin.write(`${script}\n${queued}`);
   return {
     output: new Promise((resolve) => child.once('close', (code) => {
       resolve({ stdout, stderr, code });
@@ -187,6 +188,17 @@ describe('the remote script in a real shell (this host stands in for the VM)', (
     expect(existsSync(at.dir)).toBe(false);
   });
 
+  it('a command sent in the same write as the script waits on stdin for it, and is answered once the script is ready', async () => {
+    const at = tempLayout();
+    const remote = runRemote(remoteScript(at), process.env, `m 1 ${SLOT}\n`);
+    await expect.poll(() => remote.stdout().includes('sandboxd-seen 1 d'), { timeout: 10_000 }).toBe(true);
+    const lines = remote.stdout().split('\n');
+    expect(lines.indexOf('sandboxd-ready')).toBeLessThan(lines.indexOf('sandboxd-seen 1 d'));
+    expect(statSync(slotPaths(at, SLOT).dir).mode & 0o777).toBe(0o711);
+    remote.end('halt\n');
+    expect((await remote.output).code).toBe(0);
+  });
+
   it('no command the script runs names a path in the VM: each external program\'s argv is logged through a shim', async () => {
     const at = tempLayout();
     const parent = path.dirname(at.root);
@@ -200,17 +212,27 @@ describe('the remote script in a real shell (this host stands in for the VM)', (
     }
     const remote = runRemote(remoteScript(at), { PATH: `${shims}:${process.env.PATH ?? '/usr/bin:/bin'}` });
     await expect.poll(() => remote.stdout().includes('sandboxd-ready'), { timeout: 10_000 }).toBe(true);
+    const logged = () => readFileSync(log, 'utf8').trim().split('\n');
+    const started = logged().length;
     await command(remote, `m 1 ${SLOT}`, '1');
+    // A new session's directory costs the VM one process: nothing is in it to remove.
+    expect(logged().slice(started)).toEqual([`mkdir -m 711 -- ${SLOT}`]);
     await bind(slotPaths(at, SLOT).socket);
     await command(remote, `p 2 ${SLOT}`, '2');
     await command(remote, `r 3 ${SLOT}`, '3');
     remote.end('halt\n');
     expect((await remote.output).code).toBe(0);
-    const argvs = readFileSync(log, 'utf8').trim().split('\n');
+    const argvs = logged();
     // It ran: the root, the tunnel dir and the session's directory were made, and removed on halt.
     expect(argvs.filter((argv) => argv.startsWith('mkdir ')).length).toBeGreaterThanOrEqual(3);
     expect(argvs.some((argv) => argv.startsWith('rm '))).toBe(true);
     expect(argvs.filter((argv) => argv.includes(parent))).toEqual([]);
+    // Started again over the root it made, the script runs no mkdir for it.
+    const again = runRemote(remoteScript(at), { PATH: `${shims}:${process.env.PATH ?? '/usr/bin:/bin'}` });
+    await expect.poll(() => again.stdout().includes('sandboxd-ready'), { timeout: 10_000 }).toBe(true);
+    again.end('halt\n');
+    expect((await again.output).code).toBe(0);
+    expect(logged().slice(argvs.length).filter((argv) => argv.startsWith('mkdir -m 700'))).toEqual([]);
   });
 
   it('without the halt word the sessions\' directories stay (the next daemon binds their sockets again), and `m` removes the socket a dead sshd left', async () => {

@@ -33,6 +33,9 @@ class FakeSsh extends EventEmitter {
   refused = false;
   /** Session directories `V` reports as replaced. */
   replaced: string[] = [];
+  /** Slot commands of these verbs are not answered (the VM is slow to) until `answerWithheld`. */
+  readonly withhold = new Set<string>();
+  private withheld: string[] = [];
   constructor(readonly pid: number, readonly args: string[]) {
     super();
     this.stdin.on('data', (chunk: Buffer) => {
@@ -48,8 +51,17 @@ class FakeSsh extends EventEmitter {
   commands(): string[] {
     return this.stdinText.split('\n').filter((line) => /^[mprV] /.test(line));
   }
-  private answer(line: string): void {
+  answerWithheld(): void {
+    const lines = this.withheld;
+    this.withheld = [];
+    for (const line of lines) this.answer(line, true);
+  }
+  private answer(line: string, now = false): void {
     const [verb, id] = line.split(' ');
+    if (!now && this.withhold.has(verb ?? '')) {
+      this.withheld.push(line);
+      return;
+    }
     if (verb === 'm' || verb === 'p' || verb === 'r') this.stdout.write(`sandboxd-seen ${id ?? ''} d\n`);
     if (verb === 'V') this.stdout.write(`sandboxd-slots ${id ?? ''}${this.replaced.map((name) => ` ${name}`).join('')}\n`);
   }
@@ -83,6 +95,8 @@ interface FakeMux {
   calls: string[];
   /** Every OPEN_FWD is refused with this reason while it is set. */
   refuse: string | null;
+  /** Every CLOSE_FWD fails while it is set (the control connection broke). */
+  failClose?: boolean;
 }
 
 const DIR_NAME = '0123456789abcdef0123456789abcdef';
@@ -94,12 +108,13 @@ function fakeMux(mux: FakeMux, controlPath: string): MuxClient {
     mux.calls.push(`${path.basename(controlPath)} ${verb} ${listen} ${path.basename(connect)}`);
     const refusal = verb === 'open' ? mux.refuse : null;
     if (refusal !== null) return Promise.reject(new MuxRefusal(refusal));
+    if (verb === 'close' && mux.failClose === true) return Promise.reject(new Error('the ssh control connection closed'));
     return Promise.resolve();
   };
   return { closed: false, openRemoteForward: request('open'), closeRemoteForward: request('close'), close: () => undefined } as unknown as MuxClient;
 }
 
-function setup(options: { rediscover?: () => Promise<PodmanConnection>; replaceRoot?: (taken: string) => Promise<string>; keeping?: boolean } = {}) {
+function setup(options: { rediscover?: () => Promise<PodmanConnection>; replaceRoot?: (taken: string) => Promise<string>; keeping?: boolean; withhold?: string[] } = {}) {
   const children: FakeSsh[] = [];
   const records: (TunnelRecord | null)[] = [];
   const logs: { msg: string; taken?: string; root?: string; tunnelId?: string }[] = [];
@@ -128,6 +143,7 @@ function setup(options: { rediscover?: () => Promise<PodmanConnection>; replaceR
     logger: pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line) as (typeof logs)[number]) }),
     spawnSsh: (args) => {
       const child = new FakeSsh(1000 + children.length, args);
+      for (const verb of options.withhold ?? []) child.withhold.add(verb);
       if (vm.down) child.refuse();
       children.push(child);
       return child as unknown as ChildProcess;
@@ -245,6 +261,21 @@ describe('Tunnel state machine (fake ssh, fake time)', () => {
     expect(tunnel.describe(0).state).toBe('stopped');
   });
 
+  it('a session directory asked for before a slow login is ready, whose answer timed out, is asked for again at publish', async () => {
+    const { tunnel, children } = setup({ withhold: ['m'] });
+    tunnel.start();
+    const child = children[0];
+    const queued = child?.commands()[0]?.split(' ')[2] ?? '';
+    expect(queued).toMatch(/^[0-9a-f]{16}$/);
+    await vi.advanceTimersByTimeAsync(6_000);
+    child?.withhold.clear();
+    const opening = tunnel.open();
+    child?.ready();
+    const session = await opening;
+    expect(path.basename(session.vmDir)).toBe(queued);
+    expect(child?.commands().filter((line) => line.startsWith('m ') && line.endsWith(` ${queued}`))).toHaveLength(2);
+  });
+
   it('believes the ready line once: a VM that prints it again changes nothing', async () => {
     const { tunnel, children, records, ready } = setup();
     await ready();
@@ -317,13 +348,102 @@ describe('Tunnel: each session\'s own socket (fake ssh and control socket, real 
     await tunnel.close(ended.slot, false);
     await closed;
     const name = path.basename(ended.vmDir);
+    await vi.waitFor(() => {
+      expect(children[0]?.commands()).toContainEqual(expect.stringMatching(new RegExp(`^r \\d+ ${name}$`)));
+    });
     expect(mux.calls).toContain(`${controlOf(children[0])} close ${ended.vmDir}/agent.sock ${name}.sock`);
-    expect(children[0]?.commands()).toContainEqual(expect.stringMatching(new RegExp(`^r \\d+ ${name}$`)));
-    const calls = mux.calls.length;
-    const commands = children[0]?.commands().length;
+    const keptName = path.basename(kept.vmDir);
+    const naming = () => [...mux.calls, ...(children[0]?.commands() ?? [])].filter((line) => line.includes(keptName));
+    const before = naming();
     await tunnel.close(kept.slot, true);
-    expect(mux.calls).toHaveLength(calls);
-    expect(children[0]?.commands()).toHaveLength(commands ?? 0);
+    await tunnel.check();
+    expect(naming()).toEqual(before);
+  });
+
+  it('a session that ends does not wait for the VM; a removal that fails is retried at the next sweep', async () => {
+    const { tunnel, children, mux, ready } = setup();
+    await ready();
+    const slow = await tunnel.open();
+    const child = children[0];
+    child?.withhold.add('r');
+    let closed = false;
+    void tunnel.close(slow.slot, false).then(() => {
+      closed = true;
+    });
+    // Its listener stopped and close returned while the VM has not answered the removal yet.
+    await vi.waitFor(() => {
+      expect(closed).toBe(true);
+    });
+    expect(child?.commands()).toContainEqual(expect.stringMatching(new RegExp(`^r \\d+ ${path.basename(slow.vmDir)}$`)));
+    child?.withhold.clear();
+    child?.answerWithheld();
+
+    const broken = await tunnel.open();
+    const name = path.basename(broken.vmDir);
+    mux.failClose = true;
+    await tunnel.close(broken.slot, false);
+    const removals = () => (child?.commands() ?? []).filter((line) => new RegExp(`^r \\d+ ${name}$`).test(line));
+    await vi.waitFor(() => {
+      expect(mux.calls).toContain(`${controlOf(child)} close ${broken.vmDir}/agent.sock ${name}.sock`);
+    });
+    expect(removals()).toEqual([]);
+    await tunnel.check();
+    expect(removals()).toHaveLength(1);
+  });
+
+  it('a refill costs the VM the forward and `p`: the next spare\'s directory is made along with the last `p`; cold, the session\'s commands go first', async () => {
+    const { tunnel, children, mux, ready } = setup();
+    await ready();
+    const first = await tunnel.open();
+    const opened = () => mux.calls.filter((call) => call.includes(' open ')).map((call) => path.basename(path.dirname(call.split(' ')[2] ?? '')));
+    const verbs = () => (children[0]?.commands() ?? []).map((line) => { const [verb, , name] = line.split(' '); return `${verb ?? ''} ${name ?? ''}`; });
+    await vi.waitFor(() => {
+      expect(opened()).toHaveLength(2);
+      expect(verbs()).toHaveLength(5);
+    });
+    const spare = opened()[1] ?? '';
+    // The session's `m` and `p`, then the spare's directory with that `p`, then the spare's `p` and the next one's `m`.
+    const next = verbs()[4]?.split(' ')[1] ?? '';
+    expect(verbs()).toEqual([`m ${path.basename(first.vmDir)}`, `p ${path.basename(first.vmDir)}`, `m ${spare}`, `p ${spare}`, `m ${next}`]);
+    const taken = await tunnel.open();
+    expect(path.basename(taken.vmDir)).toBe(spare);
+    await vi.waitFor(() => {
+      expect(opened()).toEqual([path.basename(first.vmDir), spare, next]);
+    });
+    // The refill's directory was made once, ahead of it: only its `p` (and the one after's `m`) follow.
+    await vi.waitFor(() => {
+      expect(verbs().slice(5, 7)).toEqual([`p ${next}`, expect.stringMatching(/^m [0-9a-f]{16}$/) as string]);
+    });
+    expect(verbs().filter((line) => line === `m ${next}`)).toHaveLength(1);
+  });
+
+  it('a new ssh asks for a session directory behind its script, before it is ready; a cold acquire\'s session takes it', async () => {
+    const { tunnel, children } = setup();
+    tunnel.start();
+    const child = children[0];
+    const [script, queued] = (child?.stdinText ?? '').split('\n');
+    expect(script).toContain(`n='${DIR_NAME}'`);
+    expect(queued).toMatch(/^m \d+ [0-9a-f]{16}$/);
+    const opening = tunnel.open();
+    child?.ready();
+    const session = await opening;
+    expect(path.basename(session.vmDir)).toBe(queued?.split(' ')[2]);
+    expect(child?.commands().filter((line) => line.startsWith('m ') && line.endsWith(` ${path.basename(session.vmDir)}`))).toHaveLength(1);
+  });
+
+  it('stopping as the daemon stops keeps the sessions\' directories and removes the spare\'s and the next spare\'s', async () => {
+    const { tunnel, children, mux, ready } = setup({ keeping: true });
+    await ready();
+    const held = await tunnel.open();
+    await vi.waitFor(() => {
+      expect(children[0]?.commands()).toHaveLength(5);
+    });
+    const made = (children[0]?.commands() ?? []).filter((line) => line.startsWith('m ')).map((line) => line.split(' ')[2] ?? '');
+    expect(made).toHaveLength(3);
+    await tunnel.halt();
+    const removed = (children[0]?.commands() ?? []).filter((line) => line.startsWith('r ')).map((line) => line.split(' ')[2]);
+    expect(removed.sort()).toEqual(made.filter((name) => name !== path.basename(held.vmDir)).sort());
+    expect(mux.calls.filter((call) => call.includes(' close '))).toEqual([]);
   });
 
   it('a new generation forwards every session\'s socket again at the same path; one that ended meanwhile has its directory removed', async () => {

@@ -42,6 +42,8 @@ export interface GenerationOptions {
   layout: TunnelLayout;
   /** Where this generation's ssh listens as a ControlMaster (a daemon-private directory). */
   controlPath: string;
+  /** Session directories to make as soon as the script is ready (`prepare`). */
+  prepare?: readonly string[];
   /** Connects to a control socket (ssh-mux.ts; a test stands in for it). */
   connectMux(controlPath: string): Promise<MuxClient>;
   logger: Logger;
@@ -69,8 +71,10 @@ export class Generation {
   isReady = false;
   /** Its script found the root held by someone else: its close chooses another root. */
   foundTaken = false;
-  /** Questions and slot commands over this ssh's stdin; null until it is ready. */
-  private queries: VmQueries | null = null;
+  /** Questions and slot commands over this ssh's stdin, answered once its script is ready. */
+  private readonly lines: VmQueries | null;
+  /** Session directories `prepare` asked for, by name: whether the VM made them. */
+  private readonly made = new Map<string, Promise<boolean>>();
   private mux: Promise<MuxClient> | null = null;
   private stderr = '';
 
@@ -81,7 +85,16 @@ export class Generation {
     this.layout = options.layout;
     this.log = options.logger.child({ generation: options.number, pid: child.pid });
     this.watch();
-    child.stdin?.write(`${remoteScript(options.layout)}\n`);
+    const stdin = child.stdin;
+    stdin?.write(`${remoteScript(options.layout)}\n`);
+    this.lines = stdin === null ? null : new VmQueries((text) => stdin.write(text));
+    // Queued behind the script: the VM makes them as soon as it is ready, before the first publish.
+    for (const name of options.prepare ?? []) this.prepare(name);
+  }
+
+  /** Questions and slot commands, once its script is ready; null before. */
+  private get queries(): VmQueries | null {
+    return this.isReady ? this.lines : null;
   }
 
   /** The last of what ssh printed on stderr (or why it could not be run). */
@@ -94,18 +107,40 @@ export class Generation {
   }
 
   /**
-   * Publishes a session's socket in its directory: made (a socket an earlier bind left removed),
-   * bound by sshd as a remote forward to the session's host socket, then made usable by any
-   * container user. `again`: the forward exists on this connection already and is asked for anew.
+   * Makes a session's directory ahead of its publish (`m`), so that publish costs the VM one round
+   * trip fewer; `publish` of that name on this generation waits for this answer instead.
    */
-  async publish(slot: SlotTarget, again = false): Promise<void> {
+  prepare(name: string): void {
+    if (this.lines === null || this.made.has(name)) return;
+    const made = this.lines.slot('m', name);
+    made.catch(() => undefined);
+    this.made.set(name, made);
+  }
+
+  /**
+   * Publishes a session's socket in its directory: made (a socket an earlier bind left removed;
+   * `prepare` may have done it), bound by sshd as a remote forward to the session's host socket,
+   * then made usable by any container user. `again`: the forward exists on this connection already
+   * and is asked for anew. `next` names a directory to `prepare` in the same round trip as the last
+   * command; it is asked for a name only then, so no name is handed out before its `m` is sent.
+   */
+  async publish(slot: SlotTarget, options: { again?: boolean; next?: () => string | null } = {}): Promise<void> {
     const queries = this.requireQueries();
     const { socket } = slotPaths(this.layout, slot.name);
+    const prepared = this.made.get(slot.name);
+    this.made.delete(slot.name);
+    // Anew, the old forward goes first: `m` then removes the socket it bound. One prepared before a
+    // slow login may have timed out while the line waited behind the script: asked again, it finds
+    // the directory.
+    const made = options.again === true ? null : (prepared?.catch(() => queries.slot('m', slot.name)) ?? queries.slot('m', slot.name));
     const mux = await this.control();
-    if (again) await mux.closeRemoteForward(socket, slot.hostSocket).catch(() => undefined);
-    if (!(await queries.slot('m', slot.name))) throw this.failure(`cannot make the session directory ${slot.name} in the VM`);
+    if (options.again === true) await mux.closeRemoteForward(socket, slot.hostSocket).catch(() => undefined);
+    if (!(await (made ?? queries.slot('m', slot.name)))) throw this.failure(`cannot make the session directory ${slot.name} in the VM`);
     await mux.openRemoteForward(socket, slot.hostSocket);
-    if (!(await queries.slot('p', slot.name))) throw this.failure(`sshd did not bind the socket of session directory ${slot.name}`);
+    const usable = queries.slot('p', slot.name);
+    const next = options.next?.() ?? null;
+    if (next !== null) this.prepare(next);
+    if (!(await usable)) throw this.failure(`sshd did not bind the socket of session directory ${slot.name}`);
   }
 
   /** Cancels a session's forward and removes its directory in the VM. */
@@ -131,7 +166,7 @@ export class Generation {
    * first tells it why) and escalates to signals within bounded time.
    */
   async stop(why: SandboxdError, farewell?: string): Promise<void> {
-    this.queries?.close(why);
+    this.lines?.close(why);
     void this.mux?.then((client) => {
       client.close();
     }, () => undefined);
@@ -185,7 +220,7 @@ export class Generation {
       this.stderr += error.code === 'ENOENT' ? 'ssh: command not found (install OpenSSH)' : error.message;
     });
     child.once('close', (code: number | null) => {
-      this.queries?.close(this.failure('the ssh connection closed'));
+      this.lines?.close(this.failure('the ssh connection closed'));
       void this.mux?.then((client) => {
         client.close();
       }, () => undefined);
@@ -206,13 +241,13 @@ export class Generation {
     } else if (marker === UNLOCKED_MARKER) {
       this.log.warn('cannot lock the tunnel directory in the VM (is flock installed there?); systemd-tmpfiles may age its sockets out of /tmp while the tunnel runs');
     } else if (marker === SEEN_MARKER) {
-      this.queries?.answer(rest[0] ?? '', rest[1] ?? '');
+      this.lines?.answer(rest[0] ?? '', rest[1] ?? '');
     } else if (marker === SLOTS_MARKER) {
-      this.queries?.answer(rest[0] ?? '', rest.slice(1).join(' '));
+      this.lines?.answer(rest[0] ?? '', rest.slice(1).join(' '));
     } else if (marker === READY_MARKER && !this.isReady && !this.foundTaken) {
-      const stdin = this.child.stdin;
-      this.queries = stdin === null ? null : new VmQueries((text) => stdin.write(text));
       this.isReady = true;
+      // The control connection is ready before the first publish asks for it.
+      void this.control().catch(() => undefined);
       this.options.events.ready(this);
     }
   }

@@ -49,13 +49,20 @@ export interface TunnelSlotsOptions {
 export class TunnelSlots {
   private readonly slots = new Set<TunnelSlot>();
   private spare: Promise<TunnelSlot> | null = null;
+  /**
+   * The next spare's name, its directory asked for in the VM along with the last publish's final
+   * command (Generation.prepare): a refill then costs the VM's round trips of the forward and `p`.
+   */
+  private premade: string | null = null;
+  /** Forwards being cancelled and directories removed for sessions that ended (`close` does not wait). */
+  private readonly removing = new Set<Promise<void>>();
   /** Connections refused on slots already closed, so the count only grows. */
   private refusedBefore = 0;
   private stopped = false;
   /**
-   * Slots whose session ended while no generation could remove their directory in the VM: the next
-   * ready generation does. Nothing else is removed there: a directory the tunnel does not know yet
-   * may be a recorded session's, about to be served again.
+   * Slots whose session ended while no generation could remove their directory in the VM (or its
+   * removal failed): the next sweep or ready generation does. Nothing else is removed there: a
+   * directory the tunnel does not know yet may be a recorded session's, about to be served again.
    */
   private readonly toRemove = new Set<string>();
 
@@ -88,15 +95,24 @@ export class TunnelSlots {
     if (name !== undefined) return this.make(name);
     const spare = this.spare;
     this.spare = null;
+    if (spare === null) {
+      // No spare (a cold start): this session's commands reach the VM first, the spare's after.
+      const made = this.make(this.freshName());
+      made.then(() => {
+        this.refill();
+      }, () => undefined);
+      return made;
+    }
     this.refill();
-    const taken = spare === null ? null : await spare.catch(() => null);
-    return taken ?? this.make(newEndpointDirName());
+    return (await spare.catch(() => null)) ?? this.make(this.freshName());
   }
 
   /**
-   * The session ended: its socket stops at once with every connection on it; its forward is
-   * cancelled and its directory in the VM removed, unless `keep` (the daemon stops, and the next one
-   * publishes it again).
+   * The session ended: its socket stops at once with every connection on it, and then it returns;
+   * its forward is cancelled and its directory in the VM removed right after, unless `keep` (the
+   * daemon stops, and the next one publishes it again). The host end is what revokes the agent: a
+   * connection to the VM socket meanwhile reaches no listener. A removal that fails is retried by
+   * the next sweep or generation.
    */
   async close(slot: TunnelSlot, keep: boolean): Promise<void> {
     if (!this.slots.delete(slot)) return;
@@ -108,20 +124,18 @@ export class TunnelSlots {
       this.toRemove.add(slot.name);
       return;
     }
-    await generation.unpublish({ name: slot.name, hostSocket: slot.endpoint.socketPath }).catch((error: unknown) => {
+    const removal = generation.unpublish({ name: slot.name, hostSocket: slot.endpoint.socketPath }).catch((error: unknown) => {
       this.toRemove.add(slot.name);
-      this.options.logger.warn({ err: error, slot: slot.name }, 'cannot remove a session directory in the VM; the next generation does');
+      this.options.logger.warn({ err: error, slot: slot.name }, 'cannot remove a session directory in the VM; the next sweep does');
     });
+    this.removing.add(removal);
+    void removal.finally(() => this.removing.delete(removal));
   }
 
   /** A generation became ready: directories of sessions that ended meanwhile go, and every slot is published on it. */
   async publishAll(generation: Generation): Promise<void> {
-    const gone = [...this.toRemove];
-    this.toRemove.clear();
     await Promise.all([
-      ...gone.map((name) => generation.remove(name).catch(() => {
-        this.toRemove.add(name);
-      })),
+      this.removeEnded(generation),
       ...[...this.slots].map((slot) => this.publishOn(slot, generation).catch((error: unknown) => {
         this.options.logger.error({ err: error, slot: slot.name }, 'cannot publish a session socket again');
       })),
@@ -130,27 +144,72 @@ export class TunnelSlots {
 
   /** Publishes anew the slots whose socket in the VM is not the one sshd bound; answers their names. */
   async check(generation: Generation): Promise<string[]> {
+    await this.removeEnded(generation);
     const replaced = new Set(await generation.replaced());
     const slots = [...this.slots].filter((slot) => replaced.has(slot.name) && slot.published?.generation === generation);
     await Promise.all(slots.map((slot) => this.publishOn(slot, generation, true)));
     return slots.map((slot) => slot.name);
   }
 
-  /** Every slot's socket stops (the spare too); the VM side is the halting generation's to clean. */
-  async closeAll(): Promise<void> {
+  /**
+   * Every slot's socket stops (the spare too), once the removals under way are done. The VM side is
+   * the halting generation's to clean; when the sessions' directories stay there (`keeping`, the
+   * daemon stops), this one removes the spare's and the next spare's, which no session holds.
+   */
+  async closeAll(keeping: Generation | null = null): Promise<void> {
     this.stopped = true;
     const spare = this.spare;
     this.spare = null;
-    await spare?.catch(() => null);
+    const spareSlot = (await spare?.catch(() => null)) ?? null;
+    const unheld = [spareSlot?.name ?? null, this.premade].filter((name) => name !== null);
+    this.premade = null;
+    await Promise.all(this.removing);
     const slots = [...this.slots];
     this.slots.clear();
-    await Promise.all(slots.map((slot) => slot.endpoint.close()));
+    await Promise.all([
+      ...slots.map((slot) => slot.endpoint.close()),
+      ...(keeping === null ? [] : unheld.map((name) => keeping.remove(name).catch(() => undefined))),
+    ]);
+  }
+
+  /** Directories of sessions that ended while they could not be removed go now. */
+  private async removeEnded(generation: Generation): Promise<void> {
+    const gone = [...this.toRemove];
+    this.toRemove.clear();
+    await Promise.all(gone.map((name) => generation.remove(name).catch(() => {
+      this.toRemove.add(name);
+    })));
+  }
+
+  /**
+   * A name for a new generation to make first (Generation.prepare, queued behind its script): the
+   * premade one (made again: it may have been made on an earlier generation, and `m` finds it), or
+   * a new one, which becomes the premade.
+   */
+  forNextGeneration(): string[] {
+    if (this.stopped) return [];
+    this.premade ??= newEndpointDirName();
+    return [this.premade];
+  }
+
+  /** The next spare's name, its directory asked for along with a publish's last command; null: one is. */
+  private nextPremade(): string | null {
+    if (this.stopped || this.premade !== null) return null;
+    this.premade = newEndpointDirName();
+    return this.premade;
+  }
+
+  /** The premade name when there is one, else a new one. */
+  private freshName(): string {
+    const name = this.premade ?? newEndpointDirName();
+    this.premade = null;
+    return name;
   }
 
   /** At most one spare: concurrent acquires each take the one being made, or make their own. */
   private refill(): void {
     if (this.stopped || this.spare !== null) return;
-    const made = this.make(newEndpointDirName());
+    const made = this.make(this.freshName());
     this.spare = made;
     made.catch(() => {
       if (this.spare === made) this.spare = null;
@@ -190,7 +249,7 @@ export class TunnelSlots {
   private publishOn(slot: TunnelSlot, generation: Generation, again = false): Promise<void> {
     const published = slot.published;
     if (!again && published?.generation === generation) return published.done;
-    const done = generation.publish({ name: slot.name, hostSocket: slot.endpoint.socketPath }, again);
+    const done = generation.publish({ name: slot.name, hostSocket: slot.endpoint.socketPath }, { again, next: () => this.nextPremade() });
     slot.published = { generation, done };
     done.catch(() => {
       if (slot.published?.done === done) slot.published = null;

@@ -278,10 +278,11 @@ export class Tunnel implements Bridge, IndexedTunnel {
     this.options.index?.delete(this);
     this.cancelBackoff();
     this.settle(this.failure('the tunnel was stopped'));
-    await this.slots.closeAll();
     const generation = this.generation;
+    const keeping = this.options.keeping();
+    await this.slots.closeAll(keeping && generation?.isReady === true ? generation : null);
     this.generation = null;
-    await generation?.stop(this.failure('the tunnel was stopped'), this.options.keeping() ? undefined : HALT_WORD);
+    await generation?.stop(this.failure('the tunnel was stopped'), keeping ? undefined : HALT_WORD);
     this.options.onChild(null);
     this.logger.info('tunnel halted');
   }
@@ -339,6 +340,8 @@ export class Tunnel implements Bridge, IndexedTunnel {
       child,
       layout,
       controlPath,
+      // A cold acquire's session takes it: its directory is made the moment the VM is ready.
+      prepare: this.slots.forNextGeneration(),
       connectMux: this.options.connectMux ?? ((control) => MuxClient.connect(control)),
       logger: this.logger,
       events: {
