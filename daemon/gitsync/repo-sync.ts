@@ -400,6 +400,12 @@ export class RepoSync {
 
   private async syncGroup(group: Group, final: boolean, notes: string[]): Promise<void> {
     const { store } = group;
+    // A repository removed on the host since (a previous daemon's session in a scratch clone):
+    // nothing can come home, and its sandbox's refs are not read.
+    if ((await lstatOrNull(store.host).catch(() => null))?.isDirectory() !== true) {
+      notes.push(`the repository's git dir ${store.host} is gone: the sandbox's work stays in its own git dir`);
+      return;
+    }
     const look = await this.sandboxLook(store);
     // The same packed-refs and the same loose refs as the base: no ref changed, and a packed-refs
     // (as large as the host's) is neither read nor parsed, so a sync that has nothing to bring home

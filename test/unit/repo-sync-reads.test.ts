@@ -1,4 +1,4 @@
-import { mkdirSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { HostGit } from '../../daemon/gitsync/host-git.js';
@@ -70,6 +70,17 @@ describe('a sync of a sandbox git dir', () => {
     await sync.settleOrphans();
     expect(store.basePackedReads).toBe(0);
     expect(sync.status()).toMatchObject({ held: [], error: null });
+  });
+
+  it('reads nothing of the sandbox once its repository is gone from the host, and says so', async () => {
+    const { dir, state, sync, store } = await leftSandbox('gone');
+    // What the sandbox did would need a parse, and a git that can no longer run there.
+    unlinkSync(path.join(state.root, 'refs', 'heads', 'loose'));
+    rmSync(dir, { recursive: true, force: true });
+    await sync.schedule();
+    expect(store.basePackedReads).toBe(0);
+    expect(sync.status()).toMatchObject({ error: null, notes: [expect.stringContaining('is gone') as string] });
+    await sync.settleOrphans();
   });
 
   it('reads them once a ref changed, and brings the change home', async () => {
