@@ -153,6 +153,8 @@ export class RepoSync {
   private again = false;
   private timer: { cancel: () => void; since: number } | null = null;
   private lastPrint: string | null = null;
+  /** How many git dirs the last look at the watches covered. */
+  private watchedPairs = 0;
   private closed = false;
 
   constructor(
@@ -205,6 +207,10 @@ export class RepoSync {
       this.state.used = true;
       await this.deps.store.save(this.state);
     }
+    // A session joining live ones finds the watches in place: each sync looks again after it (a
+    // directory made meanwhile triggers one). The first session, new git dirs, or watches a bound
+    // took away look now, and a bound exceeded fails this acquire.
+    if (!first && this.watchers.size > 0 && this.watchedPairs === this.state.pairs.length) return;
     await this.rewatch().catch((error: unknown) => {
       this.sessions.delete(sessionId);
       throw error;
@@ -600,6 +606,7 @@ export class RepoSync {
       }
       this.watchers.set(dir, watcher);
     }
+    this.watchedPairs = this.state.pairs.length;
   }
 
   private unwatch(): void {
