@@ -1,3 +1,4 @@
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { HeldRef, SessionGit } from '../../shared/contracts/sessions.js';
 import type { Timers } from '../os/clock.js';
@@ -408,7 +409,7 @@ export class RepoSync {
     const { store } = group;
     // A repository removed on the host since (a previous daemon's session in a scratch clone):
     // nothing can come home, and its sandbox's refs are not read.
-    if ((await lstatOrNull(store.host).catch(() => null))?.isDirectory() !== true) {
+    if ((await fs.stat(store.host).catch(() => null))?.isDirectory() !== true) {
       notes.push(`the repository's git dir ${store.host} is gone: the sandbox's work stays in its own git dir`);
       return;
     }
@@ -417,7 +418,6 @@ export class RepoSync {
     // (as large as the host's) is neither read nor parsed, so a sync that has nothing to bring home
     // (the start-up look at a previous daemon's sandbox git dirs) costs a few stats.
     const unchanged = look.packedIsBase && sameLooseRefs(look.loose, store.base.loose);
-
     let refs = unchanged ? null : await this.refMaps(store, look);
     const changes = refs === null ? [] : refs.changes;
     const served = this.servedIn(group);
