@@ -109,8 +109,12 @@ export async function gatherFacts<Held>(input: AcquireInput, sessionId: string, 
   // the client that held a container may take it over, and that is told by its start time.
   const startTime = deps.probe.cheapStartTime || input.renews !== undefined ? deps.probe.startTime(input.client.pid) : Promise.resolve(null);
   const checked = checkRequest(input, deps);
+  // The agent's socket is only looked at (a stat and an identities request): while the request is
+  // checked. Nothing is served for it before the check passed.
+  const agentCheck = input.sshAgent === 'off' ? undefined : deps.ssh.inspect(input.client.sshAuthSock);
+  agentCheck?.catch(() => undefined);
   const ssh = undo.adopt(
-    checked.then(() => planSsh(input, deps.ssh, { sessionId, credentials: deps.credentials })),
+    checked.then(() => planSsh(input, deps.ssh, { sessionId, credentials: deps.credentials, agentCheck })),
     releaseLeases,
   );
   const site = checked.then(() => deps.site(input));
