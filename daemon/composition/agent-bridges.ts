@@ -180,9 +180,14 @@ export class AgentBridges {
     return this.kept.sweep();
   }
 
-  /** A session started or ended: the record of the sessions' sockets is written a moment later. */
+  /**
+   * A session started or ended: the record of the sessions' sockets is written a moment later, and
+   * each relay's next session socket is made now, off the path of the acquire that took the last.
+   */
   changed(): void {
     this.kept.changed();
+    if (this.keeping) return;
+    for (const relay of this.relays.bridges()) relay.makeSpare();
   }
 
   /**
