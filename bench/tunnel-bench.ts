@@ -313,6 +313,12 @@ async function main(): Promise<void> {
     cleanup.add(() => {
       removeTunnelRoots(sandbox.env.SANDBOXD_STATE_DIR);
     });
+    // `SANDBOXD_BENCH_KEEP=DIR`: the state and log dirs copied there at the end, to study what the
+    // bench's daemons left (its first plans run after every other row, on that state dir).
+    const keep = process.env.SANDBOXD_BENCH_KEEP;
+    if (keep !== undefined && keep !== '') {
+      cleanup.add(() => execa('cp', ['-a', sandbox.env.SANDBOXD_STATE_DIR, sandbox.env.SANDBOXD_LOG_DIR, keep]));
+    }
     const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
     const agent = await startAgent(sandbox.dir, cleanup);
     const conf = path.join(sandbox.dir, 'containers.conf');

@@ -101,6 +101,23 @@ const leaveOutUnused = {
   },
 };
 
+/**
+ * fastify's plugin checks require semver as they load, and call it only for a plugin that names
+ * the fastify versions it needs (the daemon registers none): semver's dozens of regular
+ * expressions are built only when a check calls it, not at every start.
+ */
+const lazySemver = {
+  name: 'lazy-semver',
+  setup(build) {
+    build.onResolve({ filter: /^semver$/ }, (args) => (args.importer.endsWith(path.join('fastify', 'lib', 'plugin-utils.js')) ? { path: `${args.importer}#lazy`, namespace: 'lazy-semver' } : undefined));
+    build.onLoad({ filter: /.*/, namespace: 'lazy-semver' }, (args) => ({
+      contents: `let loaded;\nconst load = () => (loaded ??= require('semver'));\nmodule.exports = { gt: (...a) => load().gt(...a), coerce: (...a) => load().coerce(...a), satisfies: (...a) => load().satisfies(...a) };`,
+      resolveDir: path.dirname(args.path),
+      loader: 'js',
+    }));
+  },
+};
+
 const ENTRIES = 'client/cli/entries';
 /** The daemon's bundle is CommonJS: the entry runs it through vm.Script with V8's code cache (client/cli/code-cache.ts). */
 const DAEMON_ENTRY = 'daemon.ts';
@@ -124,7 +141,7 @@ const SHARED = {
   // Whitespace and syntax only: names stay readable in stack traces; parsing is what a start pays for.
   minifyWhitespace: true,
   minifySyntax: true,
-  plugins: [builtinsWithoutFacade, leaveOutUnused],
+  plugins: [builtinsWithoutFacade, leaveOutUnused, lazySemver],
   logLevel: 'warning',
 };
 

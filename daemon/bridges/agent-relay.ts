@@ -79,16 +79,15 @@ export class AgentRelay implements Bridge {
   }
 
   /**
-   * A session's socket: the spare (and another is made), or a new directory, or `dirName` when a
-   * next daemon serves again the directory a running container mounts (its socket is bound anew,
-   * the directory kept).
+   * A session's socket: the spare, or a new directory, or `dirName` when a next daemon serves
+   * again the directory a running container mounts (its socket is bound anew, the directory kept).
+   * The next spare is made by makeSpare(), once the acquire has its answer.
    */
   async open(dirName?: string): Promise<RelayEndpoint> {
     let opened: RelayEndpoint | null = null;
     if (dirName === undefined) {
       const spare = this.spare;
       this.spare = null;
-      this.refill();
       opened = spare === null ? null : await spare.catch(() => null);
     }
     opened ??= await this.make(dirName ?? newEndpointDirName());
@@ -119,8 +118,11 @@ export class AgentRelay implements Bridge {
     return { dir, endpoint };
   }
 
-  /** At most one spare, made until the relay stops. */
-  private refill(): void {
+  /**
+   * At most one spare, made until the relay stops: called once a session was added, so its
+   * directory and bind are not on that acquire's path.
+   */
+  makeSpare(): void {
     if (this.spare !== null || this.status.state === 'stopped') return;
     const made = this.make(newEndpointDirName());
     this.spare = made;

@@ -38,6 +38,7 @@ interface Held {
 export class KeptEndpoints {
   private readonly held = new Map<string, Held[]>();
   private loaded: Promise<void> = Promise.resolve();
+  private live: Promise<KeptSession[]> = Promise.resolve([]);
   private cancelExpiry: (() => void) | null = null;
   private cancelWrite: (() => void) | null = null;
   /** The daemon stops: the record written last stands, whatever ends after it. */
@@ -48,9 +49,14 @@ export class KeptEndpoints {
     this.logger = deps.logger.child({ module: 'kept-endpoints' });
   }
 
-  /** At start-up: what the previous daemon recorded; answers the recorded sessions (for the helpers' sweep). */
+  /**
+   * At start-up: what the previous daemon recorded, served again; answers the recorded sessions
+   * whose client still runs once their sockets are served (for the helpers' sweep). found()
+   * answers them before that.
+   */
   start(): Promise<KeptSession[]> {
-    const sessions = this.deps.records.load().then((loaded) => this.reopenLive(loaded));
+    this.live = this.deps.records.load().then((loaded) => this.liveOf(loaded));
+    const sessions = this.live.then((live) => this.reopenLive(live));
     this.loaded = sessions.then(
       () => undefined,
       (error: unknown) => {
@@ -60,10 +66,22 @@ export class KeptEndpoints {
     return sessions.catch(() => []);
   }
 
-  private async reopenLive(sessions: readonly KeptSession[]): Promise<KeptSession[]> {
+  /**
+   * The recorded sessions whose client still runs, known before their sockets are served again
+   * (a tunnel's is a login to its VM): what must not be removed as left over.
+   */
+  found(): Promise<KeptSession[]> {
+    return this.live.catch(() => []);
+  }
+
+  private async liveOf(sessions: readonly KeptSession[]): Promise<KeptSession[]> {
     if (sessions.length === 0) return [];
     const alive = await this.deps.probe.startTimes([...new Set(sessions.map((session) => session.clientPid))]);
-    const live = sessions.filter((session) => sameProcess(alive, session.clientPid, session.clientStartTime));
+    return sessions.filter((session) => sameProcess(alive, session.clientPid, session.clientStartTime));
+  }
+
+  private async reopenLive(live: readonly KeptSession[]): Promise<KeptSession[]> {
+    if (live.length === 0) return [];
     await Promise.all(
       live.flatMap(({ endpoints, ...session }) =>
         endpoints.map(async (endpoint) => {
@@ -82,7 +100,7 @@ export class KeptEndpoints {
         this.expire();
       });
     }
-    return live;
+    return [...live];
   }
 
   /**

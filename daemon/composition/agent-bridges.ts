@@ -92,6 +92,7 @@ export class AgentBridges {
   /** Sessions' sockets closed from now on keep their directories (the daemon stops gracefully). */
   private keeping = false;
   private startup: Promise<void> = Promise.resolve();
+  private helpersSwept: Promise<void> = Promise.resolve();
   /** One bound toward each host socket, across every bridge that serves it. */
   private readonly gates = new UpstreamGates();
   /** The relay containers this daemon's Docker bridges made and has not removed yet. */
@@ -132,16 +133,24 @@ export class AgentBridges {
   /**
    * At daemon start: serves again the sockets of the previous daemon's live sessions, removes the
    * session directories nothing serves any more, and the helper containers a killed daemon left.
-   * Acquires wait for it.
+   * Acquires wait for the removals, not for the sockets served again (a tunnel's is a login to its
+   * VM; a renewal that takes one over waits for it): the directories of the live sessions' sockets
+   * are known from the record first. A Docker engine's session also waits for the helpers' sweep,
+   * which runs once the recorded relays, and their hubs, are up.
    */
   start(): void {
-    this.startup = this.clearTunnelHostDir()
-      .then(() => this.kept.start())
-      .then(async (kept) => {
-        // A kept session's relay container, and its hub, keep running for it.
-        this.docker.removeLeftovers([...kept.flatMap((session) => session.endpoints.flatMap((endpoint) => (endpoint.kind === 'docker' ? [endpoint.relay] : []))), ...this.docker.relays.bridges().map((hub) => hub.name)]);
-        await this.removeLeftoverDirs();
-      });
+    const kept = this.clearTunnelHostDir().then(() => {
+      const served = this.kept.start();
+      return { served, found: this.kept.found() };
+    });
+    this.startup = kept.then(async ({ found }) => {
+      await this.removeLeftoverDirs(await found);
+    });
+    this.helpersSwept = kept.then(async ({ served }) => {
+      const sessions = await served;
+      // A kept session's relay container, and its hub, keep running for it.
+      this.docker.removeLeftovers([...sessions.flatMap((session) => session.endpoints.flatMap((endpoint) => (endpoint.kind === 'docker' ? [endpoint.relay] : []))), ...this.docker.relays.bridges().map((hub) => hub.name)]);
+    });
   }
 
   /**
@@ -171,9 +180,14 @@ export class AgentBridges {
     return this.kept.sweep();
   }
 
-  /** A session started or ended: the record of the sessions' sockets is written a moment later. */
+  /**
+   * A session started or ended: the record of the sessions' sockets is written a moment later, and
+   * each relay's next session socket is made now, off the path of the acquire that took the last.
+   */
   changed(): void {
     this.kept.changed();
+    if (this.keeping) return;
+    for (const relay of this.relays.bridges()) relay.makeSpare();
   }
 
   /**
@@ -194,7 +208,10 @@ export class AgentBridges {
       connectionRequested: input.connection !== undefined,
     });
     if (choice.kind === 'unavailable') return { unavailable: choice.reason };
-    if (choice.kind === 'engine') return this.docker.serve(agentSocket, input, role, choice.builtinOnly, name);
+    if (choice.kind === 'engine') {
+      await this.helpersSwept;
+      return this.docker.serve(agentSocket, input, role, choice.builtinOnly, name);
+    }
     return choice.kind === 'mount' ? this.serveByRelay(agentSocket, input.engine, name) : this.serveByTunnel(agentSocket, input, name);
   }
 
@@ -245,13 +262,15 @@ export class AgentBridges {
   }
 
   /**
-   * Session directories under agents/ that no relay serves and no record names: what a daemon
-   * killed before its record was written left, or an earlier release's shared directories.
+   * Session directories under agents/ that no relay serves and no record of a live session names:
+   * what a daemon killed before its record was written left, or an earlier release's shared
+   * directories. Those of `kept` are being served again meanwhile.
    */
-  private async removeLeftoverDirs(): Promise<void> {
+  private async removeLeftoverDirs(kept: readonly KeptSession[]): Promise<void> {
     const { agentsDir } = this.options.paths;
     const names = await fs.readdir(agentsDir).catch(() => []);
-    const served = new Set(this.relays.bridges().flatMap((relay) => relay.dirs()));
+    const recorded = kept.flatMap((session) => session.endpoints.flatMap((endpoint) => (endpoint.kind === 'relay' ? [path.join(agentsDir, endpoint.dir)] : [])));
+    const served = new Set([...this.relays.bridges().flatMap((relay) => relay.dirs()), ...recorded]);
     const left = names.filter((name) => !served.has(path.join(agentsDir, name)));
     await Promise.all(left.map((name) => fs.rm(path.join(agentsDir, name), { recursive: true, force: true })));
     if (left.length > 0) this.options.logger.info({ module: 'relay', removed: left.length }, 'removed session directories nothing serves');

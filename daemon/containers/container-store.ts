@@ -107,15 +107,29 @@ export class ContainerStore {
   ) {}
 
   async load(): Promise<LoadedRecords> {
-    const [records, released] = await Promise.all([this.loadDir(this.dir), this.loadDir(path.join(this.dir, RELEASED_DIR))]);
+    const [records, released] = await Promise.all([this.loadRecords(), this.loadReleased()]);
+    return { records, released };
+  }
+
+  /** The records of sessions that were not released (what a session's acquire must know first). */
+  async loadRecords(): Promise<ContainerRecord[]> {
+    const records = await this.loadDir(this.dir);
     for (const record of records) this.onDisk.add(record.key);
     const legacy = await readRecordFile(this.legacyFile, 'containers', 4096, ContainerRecord, this.logger);
-    if (legacy.length === 0) return { records, released };
+    if (legacy.length === 0) return records;
     const known = new Set(records.map((record) => record.key));
     const adopted = legacy.filter((record) => !known.has(record.key));
     await this.save(adopted.map((record) => ({ key: record.key, kind: 'write', record })));
     await fs.rm(this.legacyFile, { force: true });
-    return { records: [...records, ...adopted], released };
+    return [...records, ...adopted];
+  }
+
+  /**
+   * The records of released sessions: one per session whose container a client may still run,
+   * as many as sessions released within the last look's interval (thousands on a busy machine).
+   */
+  loadReleased(): Promise<ContainerRecord[]> {
+    return this.loadDir(path.join(this.dir, RELEASED_DIR));
   }
 
   /**

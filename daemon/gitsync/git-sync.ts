@@ -110,7 +110,10 @@ export class GitSync {
       });
     }
     await this.ready.catch(() => undefined);
-    const pins = await this.workTreePins(input.repo, new HostGit({ run: this.deps.run, git: input.git, emptyDir: this.deps.emptyDir, path: input.path }));
+    // Read from the host's index and work tree while the sandbox git dir is made or looked at; a
+    // failure fails the acquire, which drops the session again.
+    const pinsPending = this.workTreePins(input.repo, new HostGit({ run: this.deps.run, git: input.git, emptyDir: this.deps.emptyDir, path: input.path }));
+    pinsPending.catch(() => undefined);
     const key = this.store.keyOf(outer.commonDir);
     const files = await this.locked(key, async () => {
       let sync = this.repos.get(key);
@@ -131,7 +134,7 @@ export class GitSync {
       this.sessionRepo.set(sessionId, key);
       return { source: sync.state.root, ...(await this.mountFiles(sync)) };
     });
-    return { ...files, target: outer.commonDir, pins };
+    return { ...files, target: outer.commonDir, pins: await pinsPending };
   }
 
   /**

@@ -138,11 +138,13 @@ async function pinGitlink(git: HostGit, workTree: string, link: string, modules:
 
 /** A cheap summary of the indexes the pins came from and the paths they hold: equal means the pins still hold. */
 export async function indexPrint(gitDirs: readonly string[], paths: readonly string[]): Promise<string> {
-  const parts: string[] = [];
-  for (const file of [...gitDirs.map((gitDir) => path.join(gitDir, 'index')), ...paths]) {
-    const stat = await lstatOrNull(file).catch(() => null);
-    parts.push(stat === null ? '-' : `${identity(stat)}:${stat.size}:${stat.mtimeMs}`);
-  }
+  // Every stat at once: this is on each acquire's path in a repository.
+  const parts = await Promise.all(
+    [...gitDirs.map((gitDir) => path.join(gitDir, 'index')), ...paths].map(async (file) => {
+      const stat = await lstatOrNull(file).catch(() => null);
+      return stat === null ? '-' : `${identity(stat)}:${stat.size}:${stat.mtimeMs}`;
+    }),
+  );
   return parts.join('|');
 }
 

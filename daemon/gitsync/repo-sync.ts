@@ -1,3 +1,4 @@
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { HeldRef, SessionGit } from '../../shared/contracts/sessions.js';
 import type { Timers } from '../os/clock.js';
@@ -13,7 +14,7 @@ import { ensureStage, stageObjects } from './object-stage.js';
 import { fingerprint, type PairState, type SandboxState, type SandboxStore } from './sandbox-store.js';
 import { fileIdentity, readHead, readLooseRefs, readPackedRefs, type LooseRef } from './sandbox-refs.js';
 import { SyncBound } from './sync-bound.js';
-import { planSync, type HeadAction, type HoldReason, type HostWorktree, type RefAction, type ServedWorktree } from './sync-plan.js';
+import { planSync, type HeadAction, type HoldReason, type HostWorktree, type RefAction, type RefChange, type ServedWorktree } from './sync-plan.js';
 
 /** A worktree a session mounts: its host git dir (HEAD, index) and work tree. */
 export interface Served {
@@ -89,6 +90,20 @@ interface Group {
   worktrees: PairState[];
 }
 
+/** What a sync looks at first in a git dir of the sandbox's (sandboxLook). */
+interface SandboxLook {
+  loose: Map<string, LooseRef>;
+  /** Its packed-refs is the very file the base kept (git replaces packed-refs by rename). */
+  packedIsBase: boolean;
+}
+
+/** The same names with the same values: the loose refs as the sandbox started with them. */
+function sameLooseRefs(loose: ReadonlyMap<string, LooseRef>, base: ReadonlyMap<string, LooseRef>): boolean {
+  if (loose.size !== base.size) return false;
+  for (const [name, ref] of loose) if (base.get(name)?.oid !== ref.oid) return false;
+  return true;
+}
+
 function groupsOf(pairs: readonly PairState[]): Group[] {
   const stores = pairs.filter((pair) => pair.kind !== 'worktree');
   const groups = stores.map((store) => ({
@@ -139,6 +154,8 @@ export class RepoSync {
   private again = false;
   private timer: { cancel: () => void; since: number } | null = null;
   private lastPrint: string | null = null;
+  /** How many git dirs the last look at the watches covered. */
+  private watchedPairs = 0;
   private closed = false;
 
   constructor(
@@ -191,6 +208,10 @@ export class RepoSync {
       this.state.used = true;
       await this.deps.store.save(this.state);
     }
+    // A session joining live ones finds the watches in place: each sync looks again after it (a
+    // directory made meanwhile triggers one). The first session, new git dirs, or watches a bound
+    // took away look now, and a bound exceeded fails this acquire.
+    if (!first && this.watchers.size > 0 && this.watchedPairs === this.state.pairs.length) return;
     await this.rewatch().catch((error: unknown) => {
       this.sessions.delete(sessionId);
       throw error;
@@ -313,21 +334,29 @@ export class RepoSync {
     }
   }
 
-  /** The sandbox's value of every synced ref of a git dir: its loose refs over its packed-refs. */
-  private async sandboxRefs(pair: PairState): Promise<Map<string, string>> {
+  /**
+   * The sandbox's loose refs of a git dir, and whether its packed-refs is still the file its base
+   * kept (the same identity): what tells, without reading a packed-refs, that nothing changed.
+   */
+  private async sandboxLook(pair: PairState): Promise<SandboxLook> {
     const dir = sandboxPath(this.state.root, pair);
     const known = this.loose.get(pair.rel) ?? pair.base.loose;
     const loose = await readLooseRefs(dir, pair.hexLength, known, REF_BOUNDS);
     this.loose.set(pair.rel, loose);
+    return { loose, packedIsBase: (await fileIdentity(path.join(dir, 'packed-refs'))) === pair.base.packed };
+  }
+
+  /** The sandbox's value of every synced ref of a git dir: its loose refs over its packed-refs. */
+  private async sandboxRefs(pair: PairState, look: SandboxLook): Promise<Map<string, string>> {
     const values = new Map<string, string>();
-    const packedFile = path.join(dir, 'packed-refs');
-    if ((await fileIdentity(packedFile)) !== pair.base.packed) {
+    if (!look.packedIsBase) {
+      const packedFile = path.join(sandboxPath(this.state.root, pair), 'packed-refs');
       const hostPacked = (await lstatOrNull(path.join(pair.host, 'packed-refs')).catch(() => null))?.size ?? 0;
       for (const [name, oid] of (await readPackedRefs(packedFile, pair.hexLength, hostPacked + PACKED_REFS_SLACK)) ?? new Map<string, string>()) values.set(name, oid);
     } else {
       for (const [name, oid] of await this.basePacked(pair)) values.set(name, oid);
     }
-    for (const [name, ref] of loose) values.set(name, ref.oid);
+    for (const [name, ref] of look.loose) values.set(name, ref.oid);
     return values;
   }
 
@@ -369,10 +398,28 @@ export class RepoSync {
     return list;
   }
 
+  /** The sandbox's refs and what changed from the base. */
+  private async refMaps(store: PairState, look: SandboxLook): Promise<{ sandbox: Map<string, string>; changes: RefChange[] }> {
+    const [sandbox, base] = await Promise.all([this.sandboxRefs(store, look), this.baseRefs(store)]);
+    const changes = [...sandbox].filter(([name, oid]) => base.get(name) !== oid).map(([name, oid]) => ({ name, base: base.get(name) ?? null, sandbox: oid }));
+    return { sandbox, changes };
+  }
+
   private async syncGroup(group: Group, final: boolean, notes: string[]): Promise<void> {
     const { store } = group;
-    const [sandbox, base] = await Promise.all([this.sandboxRefs(store), this.baseRefs(store)]);
-    const changes = [...sandbox].filter(([name, oid]) => base.get(name) !== oid).map(([name, oid]) => ({ name, base: base.get(name) ?? null, sandbox: oid }));
+    // A repository removed on the host since (a previous daemon's session in a scratch clone):
+    // nothing can come home, and its sandbox's refs are not read.
+    if ((await fs.stat(store.host).catch(() => null))?.isDirectory() !== true) {
+      notes.push(`the repository's git dir ${store.host} is gone: the sandbox's work stays in its own git dir`);
+      return;
+    }
+    const look = await this.sandboxLook(store);
+    // The same packed-refs and the same loose refs as the base: no ref changed, and a packed-refs
+    // (as large as the host's) is neither read nor parsed, so a sync that has nothing to bring home
+    // (the start-up look at a previous daemon's sandbox git dirs) costs a few stats.
+    const unchanged = look.packedIsBase && sameLooseRefs(look.loose, store.base.loose);
+    let refs = unchanged ? null : await this.refMaps(store, look);
+    const changes = refs === null ? [] : refs.changes;
     const served = this.servedIn(group);
     const relOf = new Map([store, ...group.worktrees].map((pair) => [pair.host, pair]));
     for (const entry of served) {
@@ -392,6 +439,8 @@ export class RepoSync {
       notes.push("no git was found on the session's PATH: the sandbox's commits wait in its git dir until a session with git brings them home");
       return;
     }
+    refs ??= await this.refMaps(store, look);
+    const { sandbox } = refs;
     const git = this.deps.hostGit(this.state.git.git, this.state.git.path);
     const wanted = new Set(changes.map((change) => change.sandbox));
     for (const entry of served) {
@@ -557,6 +606,7 @@ export class RepoSync {
       }
       this.watchers.set(dir, watcher);
     }
+    this.watchedPairs = this.state.pairs.length;
   }
 
   private unwatch(): void {

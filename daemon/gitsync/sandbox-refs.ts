@@ -106,10 +106,14 @@ export async function readLooseRefs(gitDir: string, hexLength: HexLength, known:
   return found;
 }
 
-/** `packed-refs`: `<oid> <name>` lines (peeled `^<oid>` lines and the header skipped); only synced names kept. */
-export function parsePackedRefs(bytes: Buffer, hexLength: HexLength): Map<string, string> {
-  const refs = new Map<string, string>();
-  const text = bytes.toString('utf8');
+/**
+ * Bytes of a packed-refs parsed between two turns of the event loop: a repository with a hundred
+ * thousand refs has a packed-refs of hundreds of MB, which parsed in one go would hold up every
+ * other request for seconds.
+ */
+const PARSE_SLICE_BYTES = 512 * 1024;
+
+function parseLinesInto(refs: Map<string, string>, text: string, hexLength: HexLength): void {
   let at = 0;
   while (at < text.length) {
     let end = text.indexOf('\n', at);
@@ -122,7 +126,34 @@ export function parsePackedRefs(bytes: Buffer, hexLength: HexLength): Map<string
     const name = line.slice(space + 1);
     if (isSyncedRef(name) && isObjectId(oid, hexLength) && isValidRefName(name)) refs.set(name, oid);
   }
+}
+
+/** `packed-refs`: `<oid> <name>` lines (peeled `^<oid>` lines and the header skipped); only synced names kept. */
+export function parsePackedRefs(bytes: Buffer, hexLength: HexLength): Map<string, string> {
+  const refs = new Map<string, string>();
+  parseLinesInto(refs, bytes.toString('utf8'), hexLength);
   return refs;
+}
+
+/**
+ * The same, a slice of whole lines at a time, `turn` awaited between slices (a newline byte is
+ * never inside a UTF-8 sequence, so each slice decodes on its own).
+ */
+export async function parsePackedRefsInSlices(bytes: Buffer, hexLength: HexLength, turn: () => Promise<void> = nextTurn, sliceBytes = PARSE_SLICE_BYTES): Promise<Map<string, string>> {
+  const refs = new Map<string, string>();
+  let at = 0;
+  while (at < bytes.length) {
+    const newline = at + sliceBytes >= bytes.length ? -1 : bytes.indexOf(0x0a, at + sliceBytes);
+    const end = newline === -1 ? bytes.length : newline + 1;
+    parseLinesInto(refs, bytes.toString('utf8', at, end), hexLength);
+    at = end;
+    if (at < bytes.length) await turn();
+  }
+  return refs;
+}
+
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 /** The identity of a file (`dev:ino:size:mtime`), or null when there is no regular file. */
@@ -137,7 +168,7 @@ export async function fileIdentity(file: string): Promise<string | null> {
  */
 export async function readPackedRefs(file: string, hexLength: HexLength, maxBytes: number): Promise<Map<string, string> | null> {
   try {
-    return parsePackedRefs(await readControlBytes(file, maxBytes), hexLength);
+    return await parsePackedRefsInSlices(await readControlBytes(file, maxBytes), hexLength);
   } catch (error) {
     if (error instanceof NotARegularFile && error.message.includes('larger than')) throw new SyncBound(`the sandbox's ${path.basename(file)} is larger than ${maxBytes} bytes`);
     if (error instanceof NotARegularFile) return null;

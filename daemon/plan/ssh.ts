@@ -6,6 +6,7 @@ import { CONTAINER_AGENT_DIR, type Lease } from '../bridges/bridge.js';
 import type { GitCredentialsStatus } from '../../shared/contracts/sessions.js';
 import { planGitCredentials, type CredentialDeps } from './git-credentials.js';
 import { mergeFlagGroups, planHostSockets, type SshDeps } from './host-sockets.js';
+import type { AgentSocketCheck } from './agent-socket.js';
 
 /** The agent's socket in every container, inside the bridge's agent directory. */
 export const CONTAINER_AGENT_SOCKET = path.posix.join(CONTAINER_AGENT_DIR, 'agent.sock');
@@ -31,6 +32,8 @@ type AgentSection = Omit<SshSection, 'sockets' | 'gitCredentials' | 'notices'>;
 export interface SessionSockets {
   sessionId: string;
   credentials?: CredentialDeps;
+  /** The agent's socket, already being looked at (`deps.inspect` of the client's SSH_AUTH_SOCK). */
+  agentCheck?: Promise<AgentSocketCheck>;
 }
 
 function skipped(reason: string): AgentSection {
@@ -44,7 +47,7 @@ function skipped(reason: string): AgentSection {
 export async function planSsh(input: AcquireInput, deps: SshDeps, session: SessionSockets = { sessionId: '' }): Promise<SshSection> {
   const socketsPending = planHostSockets(input, deps);
   const credentialsPending = planGitCredentials(input, session.sessionId, deps, session.credentials);
-  const agent = await planAgent(input, deps).catch(async (error: unknown) => {
+  const agent = await planAgent(input, deps, session.agentCheck).catch(async (error: unknown) => {
     const [sockets, credentials] = await Promise.all([socketsPending, credentialsPending]);
     for (const lease of [...sockets.leases, ...credentials.leases]) lease.release();
     throw error;
@@ -73,9 +76,9 @@ function noKeysWarning(socket: string): string {
 }
 
 /** DESIGN §8, first bullet: `off` skips, `auto` skips with a reason, `on` without an agent fails. */
-async function planAgent(input: AcquireInput, deps: SshDeps): Promise<AgentSection> {
+async function planAgent(input: AcquireInput, deps: SshDeps, agentCheck?: Promise<AgentSocketCheck>): Promise<AgentSection> {
   if (input.sshAgent === 'off') return skipped('ssh-agent is off for this session');
-  const check = await deps.inspect(input.client.sshAuthSock);
+  const check = await (agentCheck ?? deps.inspect(input.client.sshAuthSock));
   if (!check.usable && check.tooLong !== undefined) {
     if (input.sshAgent === 'on') throw new SandboxdError('SOCKET_PATH_TOO_LONG', `ssh-agent is on but ${check.reason}`, { remedy: check.tooLong.remedy });
     return { ...skipped(check.reason), warnings: [agentNotForwarded(check.reason, `${check.tooLong.remedy} Or run without it: \`--ssh-agent off\`.`)] };

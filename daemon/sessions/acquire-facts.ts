@@ -57,7 +57,7 @@ export interface CheckedRequest {
 }
 
 /** Everything an acquire reads before it assembles the plan. */
-export interface AcquireFacts extends CheckedRequest {
+export interface AcquireFacts<Held = unknown> extends CheckedRequest {
   /** The client's start time; null where reading it costs a subprocess (the registry's sweep reads it). */
   startTime: string | null;
   site: ContainerSite;
@@ -69,6 +69,8 @@ export interface AcquireFacts extends CheckedRequest {
   userEngine: UserMappingEngine;
   /** The container record, still being written while the plan is assembled; awaited before it leaves. */
   container: Promise<PreparedContainer>;
+  /** What `holdGit` answered once git's facts were in (the sandbox's git dir, held meanwhile). */
+  held: Held;
 }
 
 /** Invalid input fails here, before any bridge is held; the privacy gate comes before anything reads the cwd. */
@@ -101,14 +103,18 @@ function releaseLeases(section: SshSection): void {
  * ssh section's bridge leases and the container record are pushed on `undo` as they are taken;
  * everything started is settled before a failure goes on, so `undo` gives back all that was taken.
  */
-export async function gatherFacts(input: AcquireInput, sessionId: string, deps: AcquireFactsDeps, undo: DisposalStack): Promise<AcquireFacts> {
+export async function gatherFacts<Held>(input: AcquireInput, sessionId: string, deps: AcquireFactsDeps, undo: DisposalStack, holdGit: (git: GitHostFacts) => Promise<Held>): Promise<AcquireFacts<Held>> {
   // The client's start time needs only its pid: read while the cwd is resolved. Where it costs a
   // subprocess, the registry's next sweep records it instead, except for a renewal (rare): only
   // the client that held a container may take it over, and that is told by its start time.
   const startTime = deps.probe.cheapStartTime || input.renews !== undefined ? deps.probe.startTime(input.client.pid) : Promise.resolve(null);
   const checked = checkRequest(input, deps);
+  // The agent's socket is only looked at (a stat and an identities request): while the request is
+  // checked. Nothing is served for it before the check passed.
+  const agentCheck = input.sshAgent === 'off' ? undefined : deps.ssh.inspect(input.client.sshAuthSock);
+  agentCheck?.catch(() => undefined);
   const ssh = undo.adopt(
-    checked.then(() => planSsh(input, deps.ssh, { sessionId, credentials: deps.credentials })),
+    checked.then(() => planSsh(input, deps.ssh, { sessionId, credentials: deps.credentials, agentCheck })),
     releaseLeases,
   );
   const site = checked.then(() => deps.site(input));
@@ -139,6 +145,8 @@ export async function gatherFacts(input: AcquireInput, sessionId: string, deps: 
       : { mounts: [], env: {} },
   );
   const users = checked.then(() => deps.userEngine(input));
-  const [request, start, where, agent, repo, credentials, userEngine] = await settleAll([checked, startTime, site, ssh, git, cloud, users]);
-  return { ...request, startTime: start, site: where, ssh: agent, ...repo, cloud: credentials, userEngine, container };
+  // Held as soon as git's facts are in, while the agent's socket is still being opened.
+  const held = git.then(({ git: facts }) => holdGit(facts));
+  const [request, start, where, agent, repo, credentials, userEngine, sandbox] = await settleAll([checked, startTime, site, ssh, git, cloud, users, held]);
+  return { ...request, startTime: start, site: where, ssh: agent, ...repo, cloud: credentials, userEngine, container, held: sandbox };
 }

@@ -15,7 +15,7 @@ import { expressibleMounts } from '../plan/mount-args.js';
 import { workdirMount } from '../plan/workdir.js';
 import type { AcquireFacts, PreparedContainer } from './acquire-facts.js';
 
-type PlanFacts = Omit<AcquireFacts, 'container' | 'site' | 'startTime'>;
+type PlanFacts = Omit<AcquireFacts, 'container' | 'site' | 'startTime' | 'held'>;
 
 export function repoPolicy(input: AcquireInput): RepoPolicy {
   return { hooks: input.gitHooks, config: input.gitConfig };

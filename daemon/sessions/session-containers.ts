@@ -7,7 +7,7 @@ import { removeFile } from '../os/files.js';
 import { readStateFile } from '../os/state-file.js';
 import type { Defer } from '../cache/quiet-time.js';
 import type { Clock, EndReason } from './session-registry.js';
-import type { ContainerChange, ContainerRecord, DaemonIdentity, LoadedRecords } from '../containers/container-store.js';
+import type { ContainerChange, ContainerRecord, DaemonIdentity } from '../containers/container-store.js';
 import { OWNER_LABEL, SESSION_LABEL, type EngineTarget, type OwnedContainer } from '../containers/engine-cli.js';
 
 /** The engine writes a cidfile in the daemon's own dir; what is not a regular file there holds no id. */
@@ -52,8 +52,10 @@ export interface SessionContainersDeps {
   defer: Defer;
   /** Whether a daemon of an earlier layout answers: records that name no daemon may be its. */
   strayAnswers(): Promise<boolean>;
-  /** What a previous daemon recorded; read once, before anything is written. */
-  load(): Promise<LoadedRecords>;
+  /** What a previous daemon recorded of sessions not released; read once, before anything is written. */
+  load(): Promise<ContainerRecord[]>;
+  /** What it recorded of released sessions (their containers are the clients'); read once. */
+  loadReleased(): Promise<ContainerRecord[]>;
   /** Persists what changed since the last save; rejects when a record could not be written. */
   save(changes: readonly ContainerChange[]): Promise<void>;
   /** `rm -f` of the containers labelled with `key` and the owner; the ids removed. */
@@ -127,22 +129,37 @@ export class SessionContainers {
   /** Looks in a row that did not get through. */
   private unrecordedFailures = 0;
   private unrecordedScheduled = false;
-  /** Saving before the previous daemon's records are in would drop them from the file. */
+  /**
+   * The previous daemon's records of sessions, in before anything is written: a record file
+   * created meanwhile would be read back as one of its own.
+   */
   private readonly ready: Promise<void>;
+  /**
+   * Its records of released sessions: only the look for containers no record names, and a purge,
+   * need them, so no acquire waits for them (they grow with the sessions released lately).
+   */
+  private readonly releasedReady: Promise<void>;
+  /** Released keys this daemon set aside or forgot itself: what it did is newer than what it loads. */
+  private readonly releasedTouched = new Set<string>();
   private dirReady: Promise<void> | null = null;
 
   constructor(private readonly deps: SessionContainersDeps) {
     this.startedAt = deps.clock.monotonic();
     this.ready = (async () => {
-      const loaded = await deps.load();
-      for (const record of loaded.records) {
+      for (const record of await deps.load()) {
         this.put(record);
         this.inherited.add(record.key);
       }
-      for (const record of loaded.released) this.released.set(record.key, record);
     })();
-    // Whoever waits on it next hears of a failure; this only keeps it from being unhandled.
+    this.releasedReady = Promise.all([this.ready, deps.loadReleased()]).then(([, released]) => {
+      for (const record of released) {
+        if (this.releasedTouched.has(record.key) || this.records.has(record.key)) continue;
+        this.released.set(record.key, record);
+      }
+    });
+    // Whoever waits on them next hears of a failure; this only keeps them from being unhandled.
     this.ready.catch(() => undefined);
+    this.releasedReady.catch(() => undefined);
   }
 
   cidfile(key: string): string {
@@ -280,6 +297,7 @@ export class SessionContainers {
   }
 
   private forgetReleased(key: string): void {
+    this.releasedTouched.add(key);
     this.released.delete(key);
     this.releasedMissingSince.delete(key);
     this.dirty.set(key, 'forget-released');
@@ -307,7 +325,7 @@ export class SessionContainers {
 
   /** Every engine a record names (released ones too), each once: where a purge looks. */
   async targets(): Promise<EngineTarget[]> {
-    await this.ready;
+    await this.releasedReady;
     const targets = new Map<string, EngineTarget>();
     for (const record of [...this.records.values(), ...this.released.values()]) {
       const { engine, path: searchPath, env, globalArgs } = record;
@@ -395,6 +413,8 @@ export class SessionContainers {
    * False when it did not get through (see UNRECORDED_RETRY_MS).
    */
   private async sweepUnrecorded(): Promise<boolean> {
+    // A released session's container is the client's: none is taken for one no record names.
+    await this.releasedReady;
     // A daemon of an earlier layout that came up meanwhile may have written records not loaded here.
     if (await this.deps.strayAnswers()) return false;
     let through = true;
@@ -503,7 +523,10 @@ export class SessionContainers {
     this.records.delete(key);
     this.inherited.delete(key);
     this.dirty.set(key, released === null ? 'forget' : 'release');
-    if (released !== null) this.released.set(key, released);
+    if (released !== null) {
+      this.released.set(key, released);
+      this.releasedTouched.add(key);
+    }
     this.renewed.delete(key);
     this.claimedFrom.delete(key);
     this.ids.delete(key);

@@ -6,6 +6,7 @@ import { planGitSection } from '../plan/git/git-section.js';
 import type { SandboxGitDir } from '../plan/git/git.js';
 import { userMapping } from '../plan/user-namespace.js';
 import { gatherFacts, type AcquireFacts, type AcquireFactsDeps } from './acquire-facts.js';
+import type { GitHostFacts } from '../plan/git/git-host.js';
 import { assemblePlan, repoPolicy, sessionMounts, writableSources, type PlanParts } from './assemble-plan.js';
 import { DisposalStack } from './disposal-stack.js';
 import type { Clock, SessionRegistry } from './session-registry.js';
@@ -61,9 +62,8 @@ export class SessionService {
     const sessionId = randomId('ses');
     const undo = new DisposalStack();
     try {
-      const facts = await gatherFacts(input, sessionId, this.deps, undo);
-      const sandbox = await this.sandboxGit(sessionId, input, facts, undo);
-      const sections = await this.sections(input, facts, sandbox);
+      const facts = await gatherFacts(input, sessionId, this.deps, undo, (git) => this.sandboxGit(sessionId, input, git, undo));
+      const sections = await this.sections(input, facts, facts.held);
       return await this.commit(input, { sessionId, started }, facts, sections);
     } catch (error) {
       await undo.unwind();
@@ -72,13 +72,13 @@ export class SessionService {
   }
 
   /** The sandbox's own git dir for the session's repository, held until the session ends. */
-  private async sandboxGit(sessionId: string, input: AcquireInput, facts: AcquireFacts, undo: DisposalStack): Promise<SandboxGitDir | null> {
-    const { repo } = facts.git;
+  private async sandboxGit(sessionId: string, input: AcquireInput, git: GitHostFacts, undo: DisposalStack): Promise<SandboxGitDir | null> {
+    const { repo } = git;
     if (repo === null) return null;
     undo.defer(() => {
       this.deps.gitSync.drop(sessionId);
     });
-    return this.deps.gitSync.hold(sessionId, { repo, git: facts.git.git, path: input.client.path ?? '' });
+    return this.deps.gitSync.hold(sessionId, { repo, git: git.git, path: input.client.path ?? '' });
   }
 
   /** The parts of the plan that cost I/O: the git section (it stores a generated config) and what the site sees. */

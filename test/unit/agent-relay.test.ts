@@ -114,11 +114,14 @@ describe('AgentRelay: each session has its own socket, bounded, closed when the 
     expect(sessions.at(-1)?.endpoint.refused).toBe(SESSION_MAX_OPEN);
   });
 
-  it('makes the next session socket ahead: an acquire takes it, another is made, and a halt removes the one nobody took', async () => {
+  it('makes the next session socket ahead when asked, never on an acquire\'s path: an acquire takes it, and a halt removes the one nobody took', async () => {
     const { bridge } = await relay();
     const first = await bridge.open();
     const agents = path.dirname(first.dir);
     const socketName = path.basename(first.endpoint.socketPath);
+    // The acquire made its own socket and nothing else.
+    expect(readdirSync(agents)).toEqual([path.basename(first.dir)]);
+    bridge.makeSpare();
     const ahead = await waitFor(() => readdirSync(agents).find((name) => name !== path.basename(first.dir) && existsSync(path.join(agents, name, socketName))), 'the socket made ahead');
     // Made ahead, it is no session's: not among the relay's sockets.
     expect(bridge.describe(1)).toMatchObject({ endpoints: 1 });
@@ -126,6 +129,9 @@ describe('AgentRelay: each session has its own socket, bounded, closed when the 
     expect(path.basename(second.dir)).toBe(ahead);
     expect((await connect(second.endpoint.socketPath)).answer).toBe('agent');
     expect(bridge.describe(2)).toMatchObject({ endpoints: 2 });
+    expect(readdirSync(agents)).toHaveLength(2);
+    bridge.makeSpare();
+    bridge.makeSpare();
     await waitFor(() => readdirSync(agents).length === 3, 'the next socket made ahead');
     await bridge.halt();
     expect(readdirSync(agents).sort()).toEqual([path.basename(first.dir), path.basename(second.dir)].sort());

@@ -26,7 +26,7 @@ const relay = (dir: string, name: string | null = null, upstream = '/agent.sock'
 const session = (sessionId: string, clientPid: number, endpoints: KeptEndpoint[], clientStartTime: string | null = 't0'): KeptSession => ({ sessionId, clientPid, clientStartTime, endpoints });
 
 /** Kept endpoints over a real records file; `reopened` and `released` say what happened to each socket. */
-async function kept(recorded: KeptSession[], live: KeptSession[] = []) {
+async function kept(recorded: KeptSession[], live: KeptSession[] = [], hold?: Promise<void>) {
   const dir = stateDir();
   const records = new EndpointRecords(dir, logger);
   await records.save(recorded);
@@ -39,10 +39,11 @@ async function kept(recorded: KeptSession[], live: KeptSession[] = []) {
   const subject = new KeptEndpoints({
     records,
     probe,
-    reopen: (endpoint) => {
+    reopen: async (endpoint) => {
       reopened.push(endpoint);
+      await hold;
       const dir = 'dir' in endpoint ? endpoint.dir : '';
-      if (dir === 'ffffffffffffffff') return Promise.reject(new Error('cannot'));
+      if (dir === 'ffffffffffffffff') throw new Error('cannot');
       const served: ServedAgent = {
         kind: 'mount',
         mountSource: `/agents/${dir}`,
@@ -51,7 +52,7 @@ async function kept(recorded: KeptSession[], live: KeptSession[] = []) {
         warnings: [],
         lease: { bridgeId: 'relay_x', release: () => void released.push(dir) },
       };
-      return Promise.resolve(served);
+      return served;
     },
     live: () => live,
     ttlMs: 30_000,
@@ -71,6 +72,22 @@ describe('KeptEndpoints: a running container\'s sockets outlive a graceful stop,
     ]);
     expect(await subject.start()).toHaveLength(1);
     expect(reopened).toEqual([relay('0000000000000001'), relay('0000000000000002', 'extra', '/extra.sock')]);
+  });
+
+  it('names the live sessions before their sockets are served again; a renewal waits for them', async () => {
+    let served = (): void => undefined;
+    const hold = new Promise<void>((resolve) => {
+      served = resolve;
+    });
+    const { subject, reopened } = await kept([session('ses_live000001', 100, [relay('0000000000000001')]), session('ses_gone000001', 300, [relay('0000000000000003')])], [], hold);
+    const started = subject.start();
+    // What a daemon's first acquires wait for: the sessions (their directories stay), not a socket served again.
+    expect((await subject.found()).map((entry) => entry.sessionId)).toEqual(['ses_live000001']);
+    expect(reopened).toEqual([relay('0000000000000001')]);
+    const taking = subject.take('ses_live000001', 100, null, '/agent.sock');
+    served();
+    expect((await taking)?.mountSource).toBe('/agents/0000000000000001');
+    expect(await started).toHaveLength(1);
   });
 
   it('a renewal by the same client takes each socket over once, by name and upstream; anyone else gets none', async () => {

@@ -38,9 +38,11 @@ const SELF = { pid: 4242, startTime: 'self-boot' };
 interface SetupOptions {
   released?: ContainerRecord[];
   failing?: Set<string>;
+  /** When the released records are read (at once unless given). */
+  releasedLoad?: Promise<ContainerRecord[]>;
 }
 
-function setup(inherited: ContainerRecord[] = [], { released = [], failing = new Set<string>() }: SetupOptions = {}) {
+function setup(inherited: ContainerRecord[] = [], { released = [], failing = new Set<string>(), releasedLoad = Promise.resolve(released) }: SetupOptions = {}) {
   let now = 0;
   const dir = path.join(tempDir(), 'containers');
   const probe = fakeProbe();
@@ -80,7 +82,8 @@ function setup(inherited: ContainerRecord[] = [], { released = [], failing = new
       deferred.push(work);
     },
     strayAnswers: () => Promise.resolve(state.stray),
-    load: () => Promise.resolve({ records: inherited, released }),
+    load: () => Promise.resolve(inherited),
+    loadReleased: () => releasedLoad,
     save: (changes) => {
       if (state.diskFull && changes.some((change) => change.kind === 'write')) return Promise.reject(new Error('ENOSPC: no space left on device, write'));
       for (const change of changes) {
@@ -311,6 +314,28 @@ describe('SessionContainers', () => {
     await quiet();
     expect(removedIds).toEqual(['c-lost', 'c-lost2']);
     expect([...releasedOnDisk]).toEqual(['ses_released1']);
+  });
+
+  it("writes an acquire's record before the released records are read, and looks for containers no record names only after", async () => {
+    let loadReleased = (_records: ContainerRecord[]): void => undefined;
+    const releasedLoad = new Promise<ContainerRecord[]>((resolve) => {
+      loadReleased = resolve;
+    });
+    const { containers, engine, removedIds, state, quiet } = setup([], { releasedLoad });
+    engine.set('c-released', 'ses_released1');
+    engine.set('c-lost', 'ses_neverrecorded');
+    // However many sessions were released lately, a plan waits only for its own record.
+    expect((await containers.prepare(request('ses_acquired1', 100))).flags).toContain('--cidfile');
+    await containers.sweep();
+    await quiet();
+    expect(state.listings).toBe(0);
+    expect(removedIds).toEqual([]);
+    loadReleased([record('ses_released1', 101)]);
+    await quiet();
+    // The client's container is accounted for; the one no record names goes.
+    expect(state.listings).toBeGreaterThan(0);
+    expect(removedIds).toEqual(['c-lost']);
+    expect([...engine.keys()].sort()).toEqual(['c-released']);
   });
 
   it('leaves a released session\'s container that started after a look alone', async () => {
