@@ -62,6 +62,11 @@ export class GitSync {
   private readonly pins = new Map<string, { print: string; pins: WorkTreePins }>();
   /** Sessions ended because their sandbox git dir exceeded a bound, with why, for their clients' renewal and release. */
   private readonly endedForCause = new Map<string, SessionGit>();
+  /** The last acquire's repository facts per repository: what a spare is copied from. */
+  private readonly facts = new Map<string, GitRepo['outer']>();
+  /** Spares being made, awaited by close. */
+  private readonly spares = new Set<Promise<void>>();
+  private closing = false;
   /** What a previous daemon left is known before any acquire decides to refresh a sandbox git dir. */
   private ready: Promise<void> = Promise.resolve();
 
@@ -84,6 +89,7 @@ export class GitSync {
    */
   start(): Promise<void> {
     this.ready = (async () => {
+      await this.store.sweepSpares();
       for (const state of await this.store.loadAll()) {
         if (!state.used || state.served.length === 0) continue;
         const sync = this.repoSync(state);
@@ -120,7 +126,7 @@ export class GitSync {
       if (sync === undefined || !sync.live) {
         const state = sync?.state ?? (await this.store.loadAll().then((states) => states.find((candidate) => candidate.key === key)));
         const fresh = state !== undefined && state.hostPrint !== null && (await this.unchanged(state));
-        const next = fresh ? state : await this.refresh(outer.commonDir, outer.facts);
+        const next = fresh ? state : ((await this.takeSpare(outer.commonDir, outer.facts)) ?? (await this.refresh(outer.commonDir, outer.facts)));
         if (sync === undefined) {
           sync = this.repoSync(next);
           this.repos.set(key, sync);
@@ -132,6 +138,7 @@ export class GitSync {
       const served = await this.served(sync, input.repo);
       await sync.add(sessionId, served);
       this.sessionRepo.set(sessionId, key);
+      this.facts.set(key, outer);
       return { source: sync.state.root, ...(await this.mountFiles(sync)) };
     });
     return { ...files, target: outer.commonDir, pins: await pinsPending };
@@ -180,6 +187,12 @@ export class GitSync {
     if (sync === undefined) return;
     const ending = this.locked(key, () => sync.end(sessionId));
     this.endings.set(sessionId, ending);
+    void ending.then(
+      () => {
+        this.spareAfter(key, sync);
+      },
+      () => undefined,
+    );
     void ending
       .catch((error: unknown) => {
         this.deps.logger.error({ module: 'gitsync', sessionId, err: error }, "the session's last sync failed");
@@ -218,7 +231,9 @@ export class GitSync {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     await Promise.all([...this.endings.values()].map((ending) => ending.catch(() => undefined)));
+    await Promise.all([...this.spares]);
     await Promise.all([...this.repos.values()].map((sync) => sync.close()));
   }
 
@@ -255,6 +270,33 @@ export class GitSync {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === undefined || !STATE_WRITE_ERRORS.has(code)) throw error;
       throw new SandboxdError('STATE_WRITE_FAILED', `cannot make the sandbox's git dir in ${this.deps.stateDir}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  /**
+   * Once the last session on a repository ended (its last sync done), the next acquire's fresh copy
+   * is made now, off the launch's path; it waits behind the repository's lock like any refresh.
+   */
+  private spareAfter(key: string, sync: RepoSync): void {
+    const outer = this.facts.get(key);
+    if (this.closing || sync.live || outer === undefined) return;
+    const made = this.locked(key, async () => {
+      if (sync.live) return;
+      await this.store.prepareSpare(outer.commonDir, outer.facts);
+    }).catch((error: unknown) => {
+      this.deps.logger.warn({ module: 'gitsync', repository: outer.commonDir, err: error }, "the next sandbox git dir could not be made ahead; the next session's acquire copies it");
+    });
+    this.spares.add(made);
+    void made.finally(() => this.spares.delete(made));
+  }
+
+  /** The spare when it is provably the host's state; a failure to take it costs only the copy it would have saved. */
+  private async takeSpare(commonDir: string, facts: GitRepo['outer']['facts']): Promise<SandboxState | null> {
+    try {
+      return await this.store.takeSpare(commonDir, facts);
+    } catch (error) {
+      this.deps.logger.warn({ module: 'gitsync', repository: commonDir, err: error }, "the sandbox git dir made ahead could not be taken; copying it afresh");
+      return null;
     }
   }
 

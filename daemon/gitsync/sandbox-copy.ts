@@ -1,7 +1,7 @@
-import { constants, promises as fs } from 'node:fs';
+import { constants, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
-import { listDir } from '../os/untrusted-files.js';
+import { identity, listDir } from '../os/untrusted-files.js';
 import type { GitDirPair } from './git-dir-pairs.js';
 import { isObjectId, isValidRefName } from './ref-names.js';
 import { fileIdentity, isSyncedRef, type LooseRef } from './sandbox-refs.js';
@@ -116,6 +116,44 @@ async function copyTree(from: string, to: string, name: string, pair: GitDirPair
   for (const dir of dirs) await copyTree(path.join(from, dir), path.join(to, dir), `${name}/${dir}`, pair, base, budget);
 }
 
+/** Whether a top-level file of a host git dir is state the copy takes. */
+function keptFile(pair: GitDirPair, name: string): boolean {
+  return STATE_FILE.test(name) || PLAIN_FILES.has(name) || SHARED_INDEX.test(name) || (pair.kind === 'worktree' && WORKTREE_FILES.has(name));
+}
+
+function statLine(file: string, stat: Stats | null): string {
+  return stat === null ? `${file}:-` : `${file}:${stat.isDirectory() ? 'd' : stat.isFile() ? 'f' : 'o'}:${identity(stat)}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`;
+}
+
+/**
+ * The identity (device, inode, size, mtime, ctime) of everything copyGitDirState reads of a host
+ * git dir: the dir itself and each directory it lists (a file made, renamed or removed there
+ * changes its directory), each file it copies (git appends reflogs and writes some state files in
+ * place). Taken before a copy, an equal print later proves the copy is still the host's state.
+ */
+export async function gitDirStatePrint(pair: GitDirPair, budget: CopyBudget): Promise<string[]> {
+  const lines: string[] = [];
+  const stats = async (files: readonly string[]): Promise<(Stats | null)[]> => {
+    for (const file of files) budget.take(file);
+    const found = await Promise.all(files.map((file) => fs.lstat(file).catch(() => null)));
+    files.forEach((file, index) => lines.push(statLine(file, found[index] ?? null)));
+    return found;
+  };
+  const tree = async (dir: string): Promise<void> => {
+    const children = await listDir(dir);
+    await stats(children.filter((child) => child.isFile()).map((child) => path.join(dir, child.name)));
+    const dirs = children.filter((child) => child.isDirectory()).map((child) => path.join(dir, child.name));
+    const found = await stats(dirs);
+    for (const [index, sub] of dirs.entries()) if (found[index]?.isDirectory() === true) await tree(sub);
+  };
+  await stats([pair.host]);
+  await stats((await listDir(pair.host)).filter((child) => child.isFile() && keptFile(pair, child.name)).map((child) => path.join(pair.host, child.name)));
+  const dirs = STATE_DIRS.map((dir) => path.join(pair.host, dir));
+  const found = await stats(dirs);
+  for (const [index, dir] of dirs.entries()) if (found[index]?.isDirectory() === true) await tree(dir);
+  return lines;
+}
+
 /**
  * One host git dir's state into `sandbox` (created fresh). Its objects, config and hooks are not
  * copied: objects are read from the host's store through alternates, and config and hooks are the
@@ -127,8 +165,7 @@ export async function copyGitDirState(pair: GitDirPair, sandbox: string, budget:
   const files: string[] = [];
   for (const child of await listDir(pair.host)) {
     if (!child.isFile()) continue;
-    const keep = STATE_FILE.test(child.name) || PLAIN_FILES.has(child.name) || SHARED_INDEX.test(child.name) || (pair.kind === 'worktree' && WORKTREE_FILES.has(child.name));
-    if (keep) {
+    if (keptFile(pair, child.name)) {
       budget.take(pair.host);
       files.push(child.name);
     }

@@ -11,7 +11,7 @@ import { identity, listDir, lstatOrNull, readControlFile } from '../os/untrusted
 import type { GitDirFacts } from '../plan/git/git-dir.js';
 import type { SandboxGitDir } from '../plan/git/git.js';
 import { containerObjectsPath, gitDirPairs, hasAlternates, objectStores, sandboxPath, type GitDirPair } from './git-dir-pairs.js';
-import { copyGitDirState, CopyBudget, FILE_MODE, makeDir, type PairBase } from './sandbox-copy.js';
+import { copyGitDirState, CopyBudget, FILE_MODE, gitDirStatePrint, makeDir, type PairBase } from './sandbox-copy.js';
 
 /**
  * The sandbox's own git dirs, one per repository (keyed by the host's outer common dir), kept in
@@ -23,6 +23,9 @@ import { copyGitDirState, CopyBudget, FILE_MODE, makeDir, type PairBase } from '
  *   base/       the packed-refs each git dir of s/ started with (hard links to the daemon's copies)
  *   stage/      the daemon's private bare repositories objects are staged in (never mounted)
  *   trash/      sandbox git dirs set aside to be removed
+ *   spare/      the next fresh copy, made while no session holds the repository and never mounted:
+ *               its s/ and base/, and spare.json (written last) with the print of every host file
+ *               and directory the copy read, taken before it read them
  *   record.json what a restarted daemon must know: the base refs, the host's fingerprint, whether
  *               a session has held it since it was made (and in which worktrees)
  */
@@ -33,6 +36,8 @@ const MAX_COPY_ENTRIES = 1_000_000;
 const MAX_FINGERPRINT_DIRS = 4096;
 const CONFIG_MAX_BYTES = 1024 * 1024;
 const POINTER_MAX_BYTES = 4096;
+/** The host files writeDaemonFiles reads besides the object stores. */
+const DAEMON_FILE_INPUTS = ['config', 'config.worktree', 'gitdir', 'commondir'];
 
 /**
  * Lines the sandbox's copy of a config gets: whatever uid the container writes as (a rootless
@@ -62,6 +67,12 @@ export const SandboxRecord = z.strictObject({
   git: z.optional(z.nullable(z.strictObject({ git: z.string().check(z.maxLength(4096)), path: z.string().check(z.maxLength(65_536)) }))),
 });
 export type SandboxRecord = z.infer<typeof SandboxRecord>;
+const SpareRecord = z.strictObject({
+  commonDir: z.string().check(z.maxLength(4096)),
+  pairs: z.array(PairRecord).check(z.maxLength(4096)),
+  print: z.string().check(z.maxLength(200)),
+  hostPrint: z.nullable(z.string().check(z.maxLength(200))),
+});
 
 /** One git dir of the repository with the state its sandbox copy started from. */
 export interface PairState extends GitDirPair {
@@ -92,17 +103,21 @@ export function pairOf(record: z.infer<typeof PairRecord>): PairState {
   return { rel: record.rel, host: record.host, kind: record.kind, hexLength: record.hexLength, base: { loose, packed: record.packed } };
 }
 
+function pairRecord(pair: PairState): z.infer<typeof PairRecord> {
+  return {
+    rel: pair.rel,
+    host: pair.host,
+    kind: pair.kind,
+    hexLength: pair.hexLength,
+    loose: [...pair.base.loose].map(([name, ref]) => [name, ref.oid, ref.identity] as [string, string, string]),
+    packed: pair.base.packed,
+  };
+}
+
 function recordOf(state: SandboxState): SandboxRecord {
   return {
     commonDir: state.commonDir,
-    pairs: state.pairs.map((pair) => ({
-      rel: pair.rel,
-      host: pair.host,
-      kind: pair.kind,
-      hexLength: pair.hexLength,
-      loose: [...pair.base.loose].map(([name, ref]) => [name, ref.oid, ref.identity] as [string, string, string]),
-      packed: pair.base.packed,
-    })),
+    pairs: state.pairs.map(pairRecord),
     hostPrint: state.hostPrint,
     used: state.used,
     served: state.served,
@@ -187,20 +202,86 @@ export class SandboxStore {
    * state copied in, the daemon's read-only files written, the base the sandbox starts from kept.
    */
   async refresh(commonDir: string, facts: GitDirFacts): Promise<SandboxState> {
-    await ensureSecureDir(this.root);
-    const key = this.keyOf(commonDir);
-    const dir = this.dirOf(key);
-    await ensureSecureDir(dir);
+    const dir = await this.keyDir(commonDir);
     const root = path.join(dir, 's');
     await this.setAside(dir, root);
-    const pairs = await gitDirPairs(facts);
-    const budget = new CopyBudget(MAX_COPY_ENTRIES);
-    const states: PairState[] = [];
-    for (const pair of pairs) states.push({ ...pair, base: await copyGitDirState(pair, sandboxPath(root, pair), budget) });
-    const state: SandboxState = { key, commonDir, dir, root, pairs: states, hostPrint: null, used: false, served: [], git: null };
-    await this.writeDaemonFiles(state);
-    await this.keepBase(state);
-    state.hostPrint = await this.hostPrint(state);
+    const pairs = await copyPairs(await gitDirPairs(facts), root);
+    await keepBase(root, path.join(dir, 'base'), pairs);
+    await this.writeDaemonFiles(path.join(dir, 'ro'), root, pairs);
+    return this.finish(commonDir, pairs, await this.hostPrint({ pairs }));
+  }
+
+  /**
+   * The next fresh copy, made ahead of the acquire that takes it (takeSpare): the print of what the
+   * copy reads is taken first, so a host change during or after the copy shows. A spare is
+   * daemon-private until taken: no container has seen it.
+   */
+  async prepareSpare(commonDir: string, facts: GitDirFacts): Promise<void> {
+    const spare = path.join(await this.keyDir(commonDir), 'spare');
+    await this.discardSpare(spare);
+    await fs.mkdir(spare, { mode: 0o700 });
+    const hostPairs = await gitDirPairs(facts);
+    const print = await statePrint(hostPairs);
+    if (print === null) return;
+    const pairs = await copyPairs(hostPairs, path.join(spare, 's'));
+    await keepBase(path.join(spare, 's'), path.join(spare, 'base'), pairs);
+    await this.writeDaemonFiles(path.join(spare, 'ro'), path.join(spare, 's'), pairs);
+    const record = { commonDir, pairs: pairs.map(pairRecord), print, hostPrint: await this.hostPrint({ pairs }) };
+    await writeFileAtomic(path.join(spare, 'spare.json'), `${JSON.stringify({ version: 1, spares: [record] })}\n`, 0o600, { durable: false });
+  }
+
+  /**
+   * The spare as the repository's fresh sandbox git dir, when it is provably the host's state: the
+   * same git dirs, and every file and directory its copy read as it was before the copy. Otherwise
+   * (or none) null, and the spare goes. Taken or not, a spare is used once.
+   */
+  async takeSpare(commonDir: string, facts: GitDirFacts): Promise<SandboxState | null> {
+    const dir = this.dirOf(this.keyOf(commonDir));
+    const spare = path.join(dir, 'spare');
+    const [record] = await readRecordFile(path.join(spare, 'spare.json'), 'spares', 1, SpareRecord, this.logger);
+    await fs.rm(path.join(spare, 'spare.json'), { force: true });
+    const pairs = record?.pairs.map(pairOf);
+    const same = (hostPairs: GitDirPair[]) =>
+      pairs !== undefined && hostPairs.length === pairs.length && hostPairs.every((pair, index) => samePair(pair, pairs[index]));
+    if (record === undefined || pairs === undefined || record.commonDir !== commonDir || !same(await gitDirPairs(facts)) || (await statePrint(pairs)) !== record.print) {
+      await this.discardSpare(spare);
+      return null;
+    }
+    const root = path.join(dir, 's');
+    await this.setAside(dir, root);
+    for (const name of ['s', 'base', 'ro']) await fs.rename(path.join(spare, name), path.join(dir, name));
+    await this.discardSpare(spare);
+    return this.finish(commonDir, pairs, record.hostPrint);
+  }
+
+  /** A spare a killed daemon left half made (no spare.json) goes; a whole one is proven when taken. */
+  async sweepSpares(): Promise<void> {
+    for (const child of await listDir(this.root).catch(() => [])) {
+      const spare = path.join(this.root, child.name, 'spare');
+      if (child.isDirectory() && (await lstatOrNull(path.join(spare, 'spare.json')).catch(() => null)) === null) await this.discardSpare(spare);
+    }
+  }
+
+  private async discardSpare(spare: string): Promise<void> {
+    if ((await lstatOrNull(spare).catch(() => null)) === null) return;
+    const trash = path.join(path.dirname(spare), 'trash');
+    await fs.mkdir(trash, { recursive: true, mode: 0o700 });
+    await fs.rename(spare, path.join(trash, `spare-${Date.now()}-${randomBytes(4).toString('hex')}`));
+    void this.emptyTrash(trash);
+  }
+
+  private async keyDir(commonDir: string): Promise<string> {
+    await ensureSecureDir(this.root);
+    const dir = this.dirOf(this.keyOf(commonDir));
+    await ensureSecureDir(dir);
+    return dir;
+  }
+
+  /** A copy in place at s/ (with its base/ and ro/): its record saved. */
+  private async finish(commonDir: string, pairs: PairState[], hostPrint: string | null): Promise<SandboxState> {
+    const key = this.keyOf(commonDir);
+    const dir = this.dirOf(key);
+    const state: SandboxState = { key, commonDir, dir, root: path.join(dir, 's'), pairs, hostPrint, used: false, served: [], git: null };
     await this.save(state);
     return state;
   }
@@ -249,7 +330,7 @@ export class SandboxStore {
   private async setAside(dir: string, root: string): Promise<void> {
     const trash = path.join(dir, 'trash');
     await fs.mkdir(trash, { recursive: true, mode: 0o700 });
-    for (const name of ['s', 'stage', 'base']) {
+    for (const name of ['s', 'stage', 'base', 'ro']) {
       const from = name === 's' ? root : path.join(dir, name);
       try {
         await fs.rename(from, path.join(trash, `${name}-${Date.now()}-${randomBytes(4).toString('hex')}`));
@@ -274,8 +355,7 @@ export class SandboxStore {
     }
   }
 
-  private async writeDaemonFiles(state: SandboxState): Promise<void> {
-    const ro = path.join(state.dir, 'ro');
+  private async writeDaemonFiles(ro: string, root: string, pairs: readonly GitDirPair[]): Promise<void> {
     await fs.rm(ro, { recursive: true, force: true });
     await fs.mkdir(ro, { recursive: true, mode: 0o755 });
     await fs.chmod(ro, 0o755);
@@ -284,8 +364,8 @@ export class SandboxStore {
       await fs.chmod(file, mode);
     };
     await write(path.join(ro, 'empty'), '', 0o444);
-    for (const pair of state.pairs) {
-      const sandbox = sandboxPath(state.root, pair);
+    for (const pair of pairs) {
+      const sandbox = sandboxPath(root, pair);
       const ro1 = (name: string) => path.join(ro, `${stableHash(pair.rel, 16)}.${name}`);
       // Both places: the read-only copy the plan mounts, and the same text at its target in the
       // sandbox's git dir (what a session whose config is writable starts from).
@@ -310,15 +390,45 @@ export class SandboxStore {
     }
   }
 
-  /** Hard links (the daemon's own copies, which the sandbox replaces by rename) of each pair's packed-refs. */
-  private async keepBase(state: SandboxState): Promise<void> {
-    const base = path.join(state.dir, 'base');
-    await fs.mkdir(base, { recursive: true, mode: 0o700 });
-    for (const pair of state.pairs) {
-      if (pair.base.packed === null) continue;
-      await fs.link(path.join(sandboxPath(state.root, pair), 'packed-refs'), this.basePackedRefs(state, pair));
-    }
+}
+
+/** Each host git dir's state copied into the sandbox git dir `root`, within one budget. */
+async function copyPairs(pairs: readonly GitDirPair[], root: string): Promise<PairState[]> {
+  const budget = new CopyBudget(MAX_COPY_ENTRIES);
+  const states: PairState[] = [];
+  for (const pair of pairs) states.push({ ...pair, base: await copyGitDirState(pair, sandboxPath(root, pair), budget) });
+  return states;
+}
+
+/** Hard links (the daemon's own copies, which the sandbox replaces by rename) of each pair's packed-refs, in `base`. */
+async function keepBase(root: string, base: string, pairs: readonly PairState[]): Promise<void> {
+  await fs.mkdir(base, { recursive: true, mode: 0o700 });
+  for (const pair of pairs) {
+    if (pair.base.packed === null) continue;
+    await fs.link(path.join(sandboxPath(root, pair), 'packed-refs'), path.join(base, `${stableHash(pair.rel, 16)}.packed-refs`));
   }
+}
+
+/** The print of everything the copy reads of the host's git dirs; null past the copy's bound (never proven). */
+async function statePrint(pairs: readonly GitDirPair[]): Promise<string | null> {
+  const budget = new CopyBudget(MAX_COPY_ENTRIES);
+  const pairLines = async (pair: GitDirPair): Promise<string[]> => {
+    const lines = [`${pair.rel}\0${pair.host}\0${pair.kind}\0${pair.hexLength}`, ...(await gitDirStatePrint(pair, budget))];
+    // What the daemon's read-only files are written from: configs, pointers, the object stores.
+    const inputs = await Promise.all(DAEMON_FILE_INPUTS.map((name) => lstatOrNull(path.join(pair.host, name)).catch(() => null)));
+    DAEMON_FILE_INPUTS.forEach((name, index) => lines.push(statLine(name, inputs[index] ?? null)));
+    if (pair.kind !== 'worktree') lines.push((await objectStores(path.join(pair.host, 'objects'))).join('\0'));
+    return lines;
+  };
+  try {
+    return stableHash((await Promise.all(pairs.map(pairLines))).flat().join('\n'), 32);
+  } catch {
+    return null;
+  }
+}
+
+function samePair(a: GitDirPair, b: GitDirPair | undefined): boolean {
+  return b !== undefined && a.rel === b.rel && a.host === b.host && a.kind === b.kind && a.hexLength === b.hexLength;
 }
 
 async function exists(file: string): Promise<boolean> {
