@@ -12,7 +12,7 @@ import { HostGit } from './host-git.js';
 import { indexPrint, workTreePins } from './pins.js';
 import { RepoSync, type Served } from './repo-sync.js';
 import { copyGitDirState, CopyBudget } from './sandbox-copy.js';
-import { SandboxStore, type SandboxState } from './sandbox-store.js';
+import { SandboxStore, SPARE_SETTLE_MS, type SandboxState } from './sandbox-store.js';
 
 export interface GitSyncDeps {
   stateDir: string;
@@ -42,6 +42,9 @@ const STATE_WRITE_ERRORS = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO']);
 
 /** Sessions ended for a bound whose reason is kept for their clients. */
 const ENDED_FOR_CAUSE_KEPT = 1024;
+
+/** How many times a spare is tried for once a repository's last session ended. */
+const SPARE_TRIES = 3;
 
 /** How long a release waits for its session's last sync before it answers without it. */
 const RELEASE_WAIT_MS = 30_000;
@@ -275,17 +278,21 @@ export class GitSync {
 
   /**
    * Once the last session on a repository ended (its last sync done), the next acquire's fresh copy
-   * is made now, off the launch's path; it waits behind the repository's lock like any refresh.
+   * is made now, off the launch's path; it waits behind the repository's lock like any refresh. A
+   * host that changed too recently to be proven later (the last sync moved its refs) is looked at
+   * again once that settled.
    */
-  private spareAfter(key: string, sync: RepoSync): void {
+  private spareAfter(key: string, sync: RepoSync, tries = SPARE_TRIES): void {
     const outer = this.facts.get(key);
-    if (this.closing || sync.live || outer === undefined) return;
-    const made = this.locked(key, async () => {
-      if (sync.live) return;
-      await this.store.prepareSpare(outer.commonDir, outer.facts);
-    }).catch((error: unknown) => {
-      this.deps.logger.warn({ module: 'gitsync', repository: outer.commonDir, err: error }, "the next sandbox git dir could not be made ahead; the next session's acquire copies it");
-    });
+    if (this.closing || sync.live || outer === undefined || tries === 0) return;
+    const made = this.locked(key, async () => (sync.live ? true : this.store.prepareSpare(outer.commonDir, outer.facts))).then(
+      (done) => {
+        if (!done) this.deps.timers.after(SPARE_SETTLE_MS, () => { this.spareAfter(key, sync, tries - 1); });
+      },
+      (error: unknown) => {
+        this.deps.logger.warn({ module: 'gitsync', repository: outer.commonDir, err: error }, "the next sandbox git dir could not be made ahead; the next session's acquire copies it");
+      },
+    );
     this.spares.add(made);
     void made.finally(() => this.spares.delete(made));
   }
@@ -293,7 +300,9 @@ export class GitSync {
   /** The spare when it is provably the host's state; a failure to take it costs only the copy it would have saved. */
   private async takeSpare(commonDir: string, facts: GitRepo['outer']['facts']): Promise<SandboxState | null> {
     try {
-      return await this.store.takeSpare(commonDir, facts);
+      const state = await this.store.takeSpare(commonDir, facts);
+      if (state !== null) this.deps.logger.debug({ module: 'gitsync', repository: commonDir }, 'took the sandbox git dir made ahead: the host is as it was copied');
+      return state;
     } catch (error) {
       this.deps.logger.warn({ module: 'gitsync', repository: commonDir, err: error }, "the sandbox git dir made ahead could not be taken; copying it afresh");
       return null;

@@ -121,8 +121,23 @@ function keptFile(pair: GitDirPair, name: string): boolean {
   return STATE_FILE.test(name) || PLAIN_FILES.has(name) || SHARED_INDEX.test(name) || (pair.kind === 'worktree' && WORKTREE_FILES.has(name));
 }
 
-function statLine(file: string, stat: Stats | null): string {
-  return stat === null ? `${file}:-` : `${file}:${stat.isDirectory() ? 'd' : stat.isFile() ? 'f' : 'o'}:${identity(stat)}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`;
+/**
+ * The identities of host files and directories, and the newest change among them: a change made in
+ * the same clock tick as the look may leave the same times behind, so a print whose newest change
+ * is that recent proves nothing yet.
+ */
+export class StatePrint {
+  readonly lines: string[] = [];
+  newestMs = 0;
+
+  add(file: string, stat: Stats | null): void {
+    if (stat === null) {
+      this.lines.push(`${file}:-`);
+      return;
+    }
+    this.lines.push(`${file}:${stat.isDirectory() ? 'd' : stat.isFile() ? 'f' : 'o'}:${identity(stat)}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`);
+    this.newestMs = Math.max(this.newestMs, stat.mtimeMs, stat.ctimeMs);
+  }
 }
 
 /**
@@ -131,12 +146,13 @@ function statLine(file: string, stat: Stats | null): string {
  * changes its directory), each file it copies (git appends reflogs and writes some state files in
  * place). Taken before a copy, an equal print later proves the copy is still the host's state.
  */
-export async function gitDirStatePrint(pair: GitDirPair, budget: CopyBudget): Promise<string[]> {
-  const lines: string[] = [];
+export async function gitDirStatePrint(pair: GitDirPair, budget: CopyBudget, print: StatePrint): Promise<void> {
   const stats = async (files: readonly string[]): Promise<(Stats | null)[]> => {
     for (const file of files) budget.take(file);
     const found = await Promise.all(files.map((file) => fs.lstat(file).catch(() => null)));
-    files.forEach((file, index) => lines.push(statLine(file, found[index] ?? null)));
+    files.forEach((file, index) => {
+      print.add(file, found[index] ?? null);
+    });
     return found;
   };
   const tree = async (dir: string): Promise<void> => {
@@ -151,7 +167,6 @@ export async function gitDirStatePrint(pair: GitDirPair, budget: CopyBudget): Pr
   const dirs = STATE_DIRS.map((dir) => path.join(pair.host, dir));
   const found = await stats(dirs);
   for (const [index, dir] of dirs.entries()) if (found[index]?.isDirectory() === true) await tree(dir);
-  return lines;
 }
 
 /**

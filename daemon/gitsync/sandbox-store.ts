@@ -11,7 +11,7 @@ import { identity, listDir, lstatOrNull, readControlFile } from '../os/untrusted
 import type { GitDirFacts } from '../plan/git/git-dir.js';
 import type { SandboxGitDir } from '../plan/git/git.js';
 import { containerObjectsPath, gitDirPairs, hasAlternates, objectStores, sandboxPath, type GitDirPair } from './git-dir-pairs.js';
-import { copyGitDirState, CopyBudget, FILE_MODE, gitDirStatePrint, makeDir, type PairBase } from './sandbox-copy.js';
+import { copyGitDirState, CopyBudget, FILE_MODE, gitDirStatePrint, makeDir, StatePrint, type PairBase } from './sandbox-copy.js';
 
 /**
  * The sandbox's own git dirs, one per repository (keyed by the host's outer common dir), kept in
@@ -36,6 +36,8 @@ const MAX_COPY_ENTRIES = 1_000_000;
 const MAX_FINGERPRINT_DIRS = 4096;
 const CONFIG_MAX_BYTES = 1024 * 1024;
 const POINTER_MAX_BYTES = 4096;
+/** A spare is made only of host git dirs whose newest change is older than this (a 1 s timestamp tick, and more). */
+export const SPARE_SETTLE_MS = 2500;
 /** The host files writeDaemonFiles reads besides the object stores. */
 const DAEMON_FILE_INPUTS = ['config', 'config.worktree', 'gitdir', 'commondir'];
 
@@ -158,9 +160,14 @@ export async function fingerprint(gitDirs: readonly string[], files: readonly st
 export class SandboxStore {
   private readonly root: string;
 
+  /**
+   * @param settleMs how long ago the newest change to a host git dir must be for a spare to be
+   *   made of it: longer than the coarsest timestamp tick of the file systems git dirs live on.
+   */
   constructor(
     stateDir: string,
     private readonly logger: Logger,
+    private readonly settleMs = SPARE_SETTLE_MS,
   ) {
     this.root = path.join(stateDir, 'git-dirs');
   }
@@ -213,21 +220,24 @@ export class SandboxStore {
 
   /**
    * The next fresh copy, made ahead of the acquire that takes it (takeSpare): the print of what the
-   * copy reads is taken first, so a host change during or after the copy shows. A spare is
-   * daemon-private until taken: no container has seen it.
+   * copy reads is taken first, so a host change during or after the copy shows. None (false) when
+   * the host changed within settleMs: a change in the same timestamp tick could leave no trace. A
+   * spare is daemon-private until taken: no container has seen it.
    */
-  async prepareSpare(commonDir: string, facts: GitDirFacts): Promise<void> {
+  async prepareSpare(commonDir: string, facts: GitDirFacts): Promise<boolean> {
     const spare = path.join(await this.keyDir(commonDir), 'spare');
     await this.discardSpare(spare);
     await fs.mkdir(spare, { mode: 0o700 });
     const hostPairs = await gitDirPairs(facts);
+    const started = Date.now();
     const print = await statePrint(hostPairs);
-    if (print === null) return;
+    if (print === null || print.newestMs >= started - this.settleMs) return false;
     const pairs = await copyPairs(hostPairs, path.join(spare, 's'));
     await keepBase(path.join(spare, 's'), path.join(spare, 'base'), pairs);
     await this.writeDaemonFiles(path.join(spare, 'ro'), path.join(spare, 's'), pairs);
-    const record = { commonDir, pairs: pairs.map(pairRecord), print, hostPrint: await this.hostPrint({ pairs }) };
+    const record = { commonDir, pairs: pairs.map(pairRecord), print: print.print, hostPrint: await this.hostPrint({ pairs }) };
     await writeFileAtomic(path.join(spare, 'spare.json'), `${JSON.stringify({ version: 1, spares: [record] })}\n`, 0o600, { durable: false });
+    return true;
   }
 
   /**
@@ -243,7 +253,7 @@ export class SandboxStore {
     const pairs = record?.pairs.map(pairOf);
     const same = (hostPairs: GitDirPair[]) =>
       pairs !== undefined && hostPairs.length === pairs.length && hostPairs.every((pair, index) => samePair(pair, pairs[index]));
-    if (record === undefined || pairs === undefined || record.commonDir !== commonDir || !same(await gitDirPairs(facts)) || (await statePrint(pairs)) !== record.print) {
+    if (record === undefined || pairs === undefined || record.commonDir !== commonDir || !same(await gitDirPairs(facts)) || (await statePrint(pairs))?.print !== record.print) {
       await this.discardSpare(spare);
       return null;
     }
@@ -409,19 +419,32 @@ async function keepBase(root: string, base: string, pairs: readonly PairState[])
   }
 }
 
-/** The print of everything the copy reads of the host's git dirs; null past the copy's bound (never proven). */
-async function statePrint(pairs: readonly GitDirPair[]): Promise<string | null> {
+/**
+ * The print of everything the copy and the daemon's files read of the host's git dirs (and when the
+ * newest of them changed); null past the copy's bound (never proven).
+ */
+async function statePrint(pairs: readonly GitDirPair[]): Promise<{ print: string; newestMs: number } | null> {
   const budget = new CopyBudget(MAX_COPY_ENTRIES);
-  const pairLines = async (pair: GitDirPair): Promise<string[]> => {
-    const lines = [`${pair.rel}\0${pair.host}\0${pair.kind}\0${pair.hexLength}`, ...(await gitDirStatePrint(pair, budget))];
-    // What the daemon's read-only files are written from: configs, pointers, the object stores.
-    const inputs = await Promise.all(DAEMON_FILE_INPUTS.map((name) => lstatOrNull(path.join(pair.host, name)).catch(() => null)));
-    DAEMON_FILE_INPUTS.forEach((name, index) => lines.push(statLine(name, inputs[index] ?? null)));
-    if (pair.kind !== 'worktree') lines.push((await objectStores(path.join(pair.host, 'objects'))).join('\0'));
-    return lines;
+  const pairPrint = async (pair: GitDirPair): Promise<StatePrint> => {
+    const print = new StatePrint();
+    print.lines.push(`${pair.rel}\0${pair.host}\0${pair.kind}\0${pair.hexLength}`);
+    await gitDirStatePrint(pair, budget, print);
+    // What the daemon's read-only files are written from: configs, pointers, the object stores and their alternates.
+    const inputs = DAEMON_FILE_INPUTS.map((name) => path.join(pair.host, name));
+    if (pair.kind !== 'worktree') {
+      const stores = await objectStores(path.join(pair.host, 'objects'));
+      print.lines.push(stores.join('\0'));
+      inputs.push(...stores.map((store) => path.join(store, 'info', 'alternates')));
+    }
+    const found = await Promise.all(inputs.map((file) => lstatOrNull(file).catch(() => null)));
+    inputs.forEach((file, index) => {
+      print.add(file, found[index] ?? null);
+    });
+    return print;
   };
   try {
-    return stableHash((await Promise.all(pairs.map(pairLines))).flat().join('\n'), 32);
+    const prints = await Promise.all(pairs.map(pairPrint));
+    return { print: stableHash(prints.flatMap((print) => print.lines).join('\n'), 32), newestMs: Math.max(0, ...prints.map((print) => print.newestMs)) };
   } catch {
     return null;
   }

@@ -1,8 +1,8 @@
-import { lstatSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, lstatSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { containerObjectsPath } from '../../daemon/gitsync/git-dir-pairs.js';
-import { SANDBOX_CONFIG_LINES, SandboxStore } from '../../daemon/gitsync/sandbox-store.js';
+import { SANDBOX_CONFIG_LINES, SandboxStore, type SandboxState } from '../../daemon/gitsync/sandbox-store.js';
 import { createLogger } from '../../daemon/os/logger.js';
 import { readRepoLayout } from '../../daemon/plan/git/git-repo.js';
 import { gitFixtures } from './git-fixtures.js';
@@ -60,5 +60,81 @@ describe('SandboxStore.refresh', () => {
     const dir = repo('reftable');
     writeFileSync(path.join(dir, '.git', 'config'), `${readFileSync(path.join(dir, '.git', 'config'), 'utf8')}[extensions]\n\trefStorage = reftable\n`);
     await expect(refreshed(dir)).rejects.toMatchObject({ code: 'REPOSITORY_UNSUPPORTED', message: expect.stringContaining('keeps its refs in reftable') as string });
+  });
+});
+
+describe('SandboxStore spare (the next fresh copy, made ahead)', () => {
+  const layoutOf = async (dir: string) => {
+    const layout = await readRepoLayout(dir, root());
+    if (layout === null) throw new Error('no repository');
+    return layout.outer;
+  };
+  // Settled at once: each test's host changes are ones git makes (a rename or a size change), which
+  // leave another identity whatever the timestamp tick; the settle rule has its own test.
+  const storeOf = (settleMs = 0) => new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }), settleMs);
+
+  it("is taken when the host is as it was copied: the host's state, the daemon's files, used once", async () => {
+    const dir = repo('spare-taken');
+    const store = storeOf();
+    const outer = await layoutOf(dir);
+    expect(await store.prepareSpare(outer.commonDir, outer.facts)).toBe(true);
+    const state = await store.takeSpare(outer.commonDir, outer.facts);
+    expect(state).not.toBeNull();
+    expect(state?.used).toBe(false);
+    expect(readFileSync(path.join(state?.root ?? '', 'refs', 'heads', 'main'), 'utf8').trim()).toBe(git(dir, 'rev-parse', 'main'));
+    expect(readFileSync(path.join(state?.root ?? '', 'config'), 'utf8').endsWith(SANDBOX_CONFIG_LINES)).toBe(true);
+    expect((await store.mountFiles(state as SandboxState)).files.length).toBeGreaterThan(0);
+    expect(await store.loadAll().then((states) => states.find((found) => found.commonDir === outer.commonDir)?.hostPrint)).toBe(state?.hostPrint);
+    expect(await store.takeSpare(outer.commonDir, outer.facts)).toBeNull();
+  });
+
+  const changes: [string, (dir: string) => void][] = [
+    ['a commit (a ref moved)', (dir) => git(dir, 'commit', '-q', '--allow-empty', '-m', 'host')],
+    ['a staged file (the index)', (dir) => (writeFileSync(path.join(dir, 'g'), 'g'), git(dir, 'add', 'g'))],
+    ['another branch checked out (HEAD)', (dir) => git(dir, 'checkout', '-q', '-b', 'other')],
+    ['refs packed (packed-refs)', (dir) => git(dir, 'pack-refs', '--all')],
+    ['a ref deleted from packed-refs', (dir) => (git(dir, 'tag', 'gone'), git(dir, 'pack-refs', '--all'), git(dir, 'tag', '-d', 'gone'))],
+    ['a reflog appended in place', (dir) => { appendFileSync(path.join(dir, '.git', 'logs', 'HEAD'), 'x\n'); }],
+    ['a state file written (FETCH_HEAD)', (dir) => { writeFileSync(path.join(dir, '.git', 'FETCH_HEAD'), `${git(dir, 'rev-parse', 'main')}\t\tbranch 'main'\n`); }],
+    ['info/exclude edited', (dir) => { appendFileSync(path.join(dir, '.git', 'info', 'exclude'), 'secret\n'); }],
+    ['the config changed', (dir) => git(dir, 'config', 'core.abbrev', '12')],
+    ['a linked worktree added', (dir) => git(dir, 'worktree', 'add', '-q', `${dir}-wt`)],
+  ];
+
+  it.each(changes)('is not taken after %s on the host; a refresh copies the change', async (_name, change) => {
+    const dir = repo(`spare-${_name.replaceAll(/\W+/g, '-')}`);
+    git(dir, 'tag', 'before');
+    const store = storeOf();
+    const outer = await layoutOf(dir);
+    expect(await store.prepareSpare(outer.commonDir, outer.facts)).toBe(true);
+    change(dir);
+    const now = await layoutOf(dir);
+    expect(await store.takeSpare(now.commonDir, now.facts)).toBeNull();
+    const state = await store.refresh(now.commonDir, now.facts);
+    expect(readFileSync(path.join(state.root, 'HEAD'), 'utf8')).toBe(readFileSync(path.join(dir, '.git', 'HEAD'), 'utf8'));
+    expect(readFileSync(path.join(state.root, 'index'))).toEqual(readFileSync(path.join(dir, '.git', 'index')));
+  });
+
+  it('a spare a killed daemon left: a whole one is proven by the next daemon, a half-made one is swept', async () => {
+    const dir = repo('spare-restart');
+    const outer = await layoutOf(dir);
+    expect(await storeOf().prepareSpare(outer.commonDir, outer.facts)).toBe(true);
+    expect(await storeOf().takeSpare(outer.commonDir, outer.facts)).not.toBeNull();
+    const store = storeOf();
+    expect(await store.prepareSpare(outer.commonDir, outer.facts)).toBe(true);
+    const spare = path.join(store.dirOf(store.keyOf(outer.commonDir)), 'spare');
+    rmSync(path.join(spare, 'spare.json'));
+    await storeOf().sweepSpares();
+    expect(existsSync(spare)).toBe(false);
+    expect(await storeOf().takeSpare(outer.commonDir, outer.facts)).toBeNull();
+  });
+
+  it('is not made of a host git dir changed within the settle time (a same-tick change could leave no trace)', async () => {
+    const dir = repo('spare-settle');
+    git(dir, 'commit', '-q', '--allow-empty', '-m', 'just now');
+    const outer = await layoutOf(dir);
+    const store = storeOf(3_600_000);
+    expect(await store.prepareSpare(outer.commonDir, outer.facts)).toBe(false);
+    expect(await store.takeSpare(outer.commonDir, outer.facts)).toBeNull();
   });
 });
