@@ -1,4 +1,4 @@
-import { appendFileSync, chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -213,6 +213,42 @@ describe.skipIf(labMissing)("the sandbox's git work comes home (real git, real c
     expect((await running).stdout).toBe('init');
     const next = await runIn(env, image, dir, 'git log -1 --format=%s && git status --porcelain');
     expect(next.stdout).toBe('made on the host');
+    await wholeAfter(dir);
+  });
+
+  it("sessions one at a time: the next takes the copy made ahead, sees nothing the last container wrote in its copy, and a host commit made between is what it sees", async () => {
+    const dir = await plainRepo(path.join(src, 'one-at-a-time'), '0:0');
+    const gitDirs = path.join(sandbox.env.SANDBOXD_STATE_DIR, 'git-dirs');
+    const keyDir = () => {
+      const key = readdirSync(gitDirs).find((name) => readFileSync(path.join(gitDirs, name, 'record.json'), 'utf8').includes(JSON.stringify(path.join(dir, '.git'))));
+      if (key === undefined) throw new Error("no sandbox git dir for the repository");
+      return path.join(gitDirs, key);
+    };
+    // Each session plants in its copy what never comes home, and reports what it found of the last one's.
+    const look = [
+      '(test -e .git/planted && echo planted || echo clean)',
+      '(grep -q secret .git/info/exclude && echo excluded || echo clean)',
+      'git log -1 --format=%s',
+      'echo x > .git/planted',
+      'echo secret >> .git/info/exclude',
+    ].join(' && ');
+    const first = await runIn(env, image, dir, look);
+    expect({ code: first.exitCode, stdout: first.stdout }).toEqual({ code: 0, stdout: 'clean\nclean\ninit' });
+    // The copy made ahead once the first session ended (its host git dir settled); the next acquire takes it.
+    const spare = () => path.join(keyDir(), 'spare');
+    await waitFor(() => existsSync(path.join(spare(), 'spare.json')), 'the copy made ahead', SYNC_BOUND_MS);
+    const made = statSync(path.join(spare(), 's')).ino;
+    const second = await runIn(env, image, dir, look);
+    expect({ code: second.exitCode, stdout: second.stdout }).toEqual({ code: 0, stdout: 'clean\nclean\ninit' });
+    expect(statSync(path.join(keyDir(), 's')).ino).toBe(made);
+    // A host commit after the next copy was made: that copy is not the host's any more, and goes.
+    await waitFor(() => existsSync(path.join(spare(), 'spare.json')), 'the copy made ahead', SYNC_BOUND_MS);
+    const stale = statSync(path.join(spare(), 's')).ino;
+    appendFileSync(path.join(dir, 'file.txt'), 'host\n');
+    await hostGit(dir, 'commit', '-q', '-am', 'made on the host');
+    const third = await runIn(env, image, dir, `${look} && git status --porcelain`);
+    expect({ code: third.exitCode, stdout: third.stdout }).toEqual({ code: 0, stdout: 'clean\nclean\nmade on the host' });
+    expect(statSync(path.join(keyDir(), 's')).ino).not.toBe(stale);
     await wholeAfter(dir);
   });
 });
