@@ -98,11 +98,17 @@ async function credentialProxy(dir: string): Promise<{ socketPath: string; close
   return { socketPath, close: () => new Promise((resolve) => server.close(() => { resolve(); })) };
 }
 
+/** Where the launches run (default: the bench's own directory), and what happens between two of them. */
+export interface LaunchPlace {
+  cwd?: string;
+  between?: () => Promise<void>;
+}
+
 /**
  * Runs the child `runs` times under `runtime` in `shape` against a warm daemon on `daemonSocket`,
  * through a timing proxy in `dir` (the child's SANDBOXD_RUNTIME_DIR).
  */
-export async function llxprtLaunchCost(runtime: string, shape: LaunchShape, env: NodeJS.ProcessEnv, daemonSocket: string, dir: string, runs: number): Promise<LaunchCost> {
+export async function llxprtLaunchCost(runtime: string, shape: LaunchShape, env: NodeJS.ProcessEnv, daemonSocket: string, dir: string, runs: number, place: LaunchPlace = {}): Promise<LaunchCost> {
   const proxy = await timingProxy(dir, daemonSocket);
   const credential = await credentialProxy(dir);
   const cost: LaunchCost = { importMs: [], firstRequestMs: [], beforeRequestMs: [], daemonMs: [], afterMs: [], mergedMs: [], importCpuMs: [], mergedCpuMs: [] };
@@ -111,7 +117,8 @@ export async function llxprtLaunchCost(runtime: string, shape: LaunchShape, env:
   try {
     for (let run = 0; run <= runs; run += 1) {
       const before = proxy.passages.length;
-      const result = await execa(runtime, [...program, credential.socketPath, ...flags], { env: { ...env, SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_NO_AUTOSTART: '1' }, timeout: 30_000 });
+      await place.between?.();
+      const result = await execa(runtime, [...program, credential.socketPath, ...flags], { env: { ...env, SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_NO_AUTOSTART: '1' }, timeout: 30_000, ...(place.cwd === undefined ? {} : { cwd: place.cwd }) });
       const times = JSON.parse(result.stdout) as Times;
       const acquire = proxy.passages[before];
       if (acquire === undefined) throw new Error(`the adapter under ${runtime} sent no request: ${result.stdout} ${result.stderr}`);

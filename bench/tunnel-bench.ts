@@ -4,7 +4,7 @@ import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { execa } from 'execa';
-import { acquireSession, ensureDaemon, getStatus, listTunnels, removeTunnel, requestShutdown, clientPaths } from '../client/index.js';
+import { acquireSession, ensureDaemon, getStatus, listSessions, listTunnels, removeTunnel, requestShutdown, clientPaths } from '../client/index.js';
 import { Cleanup, makeSandbox, startAgent, waitFor } from '../test/helpers.js';
 import { removeTunnelRoots, startSshd, type Sshd } from '../test/lab/sshd.js';
 import { tunnelSshPids } from './soak/invariants.js';
@@ -187,6 +187,30 @@ function launchShares(cost: LaunchCost): string {
   return `import ${part(cost.importMs)} + before the request ${part(cost.beforeRequestMs)} + the daemon ${part(cost.daemonMs)} + after the answer ${part(cost.afterMs)}`;
 }
 
+/** Between two llxprt launches in one repository: a person's pace (the daemon may work meanwhile). */
+const LAUNCH_PAUSE_MS = 3000;
+
+/**
+ * Launches one at a time in a git repository of their own, as llxprt's are: each waits until the
+ * last one's session ended (the daemon watches the launching process) and a person's pause passed,
+ * so no session holds the repository when it acquires.
+ */
+async function oneAtATime(env: NodeJS.ProcessEnv, dir: string, name: string): Promise<{ cwd: string; between: () => Promise<void> }> {
+  const cwd = path.join(dir, `llxprt-repo-${name.replaceAll(/\W+/g, '-')}`);
+  mkdirSync(cwd, { recursive: true });
+  const git = (...args: string[]) => execa('git', ['-c', 'user.name=Bench', '-c', 'user.email=bench@example.com', '-c', 'commit.gpgsign=false', ...args], { cwd, env: { ...env, GIT_CONFIG_NOSYSTEM: '1' } });
+  await git('init', '-q', '-b', 'main');
+  writeFileSync(path.join(cwd, 'file.txt'), 'bench\n');
+  await git('add', '.');
+  await git('commit', '-q', '-m', 'init');
+  for (const branch of ['a', 'b', 'c']) await git('branch', branch);
+  const between = async (): Promise<void> => {
+    await waitFor(async () => (await listSessions(env)).every((session) => session.label !== 'llxprt'), 'the last launch\'s session to end', 30_000);
+    await new Promise((resolve) => setTimeout(resolve, LAUNCH_PAUSE_MS));
+  };
+  return { cwd, between };
+}
+
 async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string, string, string][]> {
   const rows: [string, string, string][] = [];
   const daemonSocket = clientPaths(env).socketPath;
@@ -208,6 +232,12 @@ async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string,
       [`(10) sandboxd/llxprt on ${name}: where it goes`, `${merged.toFixed(1)} ms`, launchShares(launch)],
       [`(10) sandboxd/llxprt on ${name}, bare process: arguments merged`, `${median(bare.mergedMs).toFixed(1)} ms`, `nothing loaded before; import ${median(bare.importMs).toFixed(1)} ms, the daemon's share ${median(bare.daemonMs).toFixed(1)} ms`],
     );
+    const inRepo = await llxprtLaunchCost(command, 'llxprt', env, daemonSocket, path.join(dir, `llxprt-${name.replaceAll(/\W+/g, '-')}-repo`), LLXPRT_RUNS, await oneAtATime(env, dir, name));
+    rows.push([
+      `(10) sandboxd/llxprt on ${name}, in a git repository no session holds: arguments merged`,
+      `${median(inRepo.mergedMs).toFixed(1)} ms`,
+      `the daemon's share ${median(inRepo.daemonMs).toFixed(1)} ms (its fresh sandbox git dir); one launch at a time, ${String(LAUNCH_PAUSE_MS)} ms apart`,
+    ]);
     if (name.startsWith('bun')) {
       const bundled = await at('bundled');
       const nodeNet = await at('node-net');
