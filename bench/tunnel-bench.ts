@@ -191,7 +191,7 @@ function launchShares(cost: LaunchCost): string {
 const LAUNCH_PAUSE_MS = 3000;
 
 /**
- * Launches one at a time in a git repository of their own, as llxprt's are: each waits until the
+ * Launches one at a time in a git repository of their own (with linked worktrees), as llxprt's are: each waits until the
  * last one's session ended (the daemon watches the launching process) and a person's pause passed,
  * so no session holds the repository when it acquires.
  */
@@ -203,7 +203,8 @@ async function oneAtATime(env: NodeJS.ProcessEnv, dir: string, name: string): Pr
   writeFileSync(path.join(cwd, 'file.txt'), 'bench\n');
   await git('add', '.');
   await git('commit', '-q', '-m', 'init');
-  for (const branch of ['a', 'b', 'c']) await git('branch', branch);
+  // Six linked worktrees, as a repository worked on in parallel has: each is a git dir the copy takes.
+  for (const branch of ['a', 'b', 'c', 'd', 'e', 'f']) await git('worktree', 'add', '-q', '-b', branch, `${cwd}-${branch}`);
   const between = async (): Promise<void> => {
     await waitFor(async () => (await listSessions(env)).every((session) => session.label !== 'llxprt'), 'the last launch\'s session to end', 30_000);
     await new Promise((resolve) => setTimeout(resolve, LAUNCH_PAUSE_MS));
