@@ -287,7 +287,10 @@ export class GitSync {
     if (this.closing || sync.live || outer === undefined || tries === 0) return;
     const made = this.locked(key, async () => (sync.live ? true : this.store.prepareSpare(outer.commonDir, outer.facts))).then(
       (done) => {
-        if (!done) this.deps.timers.after(SPARE_SETTLE_MS, () => { this.spareAfter(key, sync, tries - 1); });
+        if (done) return;
+        this.deps.timers.after(SPARE_SETTLE_MS, () => {
+          this.spareAfter(key, sync, tries - 1);
+        });
       },
       (error: unknown) => {
         this.deps.logger.warn({ module: 'gitsync', repository: outer.commonDir, err: error }, "the next sandbox git dir could not be made ahead; the next session's acquire copies it");

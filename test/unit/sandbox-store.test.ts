@@ -94,9 +94,24 @@ describe('SandboxStore spare (the next fresh copy, made ahead)', () => {
     ['another branch checked out (HEAD)', (dir) => git(dir, 'checkout', '-q', '-b', 'other')],
     ['refs packed (packed-refs)', (dir) => git(dir, 'pack-refs', '--all')],
     ['a ref deleted from packed-refs', (dir) => (git(dir, 'tag', 'gone'), git(dir, 'pack-refs', '--all'), git(dir, 'tag', '-d', 'gone'))],
-    ['a reflog appended in place', (dir) => { appendFileSync(path.join(dir, '.git', 'logs', 'HEAD'), 'x\n'); }],
-    ['a state file written (FETCH_HEAD)', (dir) => { writeFileSync(path.join(dir, '.git', 'FETCH_HEAD'), `${git(dir, 'rev-parse', 'main')}\t\tbranch 'main'\n`); }],
-    ['info/exclude edited', (dir) => { appendFileSync(path.join(dir, '.git', 'info', 'exclude'), 'secret\n'); }],
+    [
+      'a reflog appended in place',
+      (dir) => {
+        appendFileSync(path.join(dir, '.git', 'logs', 'HEAD'), 'x\n');
+      },
+    ],
+    [
+      'a state file written (FETCH_HEAD)',
+      (dir) => {
+        writeFileSync(path.join(dir, '.git', 'FETCH_HEAD'), `${git(dir, 'rev-parse', 'main')}\t\tbranch 'main'\n`);
+      },
+    ],
+    [
+      'info/exclude edited',
+      (dir) => {
+        appendFileSync(path.join(dir, '.git', 'info', 'exclude'), 'secret\n');
+      },
+    ],
     ['the config changed', (dir) => git(dir, 'config', 'core.abbrev', '12')],
     ['a linked worktree added', (dir) => git(dir, 'worktree', 'add', '-q', `${dir}-wt`)],
   ];
