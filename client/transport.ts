@@ -1,7 +1,7 @@
 import type * as z from 'zod/mini';
 import { SandboxdError } from '../shared/errors.js';
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
-import { checkShape, type Shape, type ShapeIssue } from '../shared/contracts/shape.js';
+import { checkShape, primeShape, type Shape, type ShapeIssue } from '../shared/contracts/shape.js';
 import { exchange, ExchangeTimeout, MalformedReply, unreachable, type Reply } from './http1.js';
 import { assertTrustedSocket } from './trust.js';
 
@@ -102,8 +102,10 @@ export async function request(options: RequestOptions, answer: SchemaSource<z.Zo
       idempotent,
       onSent: () => {
         progress.sent = true;
-        // Awaited once the answer is in; a request that fails first must not leave it unhandled.
-        if (!isShape(answer)) expected(answer).catch(() => undefined);
+        // While the daemon works: the shape's checker compiled, or the schema loaded (awaited once
+        // the answer is in; a request that fails first must not leave it unhandled).
+        if (isShape(answer)) primeShape(answer);
+        else expected(answer).catch(() => undefined);
       },
     });
   } catch (error) {

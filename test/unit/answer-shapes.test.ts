@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import * as z from 'zod/mini';
 import { ANSWERS, answerShapesModule } from '../../scripts/answer-shapes.js';
 import * as shapes from '../../shared/contracts/answer-shapes.js';
-import { checkShape, type Shape } from '../../shared/contracts/shape.js';
+import { checkShape, primeShape, type Shape } from '../../shared/contracts/shape.js';
 import { shapeOf } from '../../shared/contracts/shape-of.js';
 import * as sessions from '../../shared/contracts/sessions.js';
 import { ROOT } from '../helpers.js';
@@ -147,6 +147,30 @@ describe('answer shapes (shared/contracts/answer-shapes.ts)', () => {
     expect(checkShape(shapes.ReleaseResponseShape, { released: true, git: null, more: 1, most: 2 })).toEqual({ success: false, error: { issues: [{ code: 'unrecognized_keys', path: [], keys: ['more', 'most'] }] } });
     const zodIssue = sessions.AcquireResponse.safeParse(broken).error?.issues[0];
     expect(zodIssue).toMatchObject({ code: 'invalid_type', path: ['session', 'clientPid'] });
+  });
+
+  it('priming a shape runs every pattern it holds, however deep, and changes no verdict', () => {
+    const tested: string[] = [];
+    const spied = (name: string): RegExp => Object.assign(/^a$/, { test: (value: string) => (tested.push(`${name}:${value}`), value === 'a') });
+    const deep: Shape<unknown> = {
+      root: {
+        kind: 'object',
+        fields: {
+          list: { kind: 'array', of: { kind: 'nullable', of: { kind: 'string', patterns: [spied('listed')] } } },
+          map: { kind: 'record', key: { kind: 'string' }, value: { kind: 'union', of: [{ kind: 'number', integer: true }, { kind: 'string', patterns: [spied('mapped')] }] } },
+        },
+      },
+    };
+    primeShape(deep);
+    expect(tested.sort()).toEqual(['listed:x', 'mapped:x']);
+    primeShape(deep);
+    expect(tested).toHaveLength(2);
+    for (const name of ANSWERS as Answer[]) {
+      const shape = shapeOfAnswer(name);
+      const before = VALID[name].flatMap((valid) => [valid, ...mutants(valid)].map((candidate) => checkShape(shape, candidate)));
+      primeShape(shape);
+      expect(VALID[name].flatMap((valid) => [valid, ...mutants(valid)].map((candidate) => checkShape(shape, candidate)))).toEqual(before);
+    }
   });
 
   it('refuses, by name, a schema it cannot write down', () => {
