@@ -1,9 +1,8 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Cleanup, cli, cliEnv, makeSandbox, startAgent, waitFor } from '../helpers.js';
-import { startSshd, writeContainersConf } from '../lab/sshd.js';
+import { Cleanup, cli, makeSandbox, waitFor } from '../helpers.js';
+import { labConnection, startSshd } from '../lab/sshd.js';
 import { execa } from 'execa';
 import { labMissing, podmanLab } from './lab.js';
 
@@ -36,17 +35,8 @@ describe.skipIf(labMissing)('sandboxd doctor against the lab (real sshd, ssh-age
   it('healthy: every check passes or does not apply, exit 0; broken: an agent without keys and a machine whose sshd is down fail with remedies, exit 1', async () => {
     const { env: podmanEnv } = podmanLab();
     const sandbox = makeSandbox(cleanup);
-    mkdirSync(path.join(sandbox.home, '.ssh'), { recursive: true });
-    writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '');
     const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
-    const conf = writeContainersConf(
-      path.join(sandbox.dir, 'containers.conf'),
-      podmanEnv.CONTAINERS_CONF ?? '',
-      [{ name: 'lab', uri: `ssh://root@127.0.0.1:${sshd.port}/run/podman/podman.sock`, identity: sshd.clientKey }],
-      'lab',
-    );
-    const agent = await startAgent(sandbox.dir, cleanup);
-    const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket, SANDBOXD_SSH_BRIDGE: 'tunnel' });
+    const { env } = await labConnection(sandbox, podmanEnv, sshd, cleanup);
 
     const healthy = await doctor(env);
     expect([...healthy.checks.values()].filter((check) => check.state === 'fail')).toEqual([]);

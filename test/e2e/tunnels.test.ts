@@ -5,9 +5,9 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireSession, listTunnels } from '../../dist/client/index.js';
-import { Cleanup, cli, cliEnv, daemonPid, makeSandbox, pidAlive, startAgent, waitFor, type Sandbox } from '../helpers.js';
+import { Cleanup, cli, daemonPid, makeSandbox, pidAlive, waitFor, type Sandbox } from '../helpers.js';
 import { startRemotePodman, startVmTmp, vmFilesDir } from '../lab/remote-podman.js';
-import { removeTunnelRoot, removeTunnelRoots, startSshd, tunnelRootsOf, writeContainersConf, type Sshd } from '../lab/sshd.js';
+import { labConnection, removeTunnelRoot, removeTunnelRoots, startSshd, tunnelRootsOf, writeContainersConf, type Sshd } from '../lab/sshd.js';
 import { labMissing, podmanLab } from './lab.js';
 
 const cleanup = new Cleanup();
@@ -29,9 +29,6 @@ interface Lab {
 async function tunnelLab(service = false, vmTmpOf?: number): Promise<Lab> {
   const { env: podmanEnv, image } = podmanLab();
   const sandbox = makeSandbox(cleanup);
-  // podman's own ssh client asks for a known_hosts file to add the lab's host key to.
-  mkdirSync(path.join(sandbox.home, '.ssh'), { recursive: true });
-  writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '');
   // The "VM" is this machine: its per-user tunnel root lives in /tmp and is removed after the test.
   cleanup.add(() => {
     removeTunnelRoots(sandbox.env.SANDBOXD_STATE_DIR);
@@ -39,15 +36,8 @@ async function tunnelLab(service = false, vmTmpOf?: number): Promise<Lab> {
   // A VM with its own /tmp cannot see the sandbox (which is in this host's /tmp): its sshd's files go to /run.
   const sshdDir = vmTmpOf === undefined ? path.join(sandbox.dir, 'vm') : vmFilesDir(cleanup);
   const sshd = await startSshd(sshdDir, cleanup, vmTmpOf === undefined ? {} : { mountNamespaceOf: vmTmpOf });
-  const socketPath = service ? (await startRemotePodman(podmanEnv, [], cleanup)).socketPath : '/run/podman/podman.sock';
-  const conf = writeContainersConf(
-    path.join(sandbox.dir, 'containers.conf'),
-    podmanEnv.CONTAINERS_CONF ?? '',
-    [{ name: 'lab', uri: `ssh://root@127.0.0.1:${sshd.port}${socketPath}`, identity: sshd.clientKey }],
-    'lab',
-  );
-  const agent = await startAgent(sandbox.dir, cleanup);
-  const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket, SANDBOXD_SSH_BRIDGE: 'tunnel' });
+  const socketPath = service ? (await startRemotePodman(podmanEnv, [], cleanup)).socketPath : undefined;
+  const { env, agent } = await labConnection(sandbox, podmanEnv, sshd, cleanup, { socketPath });
   return { sandbox, sshd, env, agent, image };
 }
 
@@ -123,19 +113,10 @@ describe.skipIf(labMissing)('Podman machine tunnels (real sshd, ssh-agent, podma
     cleanup.add(() => {
       removeTunnelRoots(stateDir);
     });
-    mkdirSync(path.join(sandbox.home, '.ssh'), { recursive: true });
-    writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '');
     const sshd = await startSshd(path.join(sandbox.dir, 'vm'), cleanup);
     // An IPv4-mapped address: this machine's loopback sshd to the kernel, but not loopback to the
     // daemon (`isLoopback`) nor to ssh (`sockaddr_is_local` takes only ::1 for IPv6), so host keys are checked.
-    const conf = writeContainersConf(
-      path.join(sandbox.dir, 'containers.conf'),
-      podmanEnv.CONTAINERS_CONF ?? '',
-      [{ name: 'lab', uri: `ssh://root@[::ffff:127.0.0.1]:${sshd.port}/run/podman/podman.sock`, identity: sshd.clientKey }],
-      'lab',
-    );
-    const agent = await startAgent(sandbox.dir, cleanup);
-    const env = cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket, SANDBOXD_SSH_BRIDGE: 'tunnel' });
+    const { env, agent } = await labConnection(sandbox, podmanEnv, sshd, cleanup, { host: '[::ffff:127.0.0.1]' });
     const session = await acquireSession({ engine: 'podman', env, heartbeat: false });
     cleanup.add(() => session.release());
     expect(session.info.ssh).toMatchObject({ status: 'forwarded', bridge: 'tunnel' });

@@ -3,7 +3,7 @@ import { chmodSync, copyFileSync, mkdirSync, readFileSync, readdirSync, rmSync, 
 import net from 'node:net';
 import path from 'node:path';
 import { execa } from 'execa';
-import { Cleanup, waitFor } from '../helpers.js';
+import { cliEnv, startAgent, waitFor, type Agent, type Cleanup, type Sandbox } from '../helpers.js';
 
 export interface Sshd {
   port: number;
@@ -150,6 +150,26 @@ export function writeContainersConf(
   }
   writeFileSync(file, `${lines.join('\n')}\n`);
   return file;
+}
+
+/**
+ * A client of a Podman machine tunnel: the sandbox's podman lists one connection, `lab` (active), to
+ * this sshd as root at `host`; the user has a known_hosts file (podman's own ssh client adds the
+ * lab's host key to it); a real agent holds the test key; the bridge is the tunnel.
+ */
+export async function labConnection(
+  sandbox: Sandbox,
+  podmanEnv: Record<string, string>,
+  sshd: Sshd,
+  cleanup: Cleanup,
+  options: { host?: string; socketPath?: string } = {},
+): Promise<{ env: NodeJS.ProcessEnv; agent: Agent }> {
+  mkdirSync(path.join(sandbox.home, '.ssh'), { recursive: true });
+  writeFileSync(path.join(sandbox.home, '.ssh', 'known_hosts'), '');
+  const uri = `ssh://root@${options.host ?? '127.0.0.1'}:${String(sshd.port)}${options.socketPath ?? '/run/podman/podman.sock'}`;
+  const conf = writeContainersConf(path.join(sandbox.dir, 'containers.conf'), podmanEnv.CONTAINERS_CONF ?? '', [{ name: 'lab', uri, identity: sshd.clientKey }], 'lab');
+  const agent = await startAgent(sandbox.dir, cleanup);
+  return { env: cliEnv(sandbox, { ...podmanEnv, CONTAINERS_CONF: conf, SSH_AUTH_SOCK: agent.socket, SANDBOXD_SSH_BRIDGE: 'tunnel' }), agent };
 }
 
 /** The VM tunnel roots a daemon with this state dir chose and kept (`tunnel-roots.json`). */
