@@ -206,8 +206,15 @@ function oneEagerChunk(eager) {
 // one chunk, and everything else (starting a daemon, an error's schema and zod with it) is a chunk
 // of its own, loaded when first needed. No banner: the client imports no CommonJS, so this build
 // also proves an ESM bundle of it needs no `require`.
-/** The prefix of what a library entry exports only for its own lazy chunks (eagerChunkIntoEntry). */
-const INTERNAL_EXPORT = '__sandboxdInternal_';
+/** The registry chunk, beside the lazy chunks: what they import from the entry's code, once the entry handed it over. */
+const REGISTRY = 'entry-values.js';
+const REGISTRY_TEXT = 'export let values;export function provide(given){values??=given}\n';
+/** The names the entry's text gains (the build fails if its code has them already). */
+const LOADER = '__sandboxdLoad';
+const VALUES = '__sandboxdEntryValues';
+
+const escapeRegExp = (text) => text.replaceAll(/[$.*+?^()[\]{}|\\]/g, '\\$&');
+
 const LIBRARY = [
   ['client/index', 'client/index.ts'],
   ['client/llxprt/index', 'client/llxprt/index.ts'],
@@ -230,12 +237,16 @@ for (const [entry, source] of LIBRARY) {
 /**
  * esbuild writes an entry that only re-exports its eager chunk, which the lazy chunks import too.
  * Importing the entry then resolves, reads, compiles and links two files where one would do: the
- * chunk's text becomes the entry's (its imports of lazy chunks pointed from the entry's directory)
- * and the lazy chunks import the entry instead. What they import that the entry does not export
- * itself is exported under INTERNAL_EXPORT's prefix, so the entry's namespace says which names are
- * its own (its declarations, scripts/declarations.js, name only those). An entry whose own code
- * or whose several chunks esbuild left beside it is kept as it is: moving one chunk into it could
- * make a static import cycle run a chunk before what it uses.
+ * chunk's text becomes the entry's (its imports of lazy chunks pointed from the entry's directory),
+ * and the entry exports only its own names (its declarations, scripts/declarations.js, name the
+ * same). What the lazy chunks used from the eager chunk reaches them through a registry chunk
+ * (REGISTRY) that the entry fills before it loads any of them: each of the entry's dynamic imports
+ * goes through a loader that imports the registry and hands it the values. A lazy chunk reads them
+ * when it is evaluated, which is after the entry was, so each must be final by then: a function,
+ * a class, or a binding given its value where it is declared and never assigned again (checked
+ * here; the build fails otherwise). An entry whose own code or whose several chunks esbuild left
+ * beside it is kept as it is: moving one chunk into it could make a static import cycle run a
+ * chunk before what it uses.
  */
 /** `a,b as c` (esbuild's import and export lists) as [name, alias] pairs. */
 function bindings(list) {
@@ -245,6 +256,17 @@ function bindings(list) {
   });
 }
 
+/** Fails the build unless `local` keeps the value it has once the entry's text has run (see eagerChunkIntoEntry). */
+function assertFinal(text, local, entryFile) {
+  const name = escapeRegExp(local);
+  const assignments = [...text.matchAll(new RegExp(`(?<![\\w$.])${name}\\s*(?:=(?![=>])|[-+*/%&|^]=|\\*\\*=|<<=|>>>?=|\\?\\?=|\\|\\|=|&&=|\\+\\+|--)|(?:\\+\\+|--)${name}(?![\\w$])`, 'g'))];
+  const declaredAsCode = new RegExp(`(?:function\\*?|class)\\s+${name}(?![\\w$])`).test(text);
+  const declaredWithValue = assignments.length === 1 && /(?:\b(?:var|let|const)\s+|,)$/.test(text.slice(0, assignments[0].index));
+  if (declaredAsCode ? assignments.length > 0 : !declaredWithValue) {
+    throw new Error(`${entryFile}: ${local}, which a lazy chunk imports, is not given its value once where it is declared; a lazy chunk would read a stale one`);
+  }
+}
+
 function eagerChunkIntoEntry(entryFile) {
   const reexport = /^import\{([\w$,]+)\}from"\.\/chunks\/(chunk-[\w-]+\.js)";export\{([\w$,]+)\};\n\/\/# sourceMappingURL=[\w.-]+\.map\n$/.exec(readFileSync(entryFile, 'utf8'));
   if (reexport === null || reexport[1] !== reexport[3]) return;
@@ -252,24 +274,41 @@ function eagerChunkIntoEntry(entryFile) {
   const chunksDir = path.join(path.dirname(entryFile), 'chunks');
   const eager = reexport[2];
   const others = readdirSync(chunksDir).filter((name) => name.endsWith('.js') && name !== eager);
-  const specifier = (name) => new RegExp(`(from|import|import\\()"\\./${name.replaceAll('.', '\\.')}"`, 'g');
+  if (others.includes(REGISTRY)) throw new Error(`${entryFile}: esbuild wrote a chunk named ${REGISTRY}`);
+  const specifier = (name) => new RegExp(`(from|import|import\\()"\\./${escapeRegExp(name)}"`, 'g');
   const exportList = /export\{([^}]*)\};(\n\/\/# sourceMappingURL=[^\n]*\n)$/;
   let text = readFileSync(path.join(chunksDir, eager), 'utf8').replace(`//# sourceMappingURL=${eager}.map`, `//# sourceMappingURL=chunks/${eager}.map`);
+  if (text.includes(LOADER) || text.includes(VALUES)) throw new Error(`${entryFile}: its code already names ${LOADER} or ${VALUES}`);
   for (const name of others) text = text.replace(specifier(name), `$1"./chunks/${name}"`);
-  const exports = bindings(exportList.exec(text)?.[1] ?? '');
-  const missing = [...own].filter((name) => !exports.some(([, exported]) => exported === name));
+  // exported name -> the entry's local name
+  const locals = new Map(bindings(exportList.exec(text)?.[1] ?? '').map(([local, exported]) => [exported, local]));
+  const missing = [...own].filter((name) => !locals.has(name));
   if (missing.length > 0) throw new Error(`${entryFile}: its eager chunk ${eager} does not export ${missing.join(', ')}`);
-  const outward = (exported) => (own.has(exported) ? exported : `${INTERNAL_EXPORT}${exported}`);
-  text = text.replace(exportList, (_, list, map) => `export{${bindings(list).map(([local, exported]) => `${local} as ${outward(exported)}`).join(',')}};${map}`);
-  writeFileSync(entryFile, text);
-  const entryImport = new RegExp(`import\\{([^}]*)\\}from"\\./${eager.replaceAll('.', '\\.')}"`, 'g');
+
+  // The lazy chunks' imports of the eager chunk, each becoming a read of the registry's values.
+  const entryImport = new RegExp(`import\\{([^}]*)\\}from"\\./${escapeRegExp(eager)}";?`, 'g');
+  const used = new Set();
   for (const name of others) {
     const file = path.join(chunksDir, name);
     const rewritten = readFileSync(file, 'utf8')
-      .replace(entryImport, (_, list) => `import{${bindings(list).map(([exported, local]) => `${outward(exported)} as ${local}`).join(',')}}from"./${eager}"`)
+      .replace(entryImport, (_, list) => {
+        const pairs = bindings(list);
+        for (const [exported] of pairs) used.add(exported);
+        return `import{values as ${VALUES}}from"./${REGISTRY}";var{${pairs.map(([exported, local]) => `${exported}:${local}`).join(',')}}=${VALUES};`;
+      })
+      // What imports the eager chunk for its effects alone imports the entry, which has run already.
       .replace(specifier(eager), `$1"../${path.basename(entryFile)}"`);
     writeFileSync(file, rewritten);
   }
+  if (used.size > 0) {
+    for (const exported of used) assertFinal(text, locals.get(exported), entryFile);
+    const handed = [...used].map((exported) => `${exported}:${locals.get(exported)}`).join(',');
+    text = text.replaceAll(/import\("\.\/chunks\/([\w.-]+)"\)/g, `${LOADER}(()=>import("./chunks/$1"))`);
+    text = text.replace(exportList, (whole) => `function ${LOADER}(chunk){return import("./chunks/${REGISTRY}").then(registry=>(registry.provide({${handed}}),chunk()))}${whole}`);
+    writeFileSync(path.join(chunksDir, REGISTRY), REGISTRY_TEXT);
+  }
+  text = text.replace(exportList, (_, __, map) => `export{${[...own].map((name) => `${locals.get(name)} as ${name}`).join(',')}};${map}`);
+  writeFileSync(entryFile, text);
   rmSync(path.join(chunksDir, eager));
   // The entry's map was of the re-export; the chunk's map, left where its sources are relative to, is the entry's now.
   rmSync(`${entryFile}.map`, { force: true });
