@@ -42,71 +42,97 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function checkString(node: Extract<ShapeNode, { kind: 'string' }>, value: unknown, path: (string | number)[]): ShapeIssue | null {
-  if (typeof value !== 'string') return { code: 'invalid_type', path };
-  if (node.minLength !== undefined && value.length < node.minLength) return { code: 'too_small', path };
-  if (node.maxLength !== undefined && value.length > node.maxLength) return { code: 'too_big', path };
-  if (node.patterns?.some((pattern) => !pattern.test(value)) === true) return { code: 'invalid_format', path };
-  if (node.refinements?.some((name) => !REFINEMENTS[name](value)) === true) return { code: 'custom', path };
+/*
+ * The checker runs once per answer in a process that has just started, mostly before the engine
+ * compiled any of it: it allocates nothing on the way through a valid answer (an issue's path is
+ * built on the way back from the node that failed) and walks with indexed loops, no iterators or
+ * callbacks, which an interpreter runs faster (Bun's most of all).
+ */
+
+function failure(code: ShapeIssue['code']): ShapeIssue {
+  return { code, path: [] };
+}
+
+/** `issue`, found by the node under `key`, as the node holding that key reports it. */
+function under(key: string | number, issue: ShapeIssue): ShapeIssue {
+  issue.path.unshift(key);
+  return issue;
+}
+
+function checkString(node: Extract<ShapeNode, { kind: 'string' }>, value: unknown): ShapeIssue | null {
+  if (typeof value !== 'string') return failure('invalid_type');
+  if (node.minLength !== undefined && value.length < node.minLength) return failure('too_small');
+  if (node.maxLength !== undefined && value.length > node.maxLength) return failure('too_big');
+  const patterns = node.patterns;
+  if (patterns !== undefined) for (let index = 0; index < patterns.length; index += 1) if (!(patterns[index] as RegExp).test(value)) return failure('invalid_format');
+  const refinements = node.refinements;
+  if (refinements !== undefined) for (let index = 0; index < refinements.length; index += 1) if (!REFINEMENTS[refinements[index] as RefinementName](value)) return failure('custom');
   return null;
 }
 
-function checkNumber(node: Extract<ShapeNode, { kind: 'number' }>, value: unknown, path: (string | number)[]): ShapeIssue | null {
-  if (typeof value !== 'number' || !Number.isFinite(value) || (node.integer && !Number.isSafeInteger(value))) return { code: 'invalid_type', path };
-  for (const { op, value: bound } of node.bounds ?? []) {
+function checkNumber(node: Extract<ShapeNode, { kind: 'number' }>, value: unknown): ShapeIssue | null {
+  if (typeof value !== 'number' || !Number.isFinite(value) || (node.integer && !Number.isSafeInteger(value))) return failure('invalid_type');
+  const bounds = node.bounds;
+  if (bounds === undefined) return null;
+  for (let index = 0; index < bounds.length; index += 1) {
+    const { op, value: bound } = bounds[index] as (typeof bounds)[number];
     const fits = op === '>' ? value > bound : op === '>=' ? value >= bound : op === '<' ? value < bound : value <= bound;
-    if (!fits) return { code: op.startsWith('>') ? 'too_small' : 'too_big', path };
+    if (!fits) return failure(op.startsWith('>') ? 'too_small' : 'too_big');
   }
   return null;
 }
 
-function checkObject(node: Extract<ShapeNode, { kind: 'object' }>, value: unknown, path: (string | number)[]): ShapeIssue | null {
-  if (!isRecord(value)) return { code: 'invalid_type', path };
-  for (const [key, field] of Object.entries(node.fields)) {
-    const issue = check(field, value[key], [...path, key], key in value);
-    if (issue !== null) return issue;
+function checkObject(node: Extract<ShapeNode, { kind: 'object' }>, value: unknown): ShapeIssue | null {
+  if (!isRecord(value)) return failure('invalid_type');
+  const fields = node.fields;
+  for (const key in fields) {
+    const issue = check(fields[key] as ShapeNode, value[key], key in value);
+    if (issue !== null) return under(key, issue);
   }
-  const unknown = Object.keys(value).filter((key) => !Object.hasOwn(node.fields, key));
-  return unknown.length === 0 ? null : { code: 'unrecognized_keys', path, keys: unknown };
+  let unknown: string[] | null = null;
+  for (const key in value) if (Object.hasOwn(value, key) && !Object.hasOwn(fields, key)) (unknown ??= []).push(key);
+  return unknown === null ? null : { code: 'unrecognized_keys', path: [], keys: unknown };
 }
 
 /** `present`: whether an object's key is there at all (an optional field may be absent). */
-function check(node: ShapeNode, value: unknown, path: (string | number)[], present = true): ShapeIssue | null {
+function check(node: ShapeNode, value: unknown, present = true): ShapeIssue | null {
   switch (node.kind) {
     case 'optional':
-      return !present || value === undefined ? null : check(node.of, value, path);
+      return !present || value === undefined ? null : check(node.of, value);
     case 'nullable':
-      return value === null ? null : check(node.of, value, path, present);
+      return value === null ? null : check(node.of, value, present);
     case 'string':
-      return checkString(node, value, path);
+      return checkString(node, value);
     case 'number':
-      return checkNumber(node, value, path);
+      return checkNumber(node, value);
     case 'boolean':
-      return typeof value === 'boolean' ? null : { code: 'invalid_type', path };
+      return typeof value === 'boolean' ? null : failure('invalid_type');
     case 'literal':
-      return node.values.some((literal) => literal === value) ? null : { code: 'invalid_value', path };
+      return node.values.includes(value as string | number | boolean | null) ? null : failure('invalid_value');
     case 'array': {
-      if (!Array.isArray(value)) return { code: 'invalid_type', path };
-      if (node.minLength !== undefined && value.length < node.minLength) return { code: 'too_small', path };
-      if (node.maxLength !== undefined && value.length > node.maxLength) return { code: 'too_big', path };
-      for (const [index, item] of (value as unknown[]).entries()) {
-        const issue = check(node.of, item, [...path, index]);
-        if (issue !== null) return issue;
+      if (!Array.isArray(value)) return failure('invalid_type');
+      if (node.minLength !== undefined && value.length < node.minLength) return failure('too_small');
+      if (node.maxLength !== undefined && value.length > node.maxLength) return failure('too_big');
+      for (let index = 0; index < value.length; index += 1) {
+        const issue = check(node.of, value[index]);
+        if (issue !== null) return under(index, issue);
       }
       return null;
     }
     case 'record': {
-      if (!isRecord(value)) return { code: 'invalid_type', path };
-      for (const [key, item] of Object.entries(value)) {
-        const issue = check(node.key, key, [...path, key]) ?? check(node.value, item, [...path, key]);
-        if (issue !== null) return issue;
+      if (!isRecord(value)) return failure('invalid_type');
+      for (const key in value) {
+        if (!Object.hasOwn(value, key)) continue;
+        const issue = check(node.key, key) ?? check(node.value, value[key]);
+        if (issue !== null) return under(key, issue);
       }
       return null;
     }
     case 'object':
-      return checkObject(node, value, path);
+      return checkObject(node, value);
     case 'union':
-      return node.of.some((option) => check(option, value, path) === null) ? null : { code: 'invalid_union', path };
+      for (let index = 0; index < node.of.length; index += 1) if (check(node.of[index] as ShapeNode, value) === null) return null;
+      return failure('invalid_union');
   }
 }
 
@@ -116,7 +142,7 @@ function check(node: ShapeNode, value: unknown, path: (string | number)[], prese
  * passes is the answer itself, as zod would have returned it.
  */
 export function checkShape<T>(shape: Shape<T>, value: unknown): ShapeResult<T> {
-  const issue = check(shape.root, value, []);
+  const issue = check(shape.root, value);
   return issue === null ? { success: true, data: value as T } : { success: false, error: { issues: [issue] } };
 }
 
@@ -147,7 +173,7 @@ export function primeShape(shape: Shape<unknown>): void {
   for (let node = pending.pop(); node !== undefined; node = pending.pop()) {
     if (primed.has(node)) continue;
     primed.add(node);
-    check(node, PROBES[node.kind], []);
+    check(node, PROBES[node.kind]);
     if (node.kind === 'nullable' || node.kind === 'optional' || node.kind === 'array') pending.push(node.of);
     else if (node.kind === 'record') pending.push(node.key, node.value);
     else if (node.kind === 'object') pending.push(...Object.values(node.fields));

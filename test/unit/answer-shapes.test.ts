@@ -149,6 +149,29 @@ describe('answer shapes (shared/contracts/answer-shapes.ts)', () => {
     expect(zodIssue).toMatchObject({ code: 'invalid_type', path: ['session', 'clientPid'] });
   });
 
+  it('an issue deep in arrays, records and objects is placed where zod places it, each path its own', () => {
+    const [valid] = VALID.AcquireResponse as [{ plan: Record<string, unknown>; sockets: unknown[] }];
+    const breaks: [string, unknown][] = [
+      ['a mount\'s target', { ...valid, plan: { ...valid.plan, mounts: [(valid.plan.mounts as unknown[])[0], { ...(valid.plan.mounts as object[])[1], target: 'relative' }] } }],
+      ['an env value', { ...valid, plan: { ...valid.plan, env: { SSH_AUTH_SOCK: 1 } } }],
+      ['an arg', { ...valid, plan: { ...valid.plan, args: ['--volume', 2] } }],
+      ['a key the mount does not have', { ...valid, plan: { ...valid.plan, mounts: [{ ...(valid.plan.mounts as object[])[0], extra: true }] } }],
+    ];
+    const paths = breaks.map(([what, broken]) => {
+      const result = checkShape(shapes.AcquireResponseShape, broken);
+      const zodIssue = sessions.AcquireResponse.safeParse(broken).error?.issues[0];
+      expect(result.success, what).toBe(false);
+      const issue = result.success ? undefined : result.error.issues[0];
+      expect({ what, code: issue?.code, path: issue?.path }).toEqual({ what, code: zodIssue?.code, path: zodIssue?.path });
+      return issue?.path;
+    });
+    expect(paths.map((found) => found?.join('.'))).toEqual(['plan.mounts.1.target', 'plan.env.SSH_AUTH_SOCK', 'plan.args.1', 'plan.mounts.0']);
+    expect(new Set(paths).size).toBe(paths.length);
+    // zod names the discriminator of a union no variant fits; a shape, which has none, the union.
+    const unfit = checkShape(shapes.AcquireResponseShape, { ...valid, sockets: [valid.sockets[0], { name: 'gpg', status: 'lost' }] });
+    expect(unfit).toEqual({ success: false, error: { issues: [{ code: 'invalid_union', path: ['sockets', 1] }] } });
+  });
+
   it('priming a shape runs every pattern it holds, however deep, and changes no verdict', () => {
     const tested: string[] = [];
     const spied = (name: string): RegExp => Object.assign(/^a$/, { test: (value: string) => (tested.push(`${name}:${value}`), value === 'a') });
