@@ -5,6 +5,7 @@
 // `sandboxd/llxprt`, `sandboxd/shared`) are one file each too (see the end), so the package needs
 // no runtime dependency: installing it fetches nothing and works offline.
 import { build } from 'esbuild';
+import { createHash } from 'node:crypto';
 import { chmodSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import process from 'node:process';
@@ -164,6 +165,12 @@ await build({
   define: { 'import.meta.url': '__sandboxdModuleUrl' },
   banner: { js: "var __sandboxdModuleUrl = require('node:url').pathToFileURL(__filename).href;" },
 });
+// The CommonJS bundle ends with the SHA-256 of the text before that line: the entry names the
+// bundle's code cache by it (client/cli/code-cache.ts) instead of loading node:crypto on every start.
+for (const file of [`${OUT}/entries/daemon.cjs`]) {
+  const text = readFileSync(file, 'utf8');
+  writeFileSync(file, `${text}// sandboxd-sha256 ${createHash('sha256').update(text).digest('hex')}\n`);
+}
 
 /** The files an entry loads when it is imported: its static imports, followed from the entry. */
 async function eagerFiles(source) {
