@@ -1,10 +1,13 @@
-import { closeSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, constants, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { Script } from 'node:vm';
 import { CODE_CACHE_MARK } from '../../daemon/os/clock.js';
 import { sandboxdCacheDir } from './compile-cache.js';
+
+// Node's builtins as they are, not imported: the bundle's ES module interop copies every export
+// of an imported builtin (node:fs has over a hundred) on the start of every run and daemon.
+const { closeSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, constants, writeFileSync } = process.getBuiltinModule('node:fs');
+const { createRequire } = process.getBuiltinModule('node:module');
+const path = process.getBuiltinModule('node:path');
+const { fileURLToPath } = process.getBuiltinModule('node:url');
+const { Script } = process.getBuiltinModule('node:vm');
 
 /**
  * The start of the daemon and of `run`, compiled once: V8 keeps what it compiled of a script (the
