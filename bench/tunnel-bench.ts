@@ -271,6 +271,8 @@ interface RunOverhead {
   bareRun: number[];
   sandboxdRun: number[];
   floorRun: number[];
+  /** `sandboxd run` of the build SANDBOXD_BENCH_BASE_CLI names, in the same turns (empty without it). */
+  baseRun: number[];
   /** The higher one-minute load average of the machine, before and after the runs. */
   load: number;
 }
@@ -282,7 +284,9 @@ interface RunOverhead {
  * `sandboxd run` and the floor swapped every turn; what is judged is each turn's difference, as
  * a drift of the machine's speed moves both sides of one turn alike. Both run in a plain project
  * directory of their own, so no repository's git work at the release adds to one side's noise;
- * one unmeasured turn first (the first `run` writes its code cache).
+ * one unmeasured turn first (the first `run` writes its code cache). `SANDBOXD_BENCH_BASE_CLI`
+ * names another build's `dist/bin/sandboxd.js`, whose `run` then takes its turn too: a change's
+ * before and after in one window of the machine.
  */
 async function runOverhead(env: NodeJS.ProcessEnv, dir: string): Promise<RunOverhead> {
   const stubDir = path.join(dir, 'stub-engine');
@@ -298,27 +302,40 @@ async function runOverhead(env: NodeJS.ProcessEnv, dir: string): Promise<RunOver
   const bare = () => timed(() => execa(path.join(stubDir, 'podman'), ['run', ...runArgs], { env: stubEnv, cwd: project }));
   const sandboxd = () => timed(() => execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'podman', '--', ...runArgs], { env: stubEnv, cwd: project, timeout: 30_000 }));
   const floor = () => timed(() => execa(process.execPath, floorArgs, { env: stubEnv, cwd: project, timeout: 30_000 }));
+  const baseCli = process.env.SANDBOXD_BENCH_BASE_CLI ?? '';
+  // A cache directory of its own: two builds in one directory would each remove the other's code cache.
+  const baseEnv = { ...stubEnv, XDG_CACHE_HOME: path.join(dir, 'base-cache') };
+  const base = () => timed(() => execa(process.execPath, [baseCli, 'run', '--quiet', '--engine', 'podman', '--', ...runArgs], { env: baseEnv, cwd: project, timeout: 30_000 }));
+  const runs: RunOverhead = { bareRun: [], sandboxdRun: [], floorRun: [], baseRun: [], load: loadavg()[0] ?? NaN };
+  const turn: { measure: () => Promise<number>; times: number[] }[] = [
+    { measure: sandboxd, times: runs.sandboxdRun },
+    { measure: floor, times: runs.floorRun },
+    ...(baseCli === '' ? [] : [{ measure: base, times: runs.baseRun }]),
+  ];
   await bare();
-  await sandboxd();
-  await floor();
-  const runs: RunOverhead = { bareRun: [], sandboxdRun: [], floorRun: [], load: loadavg()[0] ?? NaN };
+  for (const { measure } of turn) await measure();
   for (let run = 0; run < RUN_OVERHEAD_RUNS; run += 1) {
     runs.bareRun.push(await bare());
-    if (run % 2 === 0) {
-      runs.sandboxdRun.push(await sandboxd());
-      runs.floorRun.push(await floor());
-    } else {
-      runs.floorRun.push(await floor());
-      runs.sandboxdRun.push(await sandboxd());
-    }
+    for (const { measure, times } of run % 2 === 0 ? turn : [...turn].reverse()) times.push(await measure());
   }
   runs.load = Math.max(runs.load, loadavg()[0] ?? NaN);
   return runs;
 }
 
-function runRows({ bareRun, sandboxdRun, floorRun, load }: RunOverhead, nodeMs: number): [string, string, string][] {
+function runRows({ bareRun, sandboxdRun, floorRun, baseRun, load }: RunOverhead, nodeMs: number): [string, string, string][] {
   const overFloor = sandboxdRun.map((ms, run) => ms - (floorRun[run] ?? NaN));
   const signed = (ms: number): string => `${ms < 0 ? '' : '+'}${ms.toFixed(0)} ms`;
+  const overBase = sandboxdRun.map((ms, run) => ms - (baseRun[run] ?? NaN));
+  const baseRows: [string, string, string][] =
+    baseRun.length === 0
+      ? []
+      : [
+          [
+            '    the same, the build SANDBOXD_BENCH_BASE_CLI names',
+            signed(median(baseRun.map((ms, run) => ms - (floorRun[run] ?? NaN)))),
+            `over the floor; this build minus it ${signed(median(overBase))}, middle half ${signed(percentile(overBase, 25))} to ${signed(percentile(overBase, 75))}`,
+          ],
+        ];
   return [
     ['(9) sandboxd run over a do-nothing engine', `${median(sandboxdRun).toFixed(0)} ms`, `bare engine ${median(bareRun).toFixed(0)} ms: overhead ${(median(sandboxdRun) - median(bareRun)).toFixed(0)} ms (target <= 100 ms + a warm acquire)`],
     ['    the floor: a bare Node client (acquire, spawn, release)', `${median(floorRun).toFixed(0)} ms`, `overhead ${(median(floorRun) - median(bareRun)).toFixed(0)} ms, of which node -e 0 is ${nodeMs.toFixed(0)}`],
@@ -327,6 +344,7 @@ function runRows({ bareRun, sandboxdRun, floorRun, load }: RunOverhead, nodeMs: 
       signed(median(overFloor)),
       `goal <= +20 ms; the median of ${String(overFloor.length)} turns' differences, middle half ${signed(percentile(overFloor, 25))} to ${signed(percentile(overFloor, 75))}; load ${load.toFixed(2)}`,
     ],
+    ...baseRows,
   ];
 }
 
