@@ -7,16 +7,17 @@
  * both: `sandboxd run` minus this is what sandboxd's own code costs a launch; this minus
  * `node -e 0` is what the two requests and the spawn cost Node.
  *
- *   node run-floor.js <socket> <protocol header> <protocol version> <ssh bridge> <engine> <image> <run args…>
+ *   node run-floor.js <socket> <protocol header> <protocol version> <ssh bridge> <client env names,…> <engine> <image> <run args…>
  *
- * The image is what the acquire names; the run args are `run`'s own, the image among them.
+ * The names are shared's CLIENT_ENV_NAMES, given by the bench: the floor loads no module of
+ * sandboxd's. The image is what the acquire names; the run args are `run`'s own, the image among them.
  *
  * Loads node's builtins without their ESM facades, as the `sandboxd` command does.
  */
 const net = process.getBuiltinModule('node:net');
 const { spawn } = process.getBuiltinModule('node:child_process');
 
-const [socketPath = '', header = '', protocol = '', sshBridge = '', engine = '', image = '', ...runArgs] = process.argv.slice(2);
+const [socketPath = '', header = '', protocol = '', sshBridge = '', envNames = '', engine = '', image = '', ...runArgs] = process.argv.slice(2);
 const socket = net.connect(socketPath);
 
 /** One request on the kept connection; the daemon answers with a Content-Length body. */
@@ -43,24 +44,8 @@ interface Acquired {
   plan: { globalArgs: string[]; args: string[] };
 }
 
-// shared's CLIENT_ENV_NAMES, written out: the floor loads no module of sandboxd's.
-const CLIENT_ENV_NAMES = [
-  'CONTAINER_CONNECTION',
-  'CONTAINER_HOST',
-  'CONTAINER_SSHKEY',
-  'CONTAINERS_CONF',
-  'CONTAINERS_STORAGE_CONF',
-  'PODMAN_CONNECTIONS_CONF',
-  'DOCKER_HOST',
-  'DOCKER_CONTEXT',
-  'DOCKER_CONFIG',
-  'XDG_CONFIG_HOME',
-  'TERM',
-  'COLORTERM',
-  'GOOGLE_APPLICATION_CREDENTIALS',
-];
 const env: Record<string, string> = {};
-for (const name of CLIENT_ENV_NAMES) {
+for (const name of envNames.split(',')) {
   const value = process.env[name];
   if (value !== undefined && value !== '') env[name] = value;
 }

@@ -11,6 +11,7 @@ import { removeTunnelRoots, startSshd, type Sshd } from '../test/lab/sshd.js';
 import { tunnelSshPids } from './soak/invariants.js';
 import { daemonOfUnreapingParent, killToZombie } from '../test/lab/unreaping-parent.js';
 import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
+import { CLIENT_ENV_NAMES } from '../shared/contracts/session-routes.js';
 import { DISCOVERY_TTL_MS } from '../daemon/podman/discovery-cache.js';
 import { GIT_FACTS_TTL_MS } from '../daemon/plan/git/git-host.js';
 import { llxprtLaunchCost, type LaunchCost, type LaunchShape } from './llxprt-import.js';
@@ -298,7 +299,7 @@ async function runOverhead(env: NodeJS.ProcessEnv, dir: string): Promise<RunOver
   writeFileSync(path.join(stubDir, 'podman'), `#!/bin/sh\nfor a; do [ "$a" = run ] && exit 0; done\nexec ${realPodman} "$@"\n`, { mode: 0o755 });
   const stubEnv = { ...env, PATH: `${stubDir}:${env.PATH ?? ''}` };
   const runArgs = ['--rm', 'image', 'true'];
-  const floorArgs = [RUN_FLOOR, clientPaths(env).socketPath, PROTOCOL_HEADER, String(PROTOCOL_VERSION), env.SANDBOXD_SSH_BRIDGE ?? 'auto', 'podman', 'image', ...runArgs];
+  const floorArgs = [RUN_FLOOR, clientPaths(env).socketPath, PROTOCOL_HEADER, String(PROTOCOL_VERSION), env.SANDBOXD_SSH_BRIDGE ?? 'auto', CLIENT_ENV_NAMES.join(','), 'podman', 'image', ...runArgs];
   const bare = () => timed(() => execa(path.join(stubDir, 'podman'), ['run', ...runArgs], { env: stubEnv, cwd: project }));
   const sandboxd = () => timed(() => execa(process.execPath, [CLI, 'run', '--quiet', '--engine', 'podman', '--', ...runArgs], { env: stubEnv, cwd: project, timeout: 30_000 }));
   const floor = () => timed(() => execa(process.execPath, floorArgs, { env: stubEnv, cwd: project, timeout: 30_000 }));
