@@ -144,8 +144,16 @@ export function runWithCodeCache(file: string, options: CodeCacheOptions): CodeC
     dir === null || use === 'used'
       ? Promise.resolve(false)
       : new Promise<boolean>((resolve) => {
+          // Never a throw: at exit one would change the command's exit code.
           const write = (): void => {
-            resolve(writeData(dir, name, script.createCachedData(), uid));
+            let data: Buffer;
+            try {
+              data = script.createCachedData();
+            } catch {
+              resolve(false);
+              return;
+            }
+            resolve(writeData(dir, name, data, uid));
           };
           if (writeAfterMs === 'exit') process.once('exit', write);
           else setTimeout(write, writeAfterMs).unref();
