@@ -5,6 +5,7 @@
 // `sandboxd/llxprt`, `sandboxd/shared`) are one file each too (see the end), so the package needs
 // no runtime dependency: installing it fetches nothing and works offline.
 import { build } from 'esbuild';
+import { createHash } from 'node:crypto';
 import { chmodSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import process from 'node:process';
@@ -119,13 +120,13 @@ const lazySemver = {
 };
 
 const ENTRIES = 'client/cli/entries';
-/** The daemon's bundle is CommonJS: the entry runs it through vm.Script with V8's code cache (client/cli/code-cache.ts). */
-const DAEMON_ENTRY = 'daemon.ts';
+/** The daemon's and run's bundles are CommonJS: the entry runs them through vm.Script with V8's code cache (client/cli/code-cache.ts). */
+const CJS_ENTRIES = ['daemon.ts', 'run.ts'];
 const entryPoints = {
   sandboxd: 'client/cli/bin.ts',
   ...Object.fromEntries(
     readdirSync(ENTRIES)
-      .filter((name) => name.endsWith('.ts') && name !== DAEMON_ENTRY)
+      .filter((name) => name.endsWith('.ts') && !CJS_ENTRIES.includes(name))
       .map((name) => [`entries/${name.slice(0, -3)}`, `${ENTRIES}/${name}`]),
   ),
 };
@@ -156,14 +157,21 @@ await build({
 chmodSync(`${OUT}/sandboxd.js`, 0o755);
 await build({
   ...SHARED,
-  entryPoints: { 'entries/daemon': `${ENTRIES}/${DAEMON_ENTRY}` },
+  entryPoints: Object.fromEntries(CJS_ENTRIES.map((name) => [`entries/${name.slice(0, -3)}`, `${ENTRIES}/${name}`])),
   outdir: OUT,
   format: 'cjs',
   outExtension: { '.js': '.cjs' },
-  // The one ESM-only value the daemon reads (os/package-files.ts finds the package from it).
+  // The one ESM-only value the bundles read (os/package-files.ts finds the package from it).
   define: { 'import.meta.url': '__sandboxdModuleUrl' },
   banner: { js: "var __sandboxdModuleUrl = require('node:url').pathToFileURL(__filename).href;" },
 });
+// Each CommonJS bundle ends with the SHA-256 of the text before that line: the entry names the
+// bundle's code cache by it (client/cli/code-cache.ts) instead of loading node:crypto on every start.
+for (const name of CJS_ENTRIES) {
+  const file = `${OUT}/entries/${name.slice(0, -3)}.cjs`;
+  const text = readFileSync(file, 'utf8');
+  writeFileSync(file, `${text}// sandboxd-sha256 ${createHash('sha256').update(text).digest('hex')}\n`);
+}
 
 /** The files an entry loads when it is imported: its static imports, followed from the entry. */
 async function eagerFiles(source) {

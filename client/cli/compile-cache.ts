@@ -1,5 +1,6 @@
-import os from 'node:os';
-import path from 'node:path';
+// Node's builtins as they are, not imported: the bundle's ES module interop copies every export of
+// an imported builtin on every start of the `sandboxd` entry, which holds this module.
+const path = process.getBuiltinModule('node:path');
 
 type EnableCompileCache = (directory?: string) => unknown;
 
@@ -18,7 +19,7 @@ export function enableCompileCache(env: NodeJS.ProcessEnv = process.env): void {
 }
 
 /** `name` in sandboxd's directory of the user's own cache: XDG_CACHE_HOME or ~/.cache (~/Library/Caches on macOS). */
-export function sandboxdCacheDir(name: string, env: NodeJS.ProcessEnv = process.env, home = os.homedir(), platform: NodeJS.Platform = process.platform): string {
+export function sandboxdCacheDir(name: string, env: NodeJS.ProcessEnv = process.env, home = process.getBuiltinModule('node:os').homedir(), platform: NodeJS.Platform = process.platform): string {
   const cacheHome = platform === 'darwin' ? path.join(home, 'Library', 'Caches') : env.XDG_CACHE_HOME || path.join(home, '.cache');
   return path.join(cacheHome, 'sandboxd', name);
 }

@@ -11,10 +11,15 @@ import { CLI, Cleanup, ROOT, cli, cliEnv, makeSandbox, waitFor } from '../helper
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
 
-/** Every file of the bundled command: the entry and one bundle per command module. */
+/** Every file of the bundled command: the entry and one bundle per command module (run's and the daemon's CommonJS). */
 function bundles(): string[] {
   const entries = path.join(ROOT, 'dist/bin/entries');
-  return [CLI, ...readdirSync(entries).filter((name) => name.endsWith('.js')).map((name) => path.join(entries, name))];
+  return [CLI, ...readdirSync(entries).filter((name) => name.endsWith('.js') || name.endsWith('.cjs')).map((name) => path.join(entries, name))];
+}
+
+/** The bundle of a command module: run's and the daemon's are CommonJS, run with V8's code cache (client/cli/code-cache.ts). */
+function bundleOf(name: string): string {
+  return path.join(ROOT, 'dist/bin/entries', name === 'daemon' || name === 'run' ? `${name}.cjs` : `${name}.js`);
 }
 
 /** What every start of the command is made of. Speed itself is only printed, by `npm run bench`. */
@@ -42,10 +47,9 @@ describe('the sandboxd command as installed (bundled CLI)', () => {
     const modules = [...new Set(names.map(moduleFor))];
     expect(modules.sort()).toEqual(['all', 'bare', 'daemon', 'doctor', 'install', 'lifecycle', 'lists', 'logs', 'plan', 'run', 'status', 'version']);
     for (const name of modules) {
-      // The daemon's is CommonJS, run with V8's code cache (client/cli/code-cache.ts).
-      const text = readFileSync(path.join(ROOT, 'dist/bin/entries', name === 'daemon' ? 'daemon.cjs' : `${name}.js`), 'utf8');
+      const text = readFileSync(bundleOf(name), 'utf8');
       // No import of another file of ours: one file holds the whole command (node's builtins aside).
-      expect(text.match(/(?:from|import\()\s*["']\.{1,2}\//g)).toBeNull();
+      expect(text.match(/(?:from|import\(|require\()\s*["']\.{1,2}\//g)).toBeNull();
     }
   });
 
@@ -117,6 +121,32 @@ describe('the sandboxd command as installed (bundled CLI)', () => {
     expect(await cli(['restart'], env)).toMatchObject({ exitCode: 0 });
     expect(await cli(['status'], env)).toMatchObject({ exitCode: 0 });
     expect(codeCache()).toEqual(['absent', 'used']);
+  });
+
+  it("runs `run` from V8's code cache once a run wrote it as it exited, in the user's own cache directory", async () => {
+    const sandbox = makeSandbox(cleanup);
+    const cacheHome = path.join(sandbox.dir, 'cache');
+    const engine = path.join(sandbox.dir, 'engine');
+    const project = path.join(sandbox.dir, 'project');
+    mkdirSync(engine);
+    mkdirSync(project);
+    writeFileSync(path.join(engine, 'podman'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+    const env = cliEnv(sandbox, { XDG_CACHE_HOME: cacheHome, PATH: `${engine}:${process.env.PATH ?? ''}`, SANDBOXD_SSH_BRIDGE: 'none' });
+    delete env.NODE_DISABLE_COMPILE_CACHE;
+    const dir = path.join(cacheHome, 'sandboxd', 'run-code-cache');
+    const data = (): string[] => (existsSync(dir) ? readdirSync(dir).filter((name) => name.endsWith('.v8cache')) : []);
+    const run = () => cli(['run', '--quiet', '--engine', 'podman', '--', '--rm', 'image', 'true'], env, 30_000, project);
+    expect(await run()).toMatchObject({ exitCode: 0 });
+    // Written as the first run exited, named by the bundle's SHA-256, which the build wrote on its last line.
+    const sha256 = /\n\/\/ sandboxd-sha256 ([0-9a-f]{64})\n$/.exec(readFileSync(bundleOf('run'), 'utf8'))?.[1] ?? 'none';
+    expect(data()).toEqual([`${process.version}-${process.arch}-${sha256.slice(0, 40)}.v8cache`]);
+    const file = path.join(dir, data()[0] ?? '');
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const written = statSync(file);
+    // The next run takes it: data V8 refused, or none, would be written again (a new file, renamed into place).
+    expect(await run()).toMatchObject({ exitCode: 0 });
+    expect(statSync(file)).toMatchObject({ ino: written.ino, mtimeMs: written.mtimeMs });
   });
 
   it("keeps Node's compile cache in the user's own cache directory, never a shared one", async () => {

@@ -1,8 +1,9 @@
+import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { daemonCodeCacheDir, runWithCodeCache } from '../../client/cli/code-cache.js';
+import { codeCacheDir, runWithCodeCache } from '../../client/cli/code-cache.js';
 
 const made: string[] = [];
 afterEach(() => {
@@ -55,6 +56,19 @@ describe("the daemon's code cache (V8 data beside a CommonJS bundle)", () => {
     expect(dataFiles(dir)).toHaveLength(1);
   });
 
+  it("names the data by the SHA-256 the build wrote on the bundle's last line, and hashes a bundle whose last line is not one", async () => {
+    const { file, dir } = bundle(6);
+    const text = readFileSync(file, 'utf8');
+    const sha256 = (value: string): string => createHash('sha256').update(value).digest('hex');
+    writeFileSync(file, `${text}// sandboxd-sha256 ${'ab'.repeat(32)}\n`);
+    expect(await runWithCodeCache(file, { dir, writeAfterMs: 0 }).written).toBe(true);
+    expect(dataFiles(dir)).toEqual([`${process.version}-${process.arch}-${'ab'.repeat(20)}.v8cache`]);
+    const notAHash = `${text}// sandboxd-sha256 ${'ab'.repeat(31)}\n`;
+    writeFileSync(file, notAHash);
+    expect(await runWithCodeCache(file, { dir, writeAfterMs: 0 }).written).toBe(true);
+    expect(dataFiles(dir)).toEqual([`${process.version}-${process.arch}-${sha256(notAHash).slice(0, 40)}.v8cache`]);
+  });
+
   it('reads no data from a directory or file others can write, or through a symbolic link, and writes none there', async () => {
     const { file, dir } = bundle(3);
     expect(await runWithCodeCache(file, { dir, writeAfterMs: 0 }).written).toBe(true);
@@ -96,7 +110,10 @@ describe("the daemon's code cache (V8 data beside a CommonJS bundle)", () => {
   it('is off with NODE_DISABLE_COMPILE_CACHE, as Node’s own compile cache is; else in the user’s cache directory', () => {
     const { file } = bundle(5);
     expect(runWithCodeCache(file, { dir: null, writeAfterMs: 0 }).use).toBe('off');
-    expect(daemonCodeCacheDir({ NODE_DISABLE_COMPILE_CACHE: '1' })).toBeNull();
-    expect(daemonCodeCacheDir({ XDG_CACHE_HOME: '/c' })).toBe(process.platform === 'darwin' ? path.join(os.homedir(), 'Library', 'Caches', 'sandboxd', 'daemon-code-cache') : '/c/sandboxd/daemon-code-cache');
+    expect(codeCacheDir('daemon', { NODE_DISABLE_COMPILE_CACHE: '1' })).toBeNull();
+    expect(codeCacheDir('daemon', { XDG_CACHE_HOME: '/c' })).toBe(process.platform === 'darwin' ? path.join(os.homedir(), 'Library', 'Caches', 'sandboxd', 'daemon-code-cache') : '/c/sandboxd/daemon-code-cache');
+    // One directory per bundle: writing one bundle's data removes the other data in its directory.
+    expect(codeCacheDir('run', { XDG_CACHE_HOME: '/c' })).toBe(process.platform === 'darwin' ? path.join(os.homedir(), 'Library', 'Caches', 'sandboxd', 'run-code-cache') : '/c/sandboxd/run-code-cache');
+    expect(codeCacheDir('run', { NODE_DISABLE_COMPILE_CACHE: '1' })).toBeNull();
   });
 });

@@ -87,6 +87,14 @@ export function gitNotices(git: SessionGit | null): string {
   return lines.map((line) => `${line}\n`).join('');
 }
 
+/**
+ * Writes `text` to stderr unless it is empty: Node makes process.stderr on its first use, a cost
+ * a quiet `run` with nothing to say need not pay (output.ts, guardClosedPipes).
+ */
+function say(text: string): void {
+  if (text !== '') process.stderr.write(text);
+}
+
 /** `-d`: the session lives as long as `run` does, so the container cannot outlive it detached. */
 function refuseDetach(runArgs: readonly string[]): void {
   let detached = false;
@@ -157,9 +165,9 @@ export function registerRunCommand(program: Command): void {
       }
       // An agent the caller turned off is no news: only the warnings are said then.
       const ssh = flags.sshAgent === 'off' ? { status: 'forwarded' as const } : session.info.ssh;
-      if (flags.quiet !== true) process.stderr.write(planNotices(ssh, session.plan.warnings));
+      if (flags.quiet !== true) say(planNotices(ssh, session.plan.warnings));
       // What sandboxd set that needs no action: asked for with -v (and silenced with the rest by -q).
-      if (flags.verbose === true && flags.quiet !== true) process.stderr.write(session.plan.notices.map((notice) => `sandboxd: notice: ${notice}\n`).join(''));
+      if (flags.verbose === true && flags.quiet !== true) say(session.plan.notices.map((notice) => `sandboxd: notice: ${notice}\n`).join(''));
       let result: EngineRun;
       try {
         result = await runEngine({
@@ -173,11 +181,11 @@ export function registerRunCommand(program: Command): void {
         const git = await endSession(session, true);
         inbox.close();
         const code = reportError(error, json);
-        process.stderr.write(gitNotices(git));
+        say(gitNotices(git));
         return code;
       }
       // A forced stop removed the container already.
-      process.stderr.write(gitNotices(await endSession(session, result.forcedBy === null && (result.interrupted || result.exit.signal !== null))));
+      say(gitNotices(await endSession(session, result.forcedBy === null && (result.interrupted || result.exit.signal !== null))));
       const signal = result.forcedBy ?? result.exit.signal;
       if (signal !== null) return dieBy(signal, inbox);
       inbox.close();
