@@ -124,7 +124,8 @@ function keptFile(pair: GitDirPair, name: string): boolean {
 /**
  * The identities of host files and directories, and the newest change among them: a change made in
  * the same clock tick as the look may leave the same times behind, so a print whose newest change
- * is that recent proves nothing yet.
+ * is that recent proves nothing yet. Each line names its file, so the lines are compared as a set
+ * (`text()` sorts them): the walk that adds them may look at directories in any order.
  */
 export class StatePrint {
   readonly lines: string[] = [];
@@ -138,6 +139,10 @@ export class StatePrint {
     this.lines.push(`${file}:${stat.isDirectory() ? 'd' : stat.isFile() ? 'f' : 'o'}:${identity(stat)}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`);
     this.newestMs = Math.max(this.newestMs, stat.mtimeMs, stat.ctimeMs);
   }
+
+  text(): string {
+    return [...this.lines].sort().join('\n');
+  }
 }
 
 /**
@@ -145,6 +150,8 @@ export class StatePrint {
  * git dir: the dir itself and each directory it lists (a file made, renamed or removed there
  * changes its directory), each file it copies (git appends reflogs and writes some state files in
  * place). Taken before a copy, an equal print later proves the copy is still the host's state.
+ * Sibling directories are walked at once: the walk is a chain of file-system round trips, as long
+ * as the deepest path rather than as the whole tree.
  */
 export async function gitDirStatePrint(pair: GitDirPair, budget: CopyBudget, print: StatePrint): Promise<void> {
   const stats = async (files: readonly string[]): Promise<(Stats | null)[]> => {
@@ -155,18 +162,22 @@ export async function gitDirStatePrint(pair: GitDirPair, budget: CopyBudget, pri
     });
     return found;
   };
+  const trees = async (dirs: readonly string[]): Promise<void> => {
+    const found = await stats(dirs);
+    await Promise.all(dirs.filter((_dir, index) => found[index]?.isDirectory() === true).map(tree));
+  };
   const tree = async (dir: string): Promise<void> => {
     const children = await listDir(dir);
-    await stats(children.filter((child) => child.isFile()).map((child) => path.join(dir, child.name)));
-    const dirs = children.filter((child) => child.isDirectory()).map((child) => path.join(dir, child.name));
-    const found = await stats(dirs);
-    for (const [index, sub] of dirs.entries()) if (found[index]?.isDirectory() === true) await tree(sub);
+    await Promise.all([
+      stats(children.filter((child) => child.isFile()).map((child) => path.join(dir, child.name))),
+      trees(children.filter((child) => child.isDirectory()).map((child) => path.join(dir, child.name))),
+    ]);
   };
-  await stats([pair.host]);
-  await stats((await listDir(pair.host)).filter((child) => child.isFile() && keptFile(pair, child.name)).map((child) => path.join(pair.host, child.name)));
-  const dirs = STATE_DIRS.map((dir) => path.join(pair.host, dir));
-  const found = await stats(dirs);
-  for (const [index, dir] of dirs.entries()) if (found[index]?.isDirectory() === true) await tree(dir);
+  const [children] = await Promise.all([listDir(pair.host), stats([pair.host])]);
+  await Promise.all([
+    stats(children.filter((child) => child.isFile() && keptFile(pair, child.name)).map((child) => path.join(pair.host, child.name))),
+    trees(STATE_DIRS.map((dir) => path.join(pair.host, dir))),
+  ]);
 }
 
 /**
