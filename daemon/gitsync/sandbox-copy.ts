@@ -117,7 +117,7 @@ async function copyTree(from: string, to: string, name: string, pair: GitDirPair
 }
 
 /** Whether a top-level file of a host git dir is state the copy takes. */
-function keptFile(pair: GitDirPair, name: string): boolean {
+export function keptFile(pair: GitDirPair, name: string): boolean {
   return STATE_FILE.test(name) || PLAIN_FILES.has(name) || SHARED_INDEX.test(name) || (pair.kind === 'worktree' && WORKTREE_FILES.has(name));
 }
 
@@ -197,10 +197,13 @@ export async function gitDirStatePrint(pair: GitDirPair, budget: CopyBudget, pri
       trees(children.filter((child) => child.isDirectory()).map((child) => path.join(dir, child.name))),
     ]);
   };
+  // A state file or directory made, renamed or removed in the git dir changes the git dir's own
+  // line: only what its listing shows is looked at.
   const [children] = await Promise.all([listQuietly(pair.host), stats([pair.host])]);
+  const listed = new Set(children.filter((child) => child.isDirectory()).map((child) => child.name));
   await Promise.all([
     stats(children.filter((child) => child.isFile() && keptFile(pair, child.name)).map((child) => path.join(pair.host, child.name))),
-    trees(STATE_DIRS.map((dir) => path.join(pair.host, dir))),
+    trees(STATE_DIRS.filter((dir) => listed.has(dir)).map((dir) => path.join(pair.host, dir))),
   ]);
 }
 

@@ -11,7 +11,7 @@ import { identity, listDir, lstatOrNull, readControlFile } from '../os/untrusted
 import type { GitDirFacts } from '../plan/git/git-dir.js';
 import type { SandboxGitDir } from '../plan/git/git.js';
 import { containerObjectsPath, gitDirPairs, hasAlternates, objectStores, sandboxPath, type GitDirPair } from './git-dir-pairs.js';
-import { copyGitDirState, CopyBudget, FILE_MODE, gitDirStatePrint, makeDir, StatePrint, type PairBase } from './sandbox-copy.js';
+import { copyGitDirState, CopyBudget, FILE_MODE, gitDirStatePrint, keptFile, makeDir, StatePrint, type PairBase } from './sandbox-copy.js';
 
 /**
  * The sandbox's own git dirs, one per repository (keyed by the host's outer common dir), kept in
@@ -40,8 +40,11 @@ const CONFIG_MAX_BYTES = 1024 * 1024;
 const POINTER_MAX_BYTES = 4096;
 /** A spare is made only of host git dirs whose newest change is older than this (a 1 s timestamp tick, and more). */
 export const SPARE_SETTLE_MS = 2500;
-/** The host files writeDaemonFiles reads besides the object stores. */
-const DAEMON_FILE_INPUTS = ['config', 'config.worktree', 'gitdir', 'commondir'];
+/**
+ * The host files writeDaemonFiles reads besides the object stores, of a git dir of each kind; those
+ * the copy takes too (config.worktree, a worktree's gitdir and commondir) are in its print already.
+ */
+const DAEMON_FILE_INPUTS = { common: ['config', 'config.worktree'], module: ['config', 'config.worktree'], worktree: ['config.worktree', 'gitdir', 'commondir'] } as const;
 
 /**
  * Lines the sandbox's copy of a config gets: whatever uid the container writes as (a rootless
@@ -491,7 +494,7 @@ async function statePrint(pairs: readonly GitDirPair[]): Promise<{ print: string
     const print = new StatePrint();
     // What the daemon's read-only files are written from: configs, pointers, the object stores and their alternates.
     const inputs = async (): Promise<void> => {
-      const files = DAEMON_FILE_INPUTS.map((name) => path.join(pair.host, name));
+      const files = DAEMON_FILE_INPUTS[pair.kind].filter((name) => !keptFile(pair, name)).map((name) => path.join(pair.host, name));
       const found = await Promise.all(files.map((file) => lstatOrNull(file).catch(() => null)));
       files.forEach((file, index) => {
         print.add(file, found[index] ?? null);

@@ -1,4 +1,4 @@
-import { appendFileSync, existsSync, lstatSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { containerObjectsPath } from '../../daemon/gitsync/git-dir-pairs.js';
@@ -135,6 +135,13 @@ describe('SandboxStore spare (the next fresh copy, made ahead)', () => {
       'info/exclude edited',
       (dir) => {
         appendFileSync(path.join(dir, '.git', 'info', 'exclude'), 'secret\n');
+      },
+    ],
+    [
+      'an operation begun (a state directory made where there was none)',
+      (dir) => {
+        mkdirSync(path.join(dir, '.git', 'rebase-merge'));
+        writeFileSync(path.join(dir, '.git', 'rebase-merge', 'head-name'), 'refs/heads/main\n');
       },
     ],
     ['the config changed', (dir) => git(dir, 'config', 'core.abbrev', '12')],
