@@ -143,10 +143,11 @@ export class GitSync {
         }
       }
       const served = await this.served(sync, input.repo);
-      await this.stateWrite(() => sync.add(sessionId, served, { git, path: input.path }));
+      // Known before the add, so a failed acquire's drop finds the session even if the add failed after taking it.
       this.sessionRepo.set(sessionId, key);
+      const [, mounts] = await Promise.all([this.stateWrite(() => sync.add(sessionId, served, { git, path: input.path })), this.mountFiles(sync)]);
       this.facts.set(key, outer);
-      return { source: sync.state.root, ...(await this.mountFiles(sync)) };
+      return { source: sync.state.root, ...mounts };
     });
     return { ...files, target: outer.commonDir, pins: await pinsPending };
   }

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GitSync, type HoldInput } from '../../daemon/gitsync/git-sync.js';
@@ -74,6 +74,28 @@ describe('GitSync, a repository no session holds', () => {
     await sync.ended('ses_a');
     const second = await sync.hold('ses_b', await input(dir));
     expect(existsSync(path.join(second.source, 'witness'))).toBe(false);
+  });
+
+  it('an acquire whose record could not be saved leaves no session behind: the copy it ended in is not shared later', async () => {
+    const dir = repo('unsaved');
+    const sync = gitSync();
+    await sync.start();
+    await sync.hold('ses_a', await input(dir));
+    sync.drop('ses_a');
+    const [key] = readdirSync(path.join(root(), 'state', 'git-dirs'));
+    const record = path.join(root(), 'state', 'git-dirs', key ?? '', 'record.json');
+    rmSync(record);
+    mkdirSync(path.join(record, 'in-the-way'), { recursive: true });
+    await expect(sync.hold('ses_b', await input(dir))).rejects.toThrow();
+    // As the session service does when an acquire fails after the hold.
+    sync.drop('ses_b');
+    rmSync(record, { recursive: true });
+    const third = await sync.hold('ses_c', await input(dir));
+    writeFileSync(path.join(third.source, 'witness'), '');
+    sync.release('ses_c');
+    await sync.ended('ses_c');
+    const fourth = await sync.hold('ses_d', await input(dir));
+    expect(existsSync(path.join(fourth.source, 'witness'))).toBe(false);
   });
 
   const changes: [string, (dir: string) => void, string, string][] = [
