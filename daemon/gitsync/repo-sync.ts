@@ -206,21 +206,25 @@ export class RepoSync {
     const unknown = served.filter((entry) => !this.state.served.some((known) => known.rel === entry.rel && known.workTree === entry.workTree));
     // One save, before the session can use it: written once per refresh (and per new worktree or
     // git), a restarted daemon must know the sandbox may have run.
-    if (unknown.length > 0 || !this.state.used || newGit) {
-      this.state.served.push(...unknown);
-      this.state.used = true;
-      this.state.git = git;
-      await this.deps.store.save(this.state);
-    }
+    const saved = unknown.length > 0 || !this.state.used || newGit ? this.save(unknown, git) : undefined;
     if (waited && !first) this.trigger();
     // A session joining live ones finds the watches in place: each sync looks again after it (a
     // directory made meanwhile triggers one). The first session, new git dirs, or watches a bound
-    // took away look now, and a bound exceeded fails this acquire.
-    if (!first && this.watchers.size > 0 && this.watchedPairs === this.state.pairs.length) return;
-    await this.rewatch().catch((error: unknown) => {
+    // took away look now (while the record is saved), and a bound exceeded fails this acquire.
+    const watched = !first && this.watchers.size > 0 && this.watchedPairs === this.state.pairs.length ? undefined : this.rewatch();
+    // Both settled before a failure is told: a failed acquire's drop must find every watch in place to close.
+    const failed = (await Promise.allSettled([saved, watched])).find((outcome) => outcome.status === 'rejected');
+    if (failed !== undefined) {
       this.sessions.delete(sessionId);
-      throw error;
-    });
+      throw failed.reason;
+    }
+  }
+
+  private async save(unknown: readonly Served[], git: { git: string; path: string }): Promise<void> {
+    this.state.served.push(...unknown);
+    this.state.used = true;
+    this.state.git = git;
+    await this.deps.store.save(this.state);
   }
 
   /** A session that never got its plan: gone without a sync. */

@@ -244,7 +244,7 @@ export class SandboxStore {
     const root = path.join(dir, 's');
     const hostPairs = await gitDirPairs(facts);
     const started = Date.now();
-    const [print] = await Promise.all([statePrint(hostPairs), this.setAside(dir, root)]);
+    const [print] = await Promise.all([statePrint(hostPairs), this.setAside(dir)]);
     const pairs = await copyPairs(hostPairs, root);
     await keepBase(root, path.join(dir, 'base'), pairs);
     await this.writeDaemonFiles(path.join(dir, 'ro'), root, pairs);
@@ -297,8 +297,7 @@ export class SandboxStore {
       await this.discardSpare(spare);
       return null;
     }
-    await this.setAside(dir, path.join(dir, 's'));
-    await Promise.all(['s', 'base', 'ro'].map((name) => fs.rename(path.join(spare, name), path.join(dir, name))));
+    await this.setAside(dir, spare);
     await fs.rmdir(spare).catch(() => this.discardSpare(spare));
     return this.finish(commonDir, pairs, record.print, print.stores);
   }
@@ -389,19 +388,20 @@ export class SandboxStore {
 
   /**
    * Sets the sandbox git dir aside, with its record (which describes it, not the copy that comes
-   * next). It is removed later, off an acquire's path: by the next spare's making or the next
-   * daemon's start (emptyTrash).
+   * next), and moves the one `from` holds (a spare's s/, base/ and ro/) into each place as it is
+   * freed. What was set aside is removed later, off an acquire's path: by the next spare's making
+   * or the next daemon's start (emptyTrash).
    */
-  private async setAside(dir: string, root: string): Promise<void> {
+  private async setAside(dir: string, from: string | null = null): Promise<void> {
     const trash = path.join(dir, 'trash');
     await fs.mkdir(trash, { recursive: true, mode: 0o700 });
     const aside = async (name: string): Promise<void> => {
-      const from = name === 's' ? root : path.join(dir, name);
       try {
-        await fs.rename(from, path.join(trash, `${name}-${Date.now()}-${randomBytes(4).toString('hex')}`));
+        await fs.rename(path.join(dir, name), path.join(trash, `${name}-${Date.now()}-${randomBytes(4).toString('hex')}`));
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
       }
+      if (from !== null && name !== 'stage') await fs.rename(path.join(from, name), path.join(dir, name));
     };
     await Promise.all([removeFile(path.join(dir, 'record.json')), ...['s', 'stage', 'base', 'ro'].map(aside)]);
   }

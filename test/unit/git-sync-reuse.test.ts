@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GitSync, type HoldInput } from '../../daemon/gitsync/git-sync.js';
@@ -82,8 +82,8 @@ describe('GitSync, a repository no session holds', () => {
     await sync.start();
     await sync.hold('ses_a', await input(dir));
     sync.drop('ses_a');
-    const [key] = readdirSync(path.join(root(), 'state', 'git-dirs'));
-    const record = path.join(root(), 'state', 'git-dirs', key ?? '', 'record.json');
+    const store = new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }));
+    const record = path.join(store.dirOf(store.keyOf((await input(dir)).repo.outer.commonDir)), 'record.json');
     rmSync(record);
     mkdirSync(path.join(record, 'in-the-way'), { recursive: true });
     await expect(sync.hold('ses_b', await input(dir))).rejects.toThrow();
