@@ -48,6 +48,9 @@ const ENDED_FOR_CAUSE_KEPT = 1024;
 /** How many times a spare is tried for once a repository's last session ended. */
 const SPARE_TRIES = 3;
 
+/** How long after a start the copies earlier acquires set aside are removed. */
+const TRASH_DELAY_MS = 10_000;
+
 /** How long a release waits for its session's last sync before it answers without it. */
 const RELEASE_WAIT_MS = 30_000;
 
@@ -95,8 +98,11 @@ export class GitSync {
   start(): Promise<void> {
     this.ready = (async () => {
       await this.store.sweepSpares();
-      // What earlier acquires set aside goes meanwhile; no acquire waits for it.
-      this.track(this.store.emptyAllTrash());
+      // What earlier acquires set aside goes once the start's first acquires are served: removing
+      // it competes with them for the file system.
+      this.deps.timers.after(TRASH_DELAY_MS, () => {
+        if (!this.closing) this.track(this.store.emptyAllTrash());
+      });
       for (const state of await this.store.loadAll()) {
         if (!state.used || state.served.length === 0) continue;
         const sync = this.repoSync(state);

@@ -5,12 +5,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { GitSync, type HoldInput } from '../../daemon/gitsync/git-sync.js';
 import { MAX_WATCHES } from '../../daemon/gitsync/repo-sync.js';
 import { SandboxStore } from '../../daemon/gitsync/sandbox-store.js';
-import { systemTimers } from '../../daemon/os/clock.js';
+import { systemTimers, type Timers } from '../../daemon/os/clock.js';
 import { createLogger } from '../../daemon/os/logger.js';
 import { runSubprocess } from '../../daemon/os/subprocess.js';
 import { watchDirectory } from '../../daemon/os/watch.js';
 import { readRepoLayout } from '../../daemon/plan/git/git-repo.js';
 import { gitFixtures } from './git-fixtures.js';
+import { ManualTime } from './manual-time.js';
 
 /**
  * GitSync as the daemon drives it, on real repositories, real files and real watches: an acquire
@@ -24,14 +25,14 @@ afterEach(async () => {
   await Promise.all(syncs.splice(0).map((sync) => sync.close()));
 });
 
-function gitSync(ended: (ids: readonly string[], why: string) => void = () => undefined): GitSync {
+function gitSync(ended: (ids: readonly string[], why: string) => void = () => undefined, timers: Timers = systemTimers): GitSync {
   mkdirSync(path.join(root(), 'empty'), { recursive: true });
   const sync = new GitSync({
     stateDir: path.join(root(), 'state'),
     emptyDir: path.join(root(), 'empty'),
     logger: createLogger({ kind: 'silent' }),
     run: runSubprocess,
-    timers: systemTimers,
+    timers,
     monotonic: () => performance.now(),
     platform: 'linux',
     watch: watchDirectory,
@@ -139,6 +140,28 @@ describe('GitSync, a repository no session holds', () => {
     await sync.start();
     const held = await sync.hold('ses_a', await input(dir));
     expect(readFileSync(path.join(held.source, file), 'utf8')).toContain(text);
+  });
+});
+
+describe('GitSync, what acquires set aside', () => {
+  it('is removed after a start, not while its first acquires run', async () => {
+    const dir = repo('trash');
+    const first = gitSync();
+    await first.start();
+    await first.hold('ses_a', await input(dir));
+    first.drop('ses_a');
+    await first.close();
+    // A daemon killed with an old copy set aside (a copy the container made unreadable stays, with a log line).
+    const store = new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }));
+    const trash = path.join(store.dirOf(store.keyOf((await input(dir)).repo.outer.commonDir)), 'trash');
+    mkdirSync(path.join(trash, 's-left', 'refs'), { recursive: true });
+    const time = new ManualTime();
+    const next = gitSync(undefined, time.timers);
+    await next.start();
+    expect(existsSync(path.join(trash, 's-left'))).toBe(true);
+    await time.advance(10_000);
+    await next.close();
+    expect(existsSync(path.join(trash, 's-left'))).toBe(false);
   });
 });
 
