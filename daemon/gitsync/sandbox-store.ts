@@ -261,9 +261,9 @@ export class SandboxStore {
   async prepareSpare(commonDir: string, facts: GitDirFacts): Promise<boolean> {
     const dir = await this.keyDir(commonDir);
     const spare = path.join(dir, 'spare');
-    // What acquires set aside is removed here, off their path.
-    await this.emptyTrash(path.join(dir, 'trash'));
+    // What acquires set aside (and the spare before this one) is removed here, off their path.
     await this.discardSpare(spare);
+    await this.emptyTrash(path.join(dir, 'trash'));
     await fs.mkdir(spare, { mode: 0o700 });
     const hostPairs = await gitDirPairs(facts);
     const started = Date.now();
@@ -315,7 +315,6 @@ export class SandboxStore {
     const trash = path.join(path.dirname(spare), 'trash');
     await fs.mkdir(trash, { recursive: true, mode: 0o700 });
     await fs.rename(spare, path.join(trash, `spare-${Date.now()}-${randomBytes(4).toString('hex')}`));
-    void this.emptyTrash(trash);
   }
 
   private async keyDir(commonDir: string): Promise<string> {
