@@ -45,6 +45,12 @@ function gitSync(ended: (ids: readonly string[], why: string) => void = () => un
   return sync;
 }
 
+async function started(): Promise<GitSync> {
+  const sync = gitSync();
+  await sync.start();
+  return sync;
+}
+
 async function input(dir: string): Promise<HoldInput> {
   const layout = await readRepoLayout(dir, root());
   if (layout === null) throw new Error('no repository');
@@ -54,8 +60,7 @@ async function input(dir: string): Promise<HoldInput> {
 describe('GitSync, a repository no session holds', () => {
   it('reuses the copy of an acquire that failed before its answer while the host is as it was copied', async () => {
     const dir = repo('reused');
-    const sync = gitSync();
-    await sync.start();
+    const sync = await started();
     const first = await sync.hold('ses_a', await input(dir));
     // A witness of this very copy (inode numbers of a removed copy come back).
     writeFileSync(path.join(first.source, 'witness'), '');
@@ -67,8 +72,7 @@ describe('GitSync, a repository no session holds', () => {
 
   it('never reuses a copy a session ended in', async () => {
     const dir = repo('ended');
-    const sync = gitSync();
-    await sync.start();
+    const sync = await started();
     const first = await sync.hold('ses_a', await input(dir));
     writeFileSync(path.join(first.source, 'witness'), '');
     sync.release('ses_a');
@@ -79,8 +83,7 @@ describe('GitSync, a repository no session holds', () => {
 
   it('an acquire whose record could not be saved leaves no session behind: the copy it ended in is not shared later', async () => {
     const dir = repo('unsaved');
-    const sync = gitSync();
-    await sync.start();
+    const sync = await started();
     await sync.hold('ses_a', await input(dir));
     sync.drop('ses_a');
     const store = new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }));
@@ -121,8 +124,7 @@ describe('GitSync, a repository no session holds', () => {
 
   it.each(changes)('copies afresh after %s on the host since a failed acquire, though no ref moved', async (_name, change, file, text) => {
     const dir = repo(`dropped-${file.replaceAll('/', '-')}`);
-    const sync = gitSync();
-    await sync.start();
+    const sync = await started();
     await sync.hold('ses_a', await input(dir));
     sync.drop('ses_a');
     change(dir);
@@ -136,8 +138,7 @@ describe('GitSync, a repository no session holds', () => {
     const { repo: layout } = await input(dir);
     await new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }), 0).refresh(layout.outer.commonDir, layout.outer.facts);
     change(dir);
-    const sync = gitSync();
-    await sync.start();
+    const sync = await started();
     const held = await sync.hold('ses_a', await input(dir));
     expect(readFileSync(path.join(held.source, file), 'utf8')).toContain(text);
   });
