@@ -174,8 +174,8 @@ function listQuietly(dir: string): Promise<Dirent[]> {
  * git dir: the dir itself and each directory it lists (a file made, renamed or removed there
  * changes its directory), each file it copies (git appends reflogs and writes some state files in
  * place). Taken before a copy, an equal print later proves the copy is still the host's state.
- * Sibling directories are walked at once: the walk is a chain of file-system round trips, as long
- * as the deepest path rather than as the whole tree.
+ * Sibling directories are walked at once, each listed while it is looked at: the walk is a chain of
+ * file-system round trips as long as the deepest path rather than as the whole tree.
  */
 export async function gitDirStatePrint(pair: GitDirPair, budget: CopyBudget, print: StatePrint): Promise<void> {
   const stats = async (files: readonly string[]): Promise<(Stats | null)[]> => {
@@ -186,12 +186,13 @@ export async function gitDirStatePrint(pair: GitDirPair, budget: CopyBudget, pri
     });
     return found;
   };
+  // Each directory is listed while it is looked at; what a listing shows counts only where the look
+  // found a directory (a link or file put there shows in its line, and its listing is dropped).
   const trees = async (dirs: readonly string[]): Promise<void> => {
-    const found = await stats(dirs);
-    await Promise.all(dirs.filter((_dir, index) => found[index]?.isDirectory() === true).map(tree));
+    const [found, listings] = await Promise.all([stats(dirs), Promise.all(dirs.map(listQuietly))]);
+    await Promise.all(dirs.flatMap((dir, index) => (found[index]?.isDirectory() === true ? [tree(dir, listings[index] ?? [])] : [])));
   };
-  const tree = async (dir: string): Promise<void> => {
-    const children = await listQuietly(dir);
+  const tree = async (dir: string, children: readonly Dirent[]): Promise<void> => {
     await Promise.all([
       stats(children.filter((child) => child.isFile()).map((child) => path.join(dir, child.name))),
       trees(children.filter((child) => child.isDirectory()).map((child) => path.join(dir, child.name))),

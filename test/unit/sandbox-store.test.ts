@@ -1,4 +1,4 @@
-import { appendFileSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { containerObjectsPath } from '../../daemon/gitsync/git-dir-pairs.js';
@@ -142,6 +142,14 @@ describe('SandboxStore spare (the next fresh copy, made ahead)', () => {
       (dir) => {
         mkdirSync(path.join(dir, '.git', 'rebase-merge'));
         writeFileSync(path.join(dir, '.git', 'rebase-merge', 'head-name'), 'refs/heads/main\n');
+      },
+    ],
+    [
+      'the reflogs swapped for a link to a copy of them',
+      (dir) => {
+        cpSync(path.join(dir, '.git', 'logs'), path.join(dir, 'logs-copy'), { recursive: true });
+        rmSync(path.join(dir, '.git', 'logs'), { recursive: true });
+        symlinkSync(path.join(dir, 'logs-copy'), path.join(dir, '.git', 'logs'));
       },
     ],
     ['the config changed', (dir) => git(dir, 'config', 'core.abbrev', '12')],
