@@ -285,14 +285,18 @@ export class SandboxStore {
   async takeSpare(commonDir: string, facts: GitDirFacts): Promise<SandboxState | null> {
     const dir = this.dirOf(this.keyOf(commonDir));
     const spare = path.join(dir, 'spare');
-    const [[record], hostPairs] = await Promise.all([readRecordFile(path.join(spare, 'spare.json'), 'spares', 1, SpareRecord, this.logger), gitDirPairs(facts)]);
+    // The host is printed while the spare's record is read: the print needs only the host's git dirs.
+    const hostPairs = gitDirPairs(facts);
+    const printed = hostPairs.then(statePrint);
+    printed.catch(() => undefined);
+    const [record] = await readRecordFile(path.join(spare, 'spare.json'), 'spares', 1, SpareRecord, this.logger);
     const pairs = record?.pairs.map(pairOf);
-    if (record === undefined || pairs === undefined || record.commonDir !== commonDir || !samePairs(hostPairs, pairs)) {
+    if (record === undefined || pairs === undefined || record.commonDir !== commonDir || !samePairs(await hostPairs, pairs)) {
       await this.discardSpare(spare);
       return null;
     }
     // Used once: its record goes before it can be taken.
-    const [print] = await Promise.all([statePrint(hostPairs), removeFile(path.join(spare, 'spare.json'))]);
+    const [print] = await Promise.all([printed, removeFile(path.join(spare, 'spare.json'))]);
     if (print === null || print.print !== record.print) {
       await this.discardSpare(spare);
       return null;
