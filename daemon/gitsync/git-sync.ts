@@ -28,6 +28,8 @@ export interface GitSyncDeps {
   endSessions(ids: readonly string[], why: string): void;
   /** How long a restarted daemon keeps a sandbox git dir for sessions of the daemon before it (they renew within a lease). */
   orphanMs: number;
+  /** How long ago a host's newest change must be for a copy of it to be proven later (SPARE_SETTLE_MS unless a test says). */
+  settleMs?: number;
 }
 
 /** What an acquire needs of the sandbox's git: the mounts, and the git that brings its work home. */
@@ -45,6 +47,9 @@ const ENDED_FOR_CAUSE_KEPT = 1024;
 
 /** How many times a spare is tried for once a repository's last session ended. */
 const SPARE_TRIES = 3;
+
+/** How long after a start the copies earlier acquires set aside are removed. */
+const TRASH_DELAY_MS = 10_000;
 
 /** How long a release waits for its session's last sync before it answers without it. */
 const RELEASE_WAIT_MS = 30_000;
@@ -67,7 +72,7 @@ export class GitSync {
   private readonly endedForCause = new Map<string, SessionGit>();
   /** The last acquire's repository facts per repository: what a spare is copied from. */
   private readonly facts = new Map<string, GitRepo['outer']>();
-  /** Spares being made, awaited by close. */
+  /** Work off the acquires' path (spares being made, the trash emptied), awaited by close. */
   private readonly spares = new Set<Promise<void>>();
   private closing = false;
   /** What a previous daemon left is known before any acquire decides to refresh a sandbox git dir. */
@@ -80,7 +85,7 @@ export class GitSync {
   private readonly watch: WatchEdge;
 
   constructor(private readonly deps: GitSyncDeps) {
-    this.store = new SandboxStore(deps.stateDir, deps.logger);
+    this.store = new SandboxStore(deps.stateDir, deps.logger, deps.settleMs);
     this.watch = gapCheckedWatch(deps.platform, deps.watch, () => {
       for (const sync of this.repos.values()) if (sync.live) sync.trigger();
     });
@@ -93,6 +98,11 @@ export class GitSync {
   start(): Promise<void> {
     this.ready = (async () => {
       await this.store.sweepSpares();
+      // What earlier acquires set aside goes once the start's first acquires are served: removing
+      // it competes with them for the file system.
+      this.deps.timers.after(TRASH_DELAY_MS, () => {
+        if (!this.closing) this.track(this.store.emptyAllTrash());
+      });
       for (const state of await this.store.loadAll()) {
         if (!state.used || state.served.length === 0) continue;
         const sync = this.repoSync(state);
@@ -113,7 +123,8 @@ export class GitSync {
    */
   async hold(sessionId: string, input: HoldInput): Promise<SandboxGitDir> {
     const { outer } = input.repo;
-    if (input.git === null) {
+    const git = input.git;
+    if (git === null) {
       throw new SandboxdError('REPOSITORY_UNSUPPORTED', `no git answers on the session's PATH to read ${input.repo.topLevel}'s submodules and bring the sandbox's commits home`, {
         remedy: 'Install git (on a Mac: `xcode-select --install`) or put it on the PATH of the shell that runs the session.',
       });
@@ -121,15 +132,15 @@ export class GitSync {
     await this.ready.catch(() => undefined);
     // Read from the host's index and work tree while the sandbox git dir is made or looked at; a
     // failure fails the acquire, which drops the session again.
-    const pinsPending = this.workTreePins(input.repo, new HostGit({ run: this.deps.run, git: input.git, emptyDir: this.deps.emptyDir, path: input.path }));
+    const pinsPending = this.workTreePins(input.repo, new HostGit({ run: this.deps.run, git, emptyDir: this.deps.emptyDir, path: input.path }));
     pinsPending.catch(() => undefined);
     const key = this.store.keyOf(outer.commonDir);
     const files = await this.locked(key, async () => {
       let sync = this.repos.get(key);
       if (sync === undefined || !sync.live) {
         const state = sync?.state ?? (await this.store.loadAll().then((states) => states.find((candidate) => candidate.key === key)));
-        const fresh = state !== undefined && state.hostPrint !== null && (await this.unchanged(state));
-        const next = fresh ? state : ((await this.takeSpare(outer.commonDir, outer.facts)) ?? (await this.refresh(outer.commonDir, outer.facts)));
+        const fresh = state !== undefined && (await this.store.stillHost(state, outer.facts));
+        const next = fresh ? state : ((await this.takeSpare(outer.commonDir, outer.facts)) ?? (await this.stateWrite(() => this.store.refresh(outer.commonDir, outer.facts))));
         if (sync === undefined) {
           sync = this.repoSync(next);
           this.repos.set(key, sync);
@@ -137,12 +148,12 @@ export class GitSync {
           sync.reset(next);
         }
       }
-      await sync.useGit(input.git, input.path);
       const served = await this.served(sync, input.repo);
-      await sync.add(sessionId, served);
+      // Known before the add, so a failed acquire's drop finds the session even if the add failed after taking it.
       this.sessionRepo.set(sessionId, key);
+      const [, mounts] = await Promise.all([this.stateWrite(() => sync.add(sessionId, served, { git, path: input.path })), this.mountFiles(sync)]);
       this.facts.set(key, outer);
-      return { source: sync.state.root, ...(await this.mountFiles(sync)) };
+      return { source: sync.state.root, ...mounts };
     });
     return { ...files, target: outer.commonDir, pins: await pinsPending };
   }
@@ -265,10 +276,10 @@ export class GitSync {
     );
   }
 
-  /** A full or read-only state dir fails the acquire as a container record that cannot be written does. */
-  private async refresh(commonDir: string, facts: GitRepo['outer']['facts']): Promise<SandboxState> {
+  /** A full or read-only state dir (a copy, a record) fails the acquire as a container record that cannot be written does. */
+  private async stateWrite<T>(work: () => Promise<T>): Promise<T> {
     try {
-      return await this.store.refresh(commonDir, facts);
+      return await work();
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === undefined || !STATE_WRITE_ERRORS.has(code)) throw error;
@@ -285,7 +296,7 @@ export class GitSync {
   private spareAfter(key: string, sync: RepoSync, tries = SPARE_TRIES): void {
     const outer = this.facts.get(key);
     if (this.closing || sync.live || outer === undefined || tries === 0) return;
-    const made = this.locked(key, async () => (sync.live ? true : this.store.prepareSpare(outer.commonDir, outer.facts))).then(
+    this.track(this.locked(key, async () => (sync.live ? true : this.store.prepareSpare(outer.commonDir, outer.facts))).then(
       (done) => {
         if (done) return;
         this.deps.timers.after(SPARE_SETTLE_MS, () => {
@@ -295,9 +306,19 @@ export class GitSync {
       (error: unknown) => {
         this.deps.logger.warn({ module: 'gitsync', repository: outer.commonDir, err: error }, "the next sandbox git dir could not be made ahead; the next session's acquire copies it");
       },
+    ));
+  }
+
+  /** Work off the acquires' path (spares, emptying the trash) that close waits for; it never rejects. */
+  private track(work: Promise<unknown>): void {
+    const settled = work.then(
+      () => undefined,
+      (error: unknown) => {
+        this.deps.logger.warn({ module: 'gitsync', err: error }, "a sandbox git dir's background work failed");
+      },
     );
-    this.spares.add(made);
-    void made.finally(() => this.spares.delete(made));
+    this.spares.add(settled);
+    void settled.finally(() => this.spares.delete(settled));
   }
 
   /** The spare when it is provably the host's state; a failure to take it costs only the copy it would have saved. */
@@ -310,12 +331,6 @@ export class GitSync {
       this.deps.logger.warn({ module: 'gitsync', repository: commonDir, err: error }, "the sandbox git dir made ahead could not be taken; copying it afresh");
       return null;
     }
-  }
-
-  /** No session held it since it was made, and the host's refs are as they were: no copy is needed. */
-  private async unchanged(state: SandboxState): Promise<boolean> {
-    if (state.used || state.hostPrint === null) return false;
-    return (await this.store.hostPrint(state)) === state.hostPrint;
   }
 
   /**

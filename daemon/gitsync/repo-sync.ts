@@ -154,6 +154,11 @@ export class RepoSync {
   private again = false;
   private timer: { cancel: () => void; since: number } | null = null;
   private lastPrint: string | null = null;
+  /**
+   * A container may have run in this copy: a session on it ended (it had its answer), or a previous
+   * daemon's did. Sessions dropped before their answer did not.
+   */
+  private ran: boolean;
   /** How many git dirs the last look at the watches covered. */
   private watchedPairs = 0;
   private closed = false;
@@ -162,7 +167,9 @@ export class RepoSync {
     public state: SandboxState,
     private readonly deps: RepoSyncDeps,
     private readonly now: () => number,
-  ) {}
+  ) {
+    this.ran = state.used;
+  }
 
   get live(): boolean {
     return this.sessions.size > 0 || this.orphans.length > 0;
@@ -171,6 +178,7 @@ export class RepoSync {
   /** The sandbox git dir was made afresh: what was known of the old one goes. */
   reset(state: SandboxState): void {
     this.state = state;
+    this.ran = state.used;
     this.loose.clear();
     this.baseValues.clear();
     this.held.clear();
@@ -181,51 +189,57 @@ export class RepoSync {
     this.bound = false;
   }
 
-  /**
-   * The host's git a session found, kept in the record so a restarted daemon can bring its sessions'
-   * work home; a sync that waited for one runs now.
-   */
-  async useGit(git: string | null, pathVariable: string): Promise<void> {
-    if (git === null || (this.state.git?.git === git && this.state.git.path === pathVariable)) return;
-    const waited = this.state.git === null;
-    this.state.git = { git, path: pathVariable };
-    await this.deps.store.save(this.state);
-    if (waited && this.live) this.trigger();
-  }
-
   status(): SessionGit {
     return { repository: this.state.commonDir, held: [...this.held.values()].slice(0, 256), notes: [...this.events, ...this.notes].slice(0, 64), error: this.error };
   }
 
-  async add(sessionId: string, served: Served[]): Promise<void> {
+  /**
+   * A session on the sandbox git dir, with the host's git it found (kept in the record so a
+   * restarted daemon can bring its sessions' work home; a sync that waited for one runs now).
+   */
+  async add(sessionId: string, served: Served[], git: { git: string; path: string }): Promise<void> {
     const first = !this.live;
+    const waited = this.state.git === null;
+    const newGit = this.state.git?.git !== git.git || this.state.git.path !== git.path;
     this.sessions.set(sessionId, served);
     if (first) this.lastPrint = null;
     const unknown = served.filter((entry) => !this.state.served.some((known) => known.rel === entry.rel && known.workTree === entry.workTree));
-    // Written once per refresh (and per new worktree): a restarted daemon must know the sandbox may have run.
-    if (unknown.length > 0 || !this.state.used) {
-      this.state.served.push(...unknown);
-      this.state.used = true;
-      await this.deps.store.save(this.state);
-    }
+    // One save, before the session can use it: written once per refresh (and per new worktree or
+    // git), a restarted daemon must know the sandbox may have run.
+    const saved = unknown.length > 0 || !this.state.used || newGit ? this.save(unknown, git) : undefined;
+    if (waited && !first) this.trigger();
     // A session joining live ones finds the watches in place: each sync looks again after it (a
     // directory made meanwhile triggers one). The first session, new git dirs, or watches a bound
-    // took away look now, and a bound exceeded fails this acquire.
-    if (!first && this.watchers.size > 0 && this.watchedPairs === this.state.pairs.length) return;
-    await this.rewatch().catch((error: unknown) => {
+    // took away look now (while the record is saved), and a bound exceeded fails this acquire.
+    const watched = !first && this.watchers.size > 0 && this.watchedPairs === this.state.pairs.length ? undefined : this.rewatch();
+    // Both settled before a failure is told: a failed acquire's drop must find every watch in place to close.
+    const failed = (await Promise.allSettled([saved, watched])).find((outcome) => outcome.status === 'rejected');
+    if (failed !== undefined) {
       this.sessions.delete(sessionId);
-      throw error;
-    });
+      throw failed.reason;
+    }
+  }
+
+  private async save(unknown: readonly Served[], git: { git: string; path: string }): Promise<void> {
+    this.state.served.push(...unknown);
+    this.state.used = true;
+    this.state.git = git;
+    await this.deps.store.save(this.state);
   }
 
   /** A session that never got its plan: gone without a sync. */
   drop(sessionId: string): void {
     this.sessions.delete(sessionId);
-    if (!this.live) this.unwatch();
+    if (this.live) return;
+    this.unwatch();
+    // Every session on this copy since it was made failed before its answer: no container got it,
+    // so it is as fresh as an unheld copy, and the next acquire may take it if the host is unchanged.
+    if (!this.ran) this.state.used = false;
   }
 
   /** A session ended: its last sync (decides what waited for the end, once none is left); what it left. */
   async end(sessionId: string): Promise<SessionGit> {
+    this.ran = true;
     const served = this.sessions.get(sessionId) ?? [];
     this.sessions.delete(sessionId);
     this.ending.push(...served);
@@ -573,23 +587,31 @@ export class RepoSync {
   private async rewatch(): Promise<void> {
     if (this.closed) return;
     const wanted = new Set<string>();
-    for (const pair of this.state.pairs) {
-      const dir = sandboxPath(this.state.root, pair);
-      wanted.add(dir);
-      if (pair.kind === 'worktree') continue;
-      wanted.add(path.join(dir, 'refs'));
-      let pending = [path.join(dir, 'refs', 'heads'), path.join(dir, 'refs', 'tags')];
-      while (pending.length > 0) {
-        const next: string[] = [];
-        for (const sub of pending) {
-          if ((await lstatOrNull(sub).catch(() => null))?.isDirectory() !== true) continue;
-          wanted.add(sub);
-          if (wanted.size > MAX_WATCHES) throw new SyncBound(`the sandbox's git dir has more than ${MAX_WATCHES} directories of refs to watch`);
-          for (const child of await listDir(sub)) if (child.isDirectory()) next.push(path.join(sub, child.name));
-        }
-        pending = next;
-      }
-    }
+    // Sibling directories are looked at at once (the walk is as long as the deepest ref path), and
+    // counted before they are: a container's million directories cost no more looks than the bound.
+    let counted = 0;
+    const count = (more: number): void => {
+      counted += more;
+      if (counted > MAX_WATCHES) throw new SyncBound(`the sandbox's git dir has more than ${MAX_WATCHES} directories of refs to watch`);
+    };
+    const walk = async (sub: string): Promise<void> => {
+      if ((await lstatOrNull(sub).catch(() => null))?.isDirectory() !== true) return;
+      wanted.add(sub);
+      const dirs = (await listDir(sub)).filter((child) => child.isDirectory());
+      count(dirs.length);
+      await Promise.all(dirs.map((child) => walk(path.join(sub, child.name))));
+    };
+    await Promise.all(
+      this.state.pairs.map(async (pair) => {
+        const dir = sandboxPath(this.state.root, pair);
+        wanted.add(dir);
+        count(1);
+        if (pair.kind === 'worktree') return;
+        wanted.add(path.join(dir, 'refs'));
+        count(3);
+        await Promise.all([walk(path.join(dir, 'refs', 'heads')), walk(path.join(dir, 'refs', 'tags'))]);
+      }),
+    );
     for (const [dir, watcher] of this.watchers) {
       if (wanted.has(dir)) continue;
       watcher.close();

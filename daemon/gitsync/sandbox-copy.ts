@@ -1,4 +1,4 @@
-import { constants, promises as fs, type Stats } from 'node:fs';
+import { constants, lstat, promises as fs, readdir, type Dirent, type Stats } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import { identity, listDir } from '../os/untrusted-files.js';
@@ -117,14 +117,15 @@ async function copyTree(from: string, to: string, name: string, pair: GitDirPair
 }
 
 /** Whether a top-level file of a host git dir is state the copy takes. */
-function keptFile(pair: GitDirPair, name: string): boolean {
+export function keptFile(pair: GitDirPair, name: string): boolean {
   return STATE_FILE.test(name) || PLAIN_FILES.has(name) || SHARED_INDEX.test(name) || (pair.kind === 'worktree' && WORKTREE_FILES.has(name));
 }
 
 /**
  * The identities of host files and directories, and the newest change among them: a change made in
  * the same clock tick as the look may leave the same times behind, so a print whose newest change
- * is that recent proves nothing yet.
+ * is that recent proves nothing yet. Each line names its file, so the lines are compared as a set
+ * (`text()` sorts them): the walk that adds them may look at directories in any order.
  */
 export class StatePrint {
   readonly lines: string[] = [];
@@ -138,6 +139,34 @@ export class StatePrint {
     this.lines.push(`${file}:${stat.isDirectory() ? 'd' : stat.isFile() ? 'f' : 'o'}:${identity(stat)}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`);
     this.newestMs = Math.max(this.newestMs, stat.mtimeMs, stat.ctimeMs);
   }
+
+  text(): string {
+    return [...this.lines].sort().join('\n');
+  }
+}
+
+/**
+ * `lstat` (null when it fails) and a directory's entries (none when it is not there: listDir's
+ * rule) through
+ * the callback API: a print looks at every state file of a repository on an acquire's path, and
+ * node:fs's promise API costs several times more per call.
+ */
+export function lstatQuietly(file: string): Promise<Stats | null> {
+  return new Promise((resolve) => {
+    lstat(file, (error, stat) => {
+      resolve(error === null ? stat : null);
+    });
+  });
+}
+
+function listQuietly(dir: string): Promise<Dirent[]> {
+  return new Promise((resolve, reject) => {
+    readdir(dir, { withFileTypes: true }, (error, entries) => {
+      if (error === null) resolve(entries);
+      else if (error.code === 'ENOENT' || error.code === 'ENOTDIR') resolve([]);
+      else reject(error);
+    });
+  });
 }
 
 /**
@@ -145,28 +174,38 @@ export class StatePrint {
  * git dir: the dir itself and each directory it lists (a file made, renamed or removed there
  * changes its directory), each file it copies (git appends reflogs and writes some state files in
  * place). Taken before a copy, an equal print later proves the copy is still the host's state.
+ * Sibling directories are walked at once, each listed while it is looked at: the walk is a chain of
+ * file-system round trips as long as the deepest path rather than as the whole tree.
  */
 export async function gitDirStatePrint(pair: GitDirPair, budget: CopyBudget, print: StatePrint): Promise<void> {
   const stats = async (files: readonly string[]): Promise<(Stats | null)[]> => {
     for (const file of files) budget.take(file);
-    const found = await Promise.all(files.map((file) => fs.lstat(file).catch(() => null)));
+    const found = await Promise.all(files.map((file) => lstatQuietly(file)));
     files.forEach((file, index) => {
       print.add(file, found[index] ?? null);
     });
     return found;
   };
-  const tree = async (dir: string): Promise<void> => {
-    const children = await listDir(dir);
-    await stats(children.filter((child) => child.isFile()).map((child) => path.join(dir, child.name)));
-    const dirs = children.filter((child) => child.isDirectory()).map((child) => path.join(dir, child.name));
-    const found = await stats(dirs);
-    for (const [index, sub] of dirs.entries()) if (found[index]?.isDirectory() === true) await tree(sub);
+  // Each directory is listed while it is looked at; what a listing shows counts only where the look
+  // found a directory (a link or file put there shows in its line, and its listing is dropped).
+  const trees = async (dirs: readonly string[]): Promise<void> => {
+    const [found, listings] = await Promise.all([stats(dirs), Promise.all(dirs.map(listQuietly))]);
+    await Promise.all(dirs.flatMap((dir, index) => (found[index]?.isDirectory() === true ? [tree(dir, listings[index] ?? [])] : [])));
   };
-  await stats([pair.host]);
-  await stats((await listDir(pair.host)).filter((child) => child.isFile() && keptFile(pair, child.name)).map((child) => path.join(pair.host, child.name)));
-  const dirs = STATE_DIRS.map((dir) => path.join(pair.host, dir));
-  const found = await stats(dirs);
-  for (const [index, dir] of dirs.entries()) if (found[index]?.isDirectory() === true) await tree(dir);
+  const tree = async (dir: string, children: readonly Dirent[]): Promise<void> => {
+    await Promise.all([
+      stats(children.filter((child) => child.isFile()).map((child) => path.join(dir, child.name))),
+      trees(children.filter((child) => child.isDirectory()).map((child) => path.join(dir, child.name))),
+    ]);
+  };
+  // A state file or directory made, renamed or removed in the git dir changes the git dir's own
+  // line: only what its listing shows is looked at.
+  const [children] = await Promise.all([listQuietly(pair.host), stats([pair.host])]);
+  const listed = new Set(children.filter((child) => child.isDirectory()).map((child) => child.name));
+  await Promise.all([
+    stats(children.filter((child) => child.isFile() && keptFile(pair, child.name)).map((child) => path.join(pair.host, child.name))),
+    trees(STATE_DIRS.filter((dir) => listed.has(dir)).map((dir) => path.join(pair.host, dir))),
+  ]);
 }
 
 /**

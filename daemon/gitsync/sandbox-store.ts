@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import * as z from 'zod/mini';
-import { writeFileAtomic } from '../os/files.js';
+import { removeFile, writeFileAtomic } from '../os/files.js';
 import type { Logger } from '../os/logger.js';
 import { readRecordFile } from '../os/record-file.js';
 import { ensureSecureDir } from '../os/secure-dir.js';
@@ -11,7 +11,7 @@ import { identity, listDir, lstatOrNull, readControlFile } from '../os/untrusted
 import type { GitDirFacts } from '../plan/git/git-dir.js';
 import type { SandboxGitDir } from '../plan/git/git.js';
 import { containerObjectsPath, gitDirPairs, hasAlternates, objectStores, sandboxPath, type GitDirPair } from './git-dir-pairs.js';
-import { copyGitDirState, CopyBudget, FILE_MODE, gitDirStatePrint, makeDir, StatePrint, type PairBase } from './sandbox-copy.js';
+import { copyGitDirState, CopyBudget, FILE_MODE, gitDirStatePrint, keptFile, makeDir, StatePrint, type PairBase } from './sandbox-copy.js';
 
 /**
  * The sandbox's own git dirs, one per repository (keyed by the host's outer common dir), kept in
@@ -26,8 +26,10 @@ import { copyGitDirState, CopyBudget, FILE_MODE, gitDirStatePrint, makeDir, Stat
  *   spare/      the next fresh copy, made while no session holds the repository and never mounted:
  *               its s/ and base/, and spare.json (written last) with the print of every host file
  *               and directory the copy read, taken before it read them
- *   record.json what a restarted daemon must know: the base refs, the host's fingerprint, whether
- *               a session has held it since it was made (and in which worktrees)
+ *   record.json what a restarted daemon must know: the base refs, the print of the host's state the
+ *               copy was made from, whether a session has held it since it was made (and in which
+ *               worktrees); removed when its copy is set aside, written again before a session
+ *               gets the next one
  */
 
 /** A refresh copies at most this many refs, reflogs and state files. */
@@ -38,8 +40,11 @@ const CONFIG_MAX_BYTES = 1024 * 1024;
 const POINTER_MAX_BYTES = 4096;
 /** A spare is made only of host git dirs whose newest change is older than this (a 1 s timestamp tick, and more). */
 export const SPARE_SETTLE_MS = 2500;
-/** The host files writeDaemonFiles reads besides the object stores. */
-const DAEMON_FILE_INPUTS = ['config', 'config.worktree', 'gitdir', 'commondir'];
+/**
+ * The host files writeDaemonFiles reads besides the object stores, of a git dir of each kind; those
+ * the copy takes too (config.worktree, a worktree's gitdir and commondir) are in its print already.
+ */
+const DAEMON_FILE_INPUTS = { common: ['config', 'config.worktree'], module: ['config', 'config.worktree'], worktree: ['config.worktree', 'gitdir', 'commondir'] } as const;
 
 /**
  * Lines the sandbox's copy of a config gets: whatever uid the container writes as (a rootless
@@ -73,12 +78,17 @@ const SpareRecord = z.strictObject({
   commonDir: z.string().check(z.maxLength(4096)),
   pairs: z.array(PairRecord).check(z.maxLength(4096)),
   print: z.string().check(z.maxLength(200)),
-  hostPrint: z.nullable(z.string().check(z.maxLength(200))),
 });
 
 /** One git dir of the repository with the state its sandbox copy started from. */
 export interface PairState extends GitDirPair {
   base: PairBase;
+}
+
+/** A host object store the plan mounts read-only, and whether it names alternates of its own. */
+export interface KnownStore {
+  store: string;
+  alternates: boolean;
 }
 
 /** A sandbox git dir as it is on disk. */
@@ -90,11 +100,21 @@ export interface SandboxState {
   /** The sandbox's git dir (`s/`). */
   root: string;
   pairs: PairState[];
+  /**
+   * The print (StatePrint) of the host's git dirs taken before the copy was made, when it can prove
+   * the copy is still the host's state later (it had settled); null otherwise.
+   */
   hostPrint: string | null;
   used: boolean;
   served: { rel: string; admin: string; workTree: string }[];
   /** The host's git (and PATH) the last session found; null before any. */
   git: { git: string; path: string } | null;
+  /**
+   * Each git dir's object stores as the print just taken with this state found them (by rel): what
+   * the plan mounts, without walking them again. Not recorded: a state loaded from its record
+   * walks them.
+   */
+  stores?: Map<string, KnownStore[]>;
 }
 
 /** What the plan mounts of a sandbox git dir besides the dir itself. */
@@ -197,25 +217,39 @@ export class SandboxStore {
     await writeFileAtomic(path.join(state.dir, 'record.json'), `${JSON.stringify({ version: 1, sandboxes: [recordOf(state)] })}\n`, 0o600, { durable: false });
   }
 
-  /** The host's fingerprint of a state's git dirs: equal to the recorded one means the host's refs did not move. */
-  async hostPrint(state: Pick<SandboxState, 'pairs'>): Promise<string | null> {
-    const host = await fingerprint(state.pairs.map((pair) => pair.host));
-    return host === null ? null : stableHash(`${state.pairs.map((pair) => pair.rel).join('\n')}\n${host}`, 32);
+  /**
+   * Whether a copy no session has held is still the host's state, as a spare is proven when taken:
+   * the same git dirs, and everything the copy read as it was before the copy (a ref moved, a reflog
+   * appended, a state file, `info/` or a config edited all show).
+   */
+  async stillHost(state: SandboxState, facts: GitDirFacts): Promise<boolean> {
+    if (state.used || state.hostPrint === null) return false;
+    const hostPairs = await gitDirPairs(facts);
+    if (!samePairs(hostPairs, state.pairs)) return false;
+    const print = await statePrint(hostPairs);
+    if (print === null || print.print !== state.hostPrint) return false;
+    state.stores = print.stores;
+    return true;
   }
 
   /**
    * A fresh sandbox git dir for the repository whose outer common dir `facts` describes: the old one
    * set aside (whatever uid wrote it: the rename is in the daemon's own directory), then the host's
    * state copied in, the daemon's read-only files written, the base the sandbox starts from kept.
+   * The print of what the copy reads is taken first; it proves the copy later only if the host had
+   * settled (see prepareSpare). The record is the caller's to save, before a session gets it.
    */
   async refresh(commonDir: string, facts: GitDirFacts): Promise<SandboxState> {
     const dir = await this.keyDir(commonDir);
     const root = path.join(dir, 's');
-    await this.setAside(dir, root);
-    const pairs = await copyPairs(await gitDirPairs(facts), root);
+    const hostPairs = await gitDirPairs(facts);
+    const started = Date.now();
+    const [print] = await Promise.all([statePrint(hostPairs), this.setAside(dir)]);
+    const pairs = await copyPairs(hostPairs, root);
     await keepBase(root, path.join(dir, 'base'), pairs);
     await this.writeDaemonFiles(path.join(dir, 'ro'), root, pairs);
-    return this.finish(commonDir, pairs, await this.hostPrint({ pairs }));
+    const settled = print !== null && print.newestMs < started - this.settleMs;
+    return this.finish(commonDir, pairs, settled ? print.print : null, print?.stores);
   }
 
   /**
@@ -225,8 +259,11 @@ export class SandboxStore {
    * spare is daemon-private until taken: no container has seen it.
    */
   async prepareSpare(commonDir: string, facts: GitDirFacts): Promise<boolean> {
-    const spare = path.join(await this.keyDir(commonDir), 'spare');
+    const dir = await this.keyDir(commonDir);
+    const spare = path.join(dir, 'spare');
+    // What acquires set aside (and the spare before this one) is removed here, off their path.
     await this.discardSpare(spare);
+    await this.emptyTrash(path.join(dir, 'trash'));
     await fs.mkdir(spare, { mode: 0o700 });
     const hostPairs = await gitDirPairs(facts);
     const started = Date.now();
@@ -235,7 +272,7 @@ export class SandboxStore {
     const pairs = await copyPairs(hostPairs, path.join(spare, 's'));
     await keepBase(path.join(spare, 's'), path.join(spare, 'base'), pairs);
     await this.writeDaemonFiles(path.join(spare, 'ro'), path.join(spare, 's'), pairs);
-    const record = { commonDir, pairs: pairs.map(pairRecord), print: print.print, hostPrint: await this.hostPrint({ pairs }) };
+    const record = { commonDir, pairs: pairs.map(pairRecord), print: print.print };
     await writeFileAtomic(path.join(spare, 'spare.json'), `${JSON.stringify({ version: 1, spares: [record] })}\n`, 0o600, { durable: false });
     return true;
   }
@@ -248,20 +285,25 @@ export class SandboxStore {
   async takeSpare(commonDir: string, facts: GitDirFacts): Promise<SandboxState | null> {
     const dir = this.dirOf(this.keyOf(commonDir));
     const spare = path.join(dir, 'spare');
+    // The host is printed while the spare's record is read: the print needs only the host's git dirs.
+    const hostPairs = gitDirPairs(facts);
+    const printed = hostPairs.then(statePrint);
+    printed.catch(() => undefined);
     const [record] = await readRecordFile(path.join(spare, 'spare.json'), 'spares', 1, SpareRecord, this.logger);
-    await fs.rm(path.join(spare, 'spare.json'), { force: true });
     const pairs = record?.pairs.map(pairOf);
-    const same = (hostPairs: GitDirPair[]) =>
-      pairs !== undefined && hostPairs.length === pairs.length && hostPairs.every((pair, index) => samePair(pair, pairs[index]));
-    if (record === undefined || pairs === undefined || record.commonDir !== commonDir || !same(await gitDirPairs(facts)) || (await statePrint(pairs))?.print !== record.print) {
+    if (record === undefined || pairs === undefined || record.commonDir !== commonDir || !samePairs(await hostPairs, pairs)) {
       await this.discardSpare(spare);
       return null;
     }
-    const root = path.join(dir, 's');
-    await this.setAside(dir, root);
-    for (const name of ['s', 'base', 'ro']) await fs.rename(path.join(spare, name), path.join(dir, name));
-    await this.discardSpare(spare);
-    return this.finish(commonDir, pairs, record.hostPrint);
+    // Used once: its record goes before it can be taken.
+    const [print] = await Promise.all([printed, removeFile(path.join(spare, 'spare.json'))]);
+    if (print === null || print.print !== record.print) {
+      await this.discardSpare(spare);
+      return null;
+    }
+    await this.setAside(dir, spare);
+    await fs.rmdir(spare).catch(() => this.discardSpare(spare));
+    return this.finish(commonDir, pairs, record.print, print.stores);
   }
 
   /** A spare a killed daemon left half made (no spare.json) goes; a whole one is proven when taken. */
@@ -277,7 +319,6 @@ export class SandboxStore {
     const trash = path.join(path.dirname(spare), 'trash');
     await fs.mkdir(trash, { recursive: true, mode: 0o700 });
     await fs.rename(spare, path.join(trash, `spare-${Date.now()}-${randomBytes(4).toString('hex')}`));
-    void this.emptyTrash(trash);
   }
 
   private async keyDir(commonDir: string): Promise<string> {
@@ -287,41 +328,56 @@ export class SandboxStore {
     return dir;
   }
 
-  /** A copy in place at s/ (with its base/ and ro/): its record saved. */
-  private async finish(commonDir: string, pairs: PairState[], hostPrint: string | null): Promise<SandboxState> {
+  /**
+   * A copy in place at s/ (with its base/ and ro/), not yet recorded: the session that holds it
+   * saves its record once, before it answers (a daemon killed before that finds no record and
+   * copies afresh).
+   */
+  private finish(commonDir: string, pairs: PairState[], hostPrint: string | null, stores: Map<string, KnownStore[]> | undefined): SandboxState {
     const key = this.keyOf(commonDir);
     const dir = this.dirOf(key);
-    const state: SandboxState = { key, commonDir, dir, root: path.join(dir, 's'), pairs, hostPrint, used: false, served: [], git: null };
-    await this.save(state);
-    return state;
+    return { key, commonDir, dir, root: path.join(dir, 's'), pairs, hostPrint, used: false, served: [], git: null, ...(stores === undefined ? {} : { stores }) };
   }
 
-  /** The files the plan mounts for `state` (written by refresh). */
+  /**
+   * The files the plan mounts for `state` (written by refresh), each git dir looked at at once. The
+   * object stores are the ones the print taken with the state found, or walked when it has none.
+   */
   async mountFiles(state: SandboxState): Promise<SandboxFiles> {
     const ro = path.join(state.dir, 'ro');
-    const files: SandboxFiles['files'] = [];
-    const hooks: string[] = [];
+    const looks = await Promise.all(
+      state.pairs.map(async (pair) => {
+        const at = (name: string) => path.join(state.commonDir, pair.rel, name);
+        const source = (name: string) => path.join(ro, `${stableHash(pair.rel, 16)}.${name}`);
+        const files: SandboxFiles['files'] = [];
+        if (pair.kind === 'worktree') {
+          const names = ['gitdir', 'commondir', 'config.worktree'];
+          const found = await Promise.all(names.map((name) => exists(source(name))));
+          for (const [index, name] of names.entries()) if (found[index] === true) files.push({ source: source(name), target: at(name), kind: name === 'config.worktree' ? 'config' : 'pointer' });
+          return { files, hooks: [], stores: [] };
+        }
+        const [worktreeConfig, stores] = await Promise.all([exists(source('config.worktree')), state.stores?.get(pair.rel) ?? storesOf(pair)]);
+        // A submodule's config is the sandbox's to write (`git submodule update` sets its core.worktree
+        // each time); the host never reads it. The repository's own stays read-only unless asked.
+        if (pair.kind === 'common') files.push({ source: source('config'), target: at('config'), kind: 'config' });
+        if (worktreeConfig) files.push({ source: source('config.worktree'), target: at('config.worktree'), kind: 'config' });
+        files.push({ source: source('alternates'), target: at('objects/info/alternates'), kind: 'alternates' });
+        return { files, hooks: [at('hooks')], stores };
+      }),
+    );
     const objects = new Map<string, string>();
     const covered = new Set<string>();
-    for (const pair of state.pairs) {
-      const at = (name: string) => path.join(state.commonDir, pair.rel, name);
-      const source = (name: string) => path.join(ro, `${stableHash(pair.rel, 16)}.${name}`);
-      if (pair.kind === 'worktree') {
-        for (const name of ['gitdir', 'commondir', 'config.worktree']) if (await exists(source(name))) files.push({ source: source(name), target: at(name), kind: name === 'config.worktree' ? 'config' : 'pointer' });
-        continue;
-      }
-      // A submodule's config is the sandbox's to write (`git submodule update` sets its core.worktree
-      // each time); the host never reads it. The repository's own stays read-only unless asked.
-      if (pair.kind === 'common') files.push({ source: source('config'), target: at('config'), kind: 'config' });
-      if (await exists(source('config.worktree'))) files.push({ source: source('config.worktree'), target: at('config.worktree'), kind: 'config' });
-      files.push({ source: source('alternates'), target: at('objects/info/alternates'), kind: 'alternates' });
-      hooks.push(at('hooks'));
-      for (const store of await objectStores(path.join(pair.host, 'objects'))) {
-        objects.set(store, containerObjectsPath(store));
-        if (await hasAlternates(store)) covered.add(path.posix.join(containerObjectsPath(store), 'info', 'alternates'));
-      }
+    for (const { store, alternates } of looks.flatMap((look) => look.stores)) {
+      objects.set(store, containerObjectsPath(store));
+      if (alternates) covered.add(path.posix.join(containerObjectsPath(store), 'info', 'alternates'));
     }
-    return { files, hooks, objects: [...objects].map(([source, target]) => ({ source, target })), coveredAlternates: [...covered], emptyFile: path.join(ro, 'empty') };
+    return {
+      files: looks.flatMap((look) => look.files),
+      hooks: looks.flatMap((look) => look.hooks),
+      objects: [...objects].map(([source, target]) => ({ source, target })),
+      coveredAlternates: [...covered],
+      emptyFile: path.join(ro, 'empty'),
+    };
   }
 
   /** The base packed-refs of a pair (a hard link to what refresh copied), for comparing with the sandbox's. */
@@ -334,23 +390,34 @@ export class SandboxStore {
   }
 
   /**
-   * Sets the sandbox git dir aside and removes it; what cannot be removed (a container's uid made
-   * it unwritable to the daemon) stays in trash/ with a log line saying how to remove it.
+   * Sets the sandbox git dir aside, with its record (which describes it, not the copy that comes
+   * next), and moves the one `from` holds (a spare's s/, base/ and ro/) into each place as it is
+   * freed. What was set aside is removed later, off an acquire's path: by the next spare's making
+   * or the next daemon's start (emptyTrash).
    */
-  private async setAside(dir: string, root: string): Promise<void> {
+  private async setAside(dir: string, from: string | null = null): Promise<void> {
     const trash = path.join(dir, 'trash');
     await fs.mkdir(trash, { recursive: true, mode: 0o700 });
-    for (const name of ['s', 'stage', 'base', 'ro']) {
-      const from = name === 's' ? root : path.join(dir, name);
+    const aside = async (name: string): Promise<void> => {
       try {
-        await fs.rename(from, path.join(trash, `${name}-${Date.now()}-${randomBytes(4).toString('hex')}`));
+        await fs.rename(path.join(dir, name), path.join(trash, `${name}-${Date.now()}-${randomBytes(4).toString('hex')}`));
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
       }
-    }
-    void this.emptyTrash(trash);
+      if (from !== null && name !== 'stage') await fs.rename(path.join(from, name), path.join(dir, name));
+    };
+    await Promise.all([removeFile(path.join(dir, 'record.json')), ...['s', 'stage', 'base', 'ro'].map(aside)]);
   }
 
+  /** What every repository's acquires set aside, removed (the start of a daemon). */
+  async emptyAllTrash(): Promise<void> {
+    for (const child of await listDir(this.root).catch(() => [])) if (child.isDirectory()) await this.emptyTrash(path.join(this.root, child.name, 'trash'));
+  }
+
+  /**
+   * Removes what was set aside; what cannot be removed (a container's uid made it unwritable to the
+   * daemon) stays in trash/ with a log line saying how to remove it.
+   */
   private async emptyTrash(trash: string): Promise<void> {
     for (const child of await listDir(trash).catch(() => [])) {
       const full = path.join(trash, child.name);
@@ -423,35 +490,55 @@ async function keepBase(root: string, base: string, pairs: readonly PairState[])
  * The print of everything the copy and the daemon's files read of the host's git dirs (and when the
  * newest of them changed); null past the copy's bound (never proven).
  */
-async function statePrint(pairs: readonly GitDirPair[]): Promise<{ print: string; newestMs: number } | null> {
+async function statePrint(pairs: readonly GitDirPair[]): Promise<{ print: string; newestMs: number; stores: Map<string, KnownStore[]> } | null> {
   const budget = new CopyBudget(MAX_COPY_ENTRIES);
-  const pairPrint = async (pair: GitDirPair): Promise<StatePrint> => {
+  const stores = new Map<string, KnownStore[]>();
+  const pairPrint = async (pair: GitDirPair): Promise<{ text: string; newestMs: number }> => {
     const print = new StatePrint();
-    print.lines.push(`${pair.rel}\0${pair.host}\0${pair.kind}\0${pair.hexLength}`);
-    await gitDirStatePrint(pair, budget, print);
     // What the daemon's read-only files are written from: configs, pointers, the object stores and their alternates.
-    const inputs = DAEMON_FILE_INPUTS.map((name) => path.join(pair.host, name));
-    if (pair.kind !== 'worktree') {
-      const stores = await objectStores(path.join(pair.host, 'objects'));
-      print.lines.push(stores.join('\0'));
-      inputs.push(...stores.map((store) => path.join(store, 'info', 'alternates')));
-    }
-    const found = await Promise.all(inputs.map((file) => lstatOrNull(file).catch(() => null)));
-    inputs.forEach((file, index) => {
-      print.add(file, found[index] ?? null);
-    });
-    return print;
+    const inputs = async (): Promise<void> => {
+      const files = DAEMON_FILE_INPUTS[pair.kind].filter((name) => !keptFile(pair, name)).map((name) => path.join(pair.host, name));
+      const found = await Promise.all(files.map((file) => lstatOrNull(file).catch(() => null)));
+      files.forEach((file, index) => {
+        print.add(file, found[index] ?? null);
+      });
+      if (pair.kind === 'worktree') return;
+      const dirs = await objectStores(path.join(pair.host, 'objects'));
+      const alternates = dirs.map((store) => path.join(store, 'info', 'alternates'));
+      const named = await Promise.all(alternates.map((file) => lstatOrNull(file).catch(() => null)));
+      alternates.forEach((file, index) => {
+        print.add(file, named[index] ?? null);
+      });
+      stores.set(
+        pair.rel,
+        dirs.map((store, index) => ({ store, alternates: named[index] !== null })),
+      );
+    };
+    await Promise.all([gitDirStatePrint(pair, budget, print), inputs()]);
+    const header = `${pair.rel}\0${pair.host}\0${pair.kind}\0${pair.hexLength}\0${(stores.get(pair.rel) ?? []).map((known) => known.store).join('\0')}`;
+    return { text: `${header}\n${print.text()}`, newestMs: print.newestMs };
   };
   try {
     const prints = await Promise.all(pairs.map(pairPrint));
-    return { print: stableHash(prints.flatMap((print) => print.lines).join('\n'), 32), newestMs: Math.max(0, ...prints.map((print) => print.newestMs)) };
+    return { print: stableHash(prints.map((print) => print.text).join('\n'), 32), newestMs: Math.max(0, ...prints.map((print) => print.newestMs)), stores };
   } catch {
     return null;
   }
 }
 
+/** The same git dirs, in the same order. */
+function samePairs(a: readonly GitDirPair[], b: readonly GitDirPair[]): boolean {
+  return a.length === b.length && a.every((pair, index) => samePair(pair, b[index]));
+}
+
 function samePair(a: GitDirPair, b: GitDirPair | undefined): boolean {
   return b !== undefined && a.rel === b.rel && a.host === b.host && a.kind === b.kind && a.hexLength === b.hexLength;
+}
+
+/** A host object store and the stores its alternates name, each with whether it names alternates of its own. */
+async function storesOf(pair: GitDirPair): Promise<KnownStore[]> {
+  const dirs = await objectStores(path.join(pair.host, 'objects'));
+  return Promise.all(dirs.map(async (store) => ({ store, alternates: await hasAlternates(store) })));
 }
 
 async function exists(file: string): Promise<boolean> {

@@ -1,4 +1,4 @@
-import { appendFileSync, existsSync, lstatSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { containerObjectsPath } from '../../daemon/gitsync/git-dir-pairs.js';
@@ -14,10 +14,10 @@ import { gitFixtures } from './git-fixtures.js';
  */
 const { root, git, repo } = gitFixtures('sbx-store-');
 
-async function refreshed(dir: string) {
+async function refreshed(dir: string, settleMs?: number) {
   const layout = await readRepoLayout(dir, root());
   if (layout === null) throw new Error('no repository');
-  const store = new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }));
+  const store = new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }), settleMs);
   return { store, layout, state: await store.refresh(layout.outer.commonDir, layout.outer.facts) };
 }
 
@@ -48,12 +48,36 @@ describe('SandboxStore.refresh', () => {
     expect(pair?.base.packed).not.toBeNull();
   });
 
-  it("tells when the host's refs moved: an unchanged repository needs no copy", async () => {
+  it("tells when the host moved since a copy no session held: an unchanged repository needs no copy", async () => {
     const dir = repo('moved');
-    const { store, state } = await refreshed(dir);
-    expect(await store.hostPrint(state)).toBe(state.hostPrint);
+    // Settled at once: a commit renames files into place, another identity whatever the tick.
+    const { store, state, layout } = await refreshed(dir, 0);
+    expect(await store.stillHost(state, layout.outer.facts)).toBe(true);
     git(dir, 'commit', '-q', '--allow-empty', '-m', 'on the host');
-    expect(await store.hostPrint(state)).not.toBe(state.hostPrint);
+    expect(await store.stillHost(state, layout.outer.facts)).toBe(false);
+  });
+
+  it('a copy of a host changed within the settle time, or one a session held, is never taken for the host', async () => {
+    const dir = repo('unsettled');
+    const recent = await refreshed(dir, 3_600_000);
+    expect(recent.state.hostPrint).toBeNull();
+    expect(await recent.store.stillHost(recent.state, recent.layout.outer.facts)).toBe(false);
+    const settled = await refreshed(dir, 0);
+    settled.state.used = true;
+    expect(await settled.store.stillHost(settled.state, settled.layout.outer.facts)).toBe(false);
+  });
+
+  it('leaves no record of the old copy once it is set aside: the session that holds the new one saves it', async () => {
+    const dir = repo('recorded');
+    const { store, state, layout } = await refreshed(dir, 0);
+    state.used = true;
+    await store.save(state);
+    expect((await store.loadAll()).map((found) => found.commonDir)).toContain(state.commonDir);
+    const next = await store.refresh(state.commonDir, layout.outer.facts);
+    // A daemon killed now finds no record saying a session may run in a copy it no longer has.
+    expect((await store.loadAll()).map((found) => found.commonDir)).not.toContain(state.commonDir);
+    await store.save(next);
+    expect((await store.loadAll()).find((found) => found.commonDir === state.commonDir)?.used).toBe(false);
   });
 
   it('refuses a repository that keeps its refs in a reftable (REPOSITORY_UNSUPPORTED), naming the remedy', async () => {
@@ -84,7 +108,8 @@ describe('SandboxStore spare (the next fresh copy, made ahead)', () => {
     expect(readFileSync(path.join(state?.root ?? '', 'refs', 'heads', 'main'), 'utf8').trim()).toBe(git(dir, 'rev-parse', 'main'));
     expect(readFileSync(path.join(state?.root ?? '', 'config'), 'utf8').endsWith(SANDBOX_CONFIG_LINES)).toBe(true);
     expect((await store.mountFiles(state as SandboxState)).files.length).toBeGreaterThan(0);
-    expect(await store.loadAll().then((states) => states.find((found) => found.commonDir === outer.commonDir)?.hostPrint)).toBe(state?.hostPrint);
+    // Taken, it is the host's state as a fresh copy is: reused while no session held it and the host is unchanged.
+    expect(await store.stillHost(state as SandboxState, outer.facts)).toBe(true);
     expect(await store.takeSpare(outer.commonDir, outer.facts)).toBeNull();
   });
 
@@ -112,18 +137,35 @@ describe('SandboxStore spare (the next fresh copy, made ahead)', () => {
         appendFileSync(path.join(dir, '.git', 'info', 'exclude'), 'secret\n');
       },
     ],
+    [
+      'an operation begun (a state directory made where there was none)',
+      (dir) => {
+        mkdirSync(path.join(dir, '.git', 'rebase-merge'));
+        writeFileSync(path.join(dir, '.git', 'rebase-merge', 'head-name'), 'refs/heads/main\n');
+      },
+    ],
+    [
+      'the reflogs swapped for a link to a copy of them',
+      (dir) => {
+        cpSync(path.join(dir, '.git', 'logs'), path.join(dir, 'logs-copy'), { recursive: true });
+        rmSync(path.join(dir, '.git', 'logs'), { recursive: true });
+        symlinkSync(path.join(dir, 'logs-copy'), path.join(dir, '.git', 'logs'));
+      },
+    ],
     ['the config changed', (dir) => git(dir, 'config', 'core.abbrev', '12')],
     ['a linked worktree added', (dir) => git(dir, 'worktree', 'add', '-q', `${dir}-wt`)],
   ];
 
-  it.each(changes)('is not taken after %s on the host; a refresh copies the change', async (_name, change) => {
+  it.each(changes)('is not taken, nor a copy no session held reused, after %s on the host; a refresh copies the change', async (_name, change) => {
     const dir = repo(`spare-${_name.replaceAll(/\W+/g, '-')}`);
     git(dir, 'tag', 'before');
     const store = storeOf();
     const outer = await layoutOf(dir);
+    const unheld = await store.refresh(outer.commonDir, outer.facts);
     expect(await store.prepareSpare(outer.commonDir, outer.facts)).toBe(true);
     change(dir);
     const now = await layoutOf(dir);
+    expect(await store.stillHost(unheld, now.facts)).toBe(false);
     expect(await store.takeSpare(now.commonDir, now.facts)).toBeNull();
     const state = await store.refresh(now.commonDir, now.facts);
     expect(readFileSync(path.join(state.root, 'HEAD'), 'utf8')).toBe(readFileSync(path.join(dir, '.git', 'HEAD'), 'utf8'));

@@ -1,0 +1,185 @@
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { GitSync, type HoldInput } from '../../daemon/gitsync/git-sync.js';
+import { MAX_WATCHES } from '../../daemon/gitsync/repo-sync.js';
+import { SandboxStore } from '../../daemon/gitsync/sandbox-store.js';
+import { systemTimers, type Timers } from '../../daemon/os/clock.js';
+import { createLogger } from '../../daemon/os/logger.js';
+import { runSubprocess } from '../../daemon/os/subprocess.js';
+import { watchDirectory } from '../../daemon/os/watch.js';
+import { readRepoLayout } from '../../daemon/plan/git/git-repo.js';
+import { gitFixtures } from './git-fixtures.js';
+import { ManualTime } from './manual-time.js';
+
+/**
+ * GitSync as the daemon drives it, on real repositories, real files and real watches: an acquire
+ * in a repository no session holds, and the bound on what a sandbox can make it watch.
+ */
+const { root, git, repo } = gitFixtures('sbx-gitsync-');
+const hostGit = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
+const syncs: GitSync[] = [];
+
+afterEach(async () => {
+  await Promise.all(syncs.splice(0).map((sync) => sync.close()));
+});
+
+function gitSync(ended: (ids: readonly string[], why: string) => void = () => undefined, timers: Timers = systemTimers): GitSync {
+  mkdirSync(path.join(root(), 'empty'), { recursive: true });
+  const sync = new GitSync({
+    stateDir: path.join(root(), 'state'),
+    emptyDir: path.join(root(), 'empty'),
+    logger: createLogger({ kind: 'silent' }),
+    run: runSubprocess,
+    timers,
+    monotonic: () => performance.now(),
+    platform: 'linux',
+    watch: watchDirectory,
+    endSessions: ended,
+    orphanMs: 60_000,
+    // Settled at once: each host change here is one git makes or an append, another identity whatever the tick.
+    settleMs: 0,
+  });
+  syncs.push(sync);
+  return sync;
+}
+
+async function started(): Promise<GitSync> {
+  const sync = gitSync();
+  await sync.start();
+  return sync;
+}
+
+async function input(dir: string): Promise<HoldInput> {
+  const layout = await readRepoLayout(dir, root());
+  if (layout === null) throw new Error('no repository');
+  return { repo: layout, git: hostGit, path: process.env.PATH ?? '' };
+}
+
+describe('GitSync, a repository no session holds', () => {
+  it('reuses the copy of an acquire that failed before its answer while the host is as it was copied', async () => {
+    const dir = repo('reused');
+    const sync = await started();
+    const first = await sync.hold('ses_a', await input(dir));
+    // A witness of this very copy (inode numbers of a removed copy come back).
+    writeFileSync(path.join(first.source, 'witness'), '');
+    // The acquire failed after the hold: no container got the copy.
+    sync.drop('ses_a');
+    const second = await sync.hold('ses_b', await input(dir));
+    expect(existsSync(path.join(second.source, 'witness'))).toBe(true);
+  });
+
+  it('never reuses a copy a session ended in', async () => {
+    const dir = repo('ended');
+    const sync = await started();
+    const first = await sync.hold('ses_a', await input(dir));
+    writeFileSync(path.join(first.source, 'witness'), '');
+    sync.release('ses_a');
+    await sync.ended('ses_a');
+    const second = await sync.hold('ses_b', await input(dir));
+    expect(existsSync(path.join(second.source, 'witness'))).toBe(false);
+  });
+
+  it('an acquire whose record could not be saved leaves no session behind: the copy it ended in is not shared later', async () => {
+    const dir = repo('unsaved');
+    const sync = await started();
+    await sync.hold('ses_a', await input(dir));
+    sync.drop('ses_a');
+    const store = new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }));
+    const record = path.join(store.dirOf(store.keyOf((await input(dir)).repo.outer.commonDir)), 'record.json');
+    rmSync(record);
+    mkdirSync(path.join(record, 'in-the-way'), { recursive: true });
+    await expect(sync.hold('ses_b', await input(dir))).rejects.toThrow();
+    // As the session service does when an acquire fails after the hold.
+    sync.drop('ses_b');
+    rmSync(record, { recursive: true });
+    const third = await sync.hold('ses_c', await input(dir));
+    writeFileSync(path.join(third.source, 'witness'), '');
+    sync.release('ses_c');
+    await sync.ended('ses_c');
+    const fourth = await sync.hold('ses_d', await input(dir));
+    expect(existsSync(path.join(fourth.source, 'witness'))).toBe(false);
+  });
+
+  const changes: [string, (dir: string) => void, string, string][] = [
+    [
+      'info/exclude edited',
+      (dir) => {
+        appendFileSync(path.join(dir, '.git', 'info', 'exclude'), 'secret\n');
+      },
+      'info/exclude',
+      'secret',
+    ],
+    ['the config changed', (dir) => git(dir, 'config', 'core.abbrev', '12'), 'config', 'abbrev = 12'],
+    [
+      'a reflog appended in place',
+      (dir) => {
+        appendFileSync(path.join(dir, '.git', 'logs', 'HEAD'), 'appended\n');
+      },
+      'logs/HEAD',
+      'appended',
+    ],
+  ];
+
+  it.each(changes)('copies afresh after %s on the host since a failed acquire, though no ref moved', async (_name, change, file, text) => {
+    const dir = repo(`dropped-${file.replaceAll('/', '-')}`);
+    const sync = await started();
+    await sync.hold('ses_a', await input(dir));
+    sync.drop('ses_a');
+    change(dir);
+    const second = await sync.hold('ses_b', await input(dir));
+    expect(readFileSync(path.join(second.source, file), 'utf8')).toContain(text);
+  });
+
+  it.each(changes)('copies afresh after %s on the host since a daemon was killed with a copy no session held, though no ref moved', async (_name, change, file, text) => {
+    const dir = repo(`killed-${file.replaceAll('/', '-')}`);
+    // The killed daemon's last act: a copy made for an acquire that never held it.
+    const { repo: layout } = await input(dir);
+    await new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }), 0).refresh(layout.outer.commonDir, layout.outer.facts);
+    change(dir);
+    const sync = await started();
+    const held = await sync.hold('ses_a', await input(dir));
+    expect(readFileSync(path.join(held.source, file), 'utf8')).toContain(text);
+  });
+});
+
+describe('GitSync, what acquires set aside', () => {
+  it('is removed after a start, not while its first acquires run', async () => {
+    const dir = repo('trash');
+    const first = gitSync();
+    await first.start();
+    await first.hold('ses_a', await input(dir));
+    first.drop('ses_a');
+    await first.close();
+    // A daemon killed with an old copy set aside (a copy the container made unreadable stays, with a log line).
+    const store = new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }));
+    const trash = path.join(store.dirOf(store.keyOf((await input(dir)).repo.outer.commonDir)), 'trash');
+    mkdirSync(path.join(trash, 's-left', 'refs'), { recursive: true });
+    const time = new ManualTime();
+    const next = gitSync(undefined, time.timers);
+    await next.start();
+    expect(existsSync(path.join(trash, 's-left'))).toBe(true);
+    await time.advance(10_000);
+    await next.close();
+    expect(existsSync(path.join(trash, 's-left'))).toBe(false);
+  });
+});
+
+describe('GitSync, what a sandbox makes it watch', () => {
+  it(`ends the sessions of a sandbox git dir with more than ${MAX_WATCHES} directories of refs`, async () => {
+    const dir = repo('watches');
+    let why: (reason: string) => void = () => undefined;
+    const ended = new Promise<string>((resolve) => {
+      why = resolve;
+    });
+    const sync = gitSync((_ids, reason) => {
+      why(reason);
+    });
+    await sync.start();
+    const held = await sync.hold('ses_a', await input(dir));
+    // As a container could: many directories of refs, wide and deep.
+    for (let index = 0; index < MAX_WATCHES + 8; index += 1) mkdirSync(path.join(held.source, 'refs', 'heads', `d${String(index % 40)}`, `e${String(index)}`), { recursive: true });
+    expect(await ended).toContain(`more than ${MAX_WATCHES} directories of refs to watch`);
+  });
+});
