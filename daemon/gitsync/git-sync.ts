@@ -74,6 +74,8 @@ export class GitSync {
   private readonly facts = new Map<string, GitRepo['outer']>();
   /** Work off the acquires' path (spares being made, the trash emptied), awaited by close. */
   private readonly spares = new Set<Promise<void>>();
+  /** Cancels of the timers that start such work: close cancels what has not started. */
+  private readonly later = new Set<() => void>();
   private closing = false;
   /** What a previous daemon left is known before any acquire decides to refresh a sandbox git dir. */
   private ready: Promise<void> = Promise.resolve();
@@ -100,8 +102,8 @@ export class GitSync {
       await this.store.sweepSpares();
       // What earlier acquires set aside goes once the start's first acquires are served: removing
       // it competes with them for the file system.
-      this.deps.timers.after(TRASH_DELAY_MS, () => {
-        if (!this.closing) this.track(this.store.emptyAllTrash());
+      this.afterDelay(TRASH_DELAY_MS, () => {
+        this.track(this.store.emptyAllTrash());
       });
       for (const state of await this.store.loadAll()) {
         if (!state.used || state.served.length === 0) continue;
@@ -246,6 +248,8 @@ export class GitSync {
 
   async close(): Promise<void> {
     this.closing = true;
+    for (const cancel of this.later) cancel();
+    this.later.clear();
     await Promise.all([...this.endings.values()].map((ending) => ending.catch(() => undefined)));
     await Promise.all([...this.spares]);
     await Promise.all([...this.repos.values()].map((sync) => sync.close()));
@@ -299,7 +303,7 @@ export class GitSync {
     this.track(this.locked(key, async () => (sync.live ? true : this.store.prepareSpare(outer.commonDir, outer.facts))).then(
       (done) => {
         if (done) return;
-        this.deps.timers.after(SPARE_SETTLE_MS, () => {
+        this.afterDelay(SPARE_SETTLE_MS, () => {
           this.spareAfter(key, sync, tries - 1);
         });
       },
@@ -307,6 +311,15 @@ export class GitSync {
         this.deps.logger.warn({ module: 'gitsync', repository: outer.commonDir, err: error }, "the next sandbox git dir could not be made ahead; the next session's acquire copies it");
       },
     ));
+  }
+
+  /** Background work that starts after `ms` unless the daemon closes first. */
+  private afterDelay(ms: number, work: () => void): void {
+    const cancel = this.deps.timers.after(ms, () => {
+      this.later.delete(cancel);
+      if (!this.closing) work();
+    });
+    this.later.add(cancel);
   }
 
   /** Work off the acquires' path (spares, emptying the trash) that close waits for; it never rejects. */
