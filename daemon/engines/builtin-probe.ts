@@ -145,7 +145,21 @@ export async function probeBuiltinSocket(socket: string, deps: ProbeDeps): Promi
   return (await probeOnce(socket, image, deps, timeoutMs, { uid: owner.uid, gid: owner.gid })).outcome;
 }
 
+/**
+ * The engine's container runtime failed to start the probe's container (docker's 125 with an "OCI
+ * runtime" error: under load, dockerd and runc can race on a start). That says nothing about the
+ * socket, so the probe runs once more; a second failure is the outcome.
+ */
+function runtimeFailed(result: SubprocessResult): boolean {
+  return result.exitCode === 125 && /OCI runtime (create|start) failed/i.test(result.stderr);
+}
+
 async function probeOnce(socket: string, image: string, deps: ProbeDeps, timeoutMs: number, user: VmUser): Promise<{ outcome: ProbeOutcome; stdout: string }> {
+  const first = await probeRun(socket, image, deps, timeoutMs, user);
+  return first.retry ? probeRun(socket, image, deps, timeoutMs, user) : first;
+}
+
+async function probeRun(socket: string, image: string, deps: ProbeDeps, timeoutMs: number, user: VmUser): Promise<{ outcome: ProbeOutcome; stdout: string; retry: boolean }> {
   const name = randomId('sandboxd-probe');
   const removal = { started: false };
   const timer = setTimeout(() => {
@@ -155,7 +169,7 @@ async function probeOnce(socket: string, image: string, deps: ProbeDeps, timeout
   try {
     const result = await deps.run(deps.docker, probeArgs(name, socket, image, deps.image, user), { env: deps.env, timeoutMs: timeoutMs + REMOVE_GRACE_MS });
     const outcome = interpretProbe(removal.started ? { ...result, exitCode: null } : result, socket, timeoutMs, user);
-    return { outcome, stdout: result.stdout };
+    return { outcome, stdout: result.stdout, retry: !removal.started && runtimeFailed(result) };
   } finally {
     clearTimeout(timer);
   }

@@ -87,6 +87,25 @@ describe('the built-in socket probe (`docker run … sandboxd-relay identities` 
     expect(users).toEqual(['0:0']);
   });
 
+  it("the engine's runtime failing to start the probe's container is asked once more, then believed", async () => {
+    // Stands in for dockerd under load: runc raced on the start (seen on a real dockerd 20.10 here).
+    const hiccup = result(125, '', 'docker: Error response from daemon: OCI runtime start failed: cannot start an already running container: unknown.');
+    const answers = [hiccup, result(0, `key ${BLOB.toString('hex')}\nidentities 1\n`)];
+    const names: string[] = [];
+    const run: RunSubprocess = (_file, args) => {
+      names.push(args[3] ?? '');
+      return Promise.resolve(answers.shift() ?? hiccup);
+    };
+    const image = { ...HELPER, tag: () => Promise.resolve('sandboxd-relay:abc') };
+    expect((await probeBuiltinSocket(SOCKET, { run, docker: '/usr/bin/docker', env: {}, image })).state).toBe('verified');
+    expect(new Set(names).size).toBe(2);
+    answers.push(hiccup, hiccup, result(0, `key ${BLOB.toString('hex')}\nidentities 1\n`));
+    const twice = await probeBuiltinSocket(SOCKET, { run, docker: '/usr/bin/docker', env: {}, image });
+    expect(twice.state).toBe('unverified');
+    expect(twice.detail).toContain('cannot start an already running container');
+    expect(names).toHaveLength(4);
+  });
+
   it('a probe that hangs is cut off by removing its container', async () => {
     const calls: string[][] = [];
     let removed: (() => void) | null = null;
