@@ -267,7 +267,7 @@ export class RepoSync {
   /** The sweep's look: a change the watches missed still gets its sync. */
   async poll(): Promise<void> {
     if (!this.live || this.running !== null) return;
-    const print = await fingerprint(this.state.pairs.map((pair) => sandboxPath(this.state.root, pair)), ['HEAD', 'packed-refs']);
+    const print = await fingerprint(this.state.pairs.map((pair) => sandboxPath(this.state.root, pair)));
     if (print !== this.lastPrint) this.trigger();
   }
 
@@ -327,7 +327,7 @@ export class RepoSync {
     try {
       // Watched before anything is read: a change made while this sync reads still triggers the next.
       if (this.live && this.watchers.size === 0) await this.rewatch();
-      this.lastPrint = await fingerprint(this.state.pairs.map((pair) => sandboxPath(this.state.root, pair)), ['HEAD', 'packed-refs']);
+      this.lastPrint = await fingerprint(this.state.pairs.map((pair) => sandboxPath(this.state.root, pair)));
       const notes: string[] = [];
       for (const group of groupsOf(this.state.pairs)) await this.syncGroup(group, final, notes);
       this.notes = [...new Set(notes)];

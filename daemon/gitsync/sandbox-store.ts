@@ -152,16 +152,16 @@ function statLine(name: string, stat: Awaited<ReturnType<typeof lstatOrNull>>): 
 }
 
 /**
- * A cheap summary of a git dir's refs and HEAD (HEAD, index, packed-refs and every directory under
- * refs/: git renames each ref into place, which changes its directory): equal summaries mean the
- * refs are as they were. null when there are too many directories to look at.
+ * A cheap summary of a git dir's refs and HEAD (HEAD, packed-refs and every directory under refs/:
+ * git renames each ref into place, which changes its directory): equal summaries mean the refs are
+ * as they were. null when there are too many directories to look at.
  */
-export async function fingerprint(gitDirs: readonly string[], files: readonly string[] = ['HEAD', 'index', 'packed-refs']): Promise<string | null> {
+export async function fingerprint(gitDirs: readonly string[]): Promise<string | null> {
   const lines: string[] = [];
   let dirs = 0;
   for (const gitDir of gitDirs) {
     lines.push(gitDir);
-    for (const name of files) lines.push(statLine(name, await lstatOrNull(path.join(gitDir, name)).catch(() => null)));
+    for (const name of ['HEAD', 'packed-refs']) lines.push(statLine(name, await lstatOrNull(path.join(gitDir, name)).catch(() => null)));
     let pending = [path.join(gitDir, 'refs')];
     while (pending.length > 0) {
       const next: string[] = [];
