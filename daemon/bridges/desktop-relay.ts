@@ -7,7 +7,7 @@ import { UPSTREAM_MAX_OPEN } from './bounds.js';
 import type { Bridge } from './bridge.js';
 import { BridgeStatus, RELAY_TRANSITIONS } from './bridge-status.js';
 import { helperRecord, type HelperRecords } from './helper-records.js';
-import { awaitReadyLine, docker, hardenedRelay, lastLine, relayCommand, relayFailure, relayStatus, relayVolumeArgs, type RelayEngine } from './relay-containers.js';
+import { awaitReadyLine, docker, hardenedRelay, lastLine, relayCommand, relayFailure, relayStatus, relayVolumeArgs, startRelay, type RelayEngine } from './relay-containers.js';
 
 const UPSTREAM_IN_HUB = '/upstream.sock';
 /** Where the sessions' relays find the hub's socket (its volume, mounted read-only in them). */
@@ -224,7 +224,7 @@ export class DesktopRelay implements Bridge {
         // Its volume is kept while the sessions' relays mount it: they find the new socket there.
         await docker(this.options, ['rm', '--force', name]);
         await docker(this.options, hubVolumeArgs(name, owner, this.options.upstreamUser));
-        const started = await docker(this.options, hubRunArgs({ name, upstream: this.options.upstream, user: this.options.upstreamUser, image, owner }));
+        const started = await startRelay(this.options, name, hubRunArgs({ name, upstream: this.options.upstream, user: this.options.upstreamUser, image, owner }));
         if (started.exitCode !== 0) throw relayFailure(`cannot start relay container ${name}`, started.stderr);
         const id = started.stdout.trim();
         container = id === '' ? null : id;

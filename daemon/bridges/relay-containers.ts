@@ -1,6 +1,7 @@
 import { SandboxdError } from '../../shared/errors.js';
 import { clip } from '../os/text.js';
 import type { RunSubprocess } from '../os/subprocess.js';
+import { runtimeStartFailed } from '../engines/runtime-start.js';
 import { helperLabels } from './helper-records.js';
 import { RELAY_BINARY_IN_IMAGE } from './relay-image.js';
 
@@ -26,6 +27,17 @@ export interface RelayEngine {
 
 export function docker(engine: RelayEngine, args: string[]) {
   return engine.run(engine.docker, args, { env: engine.env, timeoutMs: COMMAND_TIMEOUT_MS });
+}
+
+/**
+ * `docker run --detach` of relay container `name`: a start the engine's runtime failed
+ * (runtimeStartFailed) is made once more, after the container it left created is removed.
+ */
+export async function startRelay(engine: RelayEngine, name: string, args: string[]) {
+  const first = await docker(engine, args);
+  if (!runtimeStartFailed(first)) return first;
+  await docker(engine, ['rm', '--force', name]);
+  return docker(engine, args);
 }
 
 /** The hardening every relay container runs with; `pids` bounds it and its children. */

@@ -4,7 +4,7 @@ import type { Logger } from '../os/logger.js';
 import { SESSION_MAX_OPEN, SESSION_RATE_PER_SECOND } from './bounds.js';
 import { HUB_DIR_IN_RELAY, HUB_SOCKET_IN_RELAY } from './desktop-relay.js';
 import { helperRecord, type HelperRecords } from './helper-records.js';
-import { awaitReadyLine, docker, hardenedRelay, relayCommand, relayFailure, relayStatus, relayVolumeArgs, type RelayEngine } from './relay-containers.js';
+import { awaitReadyLine, docker, hardenedRelay, relayCommand, relayFailure, relayStatus, relayVolumeArgs, startRelay, type RelayEngine } from './relay-containers.js';
 
 const SERVED_DIR_IN_RELAY = '/srv';
 /** Relay container names: a session's is `sandboxd-relay-<16 hex>`, random. */
@@ -203,7 +203,7 @@ export class SessionRelays {
       const volume = await docker(this.options, relayVolumeArgs(name, owner, uid, gid, '0700'));
       if (volume.exitCode !== 0) throw relayFailure(`cannot create volume ${name}`, volume.stderr);
       const image = await this.options.image();
-      const started = await docker(this.options, sessionRelayRunArgs({ name, hub: this.options.hub, uid, gid, image, owner }));
+      const started = await startRelay(this.options, name, sessionRelayRunArgs({ name, hub: this.options.hub, uid, gid, image, owner }));
       if (started.exitCode !== 0) throw relayFailure(`cannot start relay container ${name}`, started.stderr);
       await awaitReadyLine(this.options, name, this.options.upstream);
       return relay;

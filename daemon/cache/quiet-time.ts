@@ -17,6 +17,8 @@ const MAX_WAIT_MS = 10_000;
 export class QuietTime {
   private lastRequest = Number.NEGATIVE_INFINITY;
   private stopped = false;
+  /** The cancels of the timers of work still waiting. */
+  private readonly waiting = new Set<() => void>();
 
   /**
    * `now` must be monotonic (a wall clock set back would postpone the work), and the clock the
@@ -32,21 +34,33 @@ export class QuietTime {
     this.lastRequest = this.now();
   }
 
-  /** The daemon is closing: work still waiting is dropped (it would spawn past the close). */
+  /**
+   * The daemon is closing: work still waiting is dropped (it would spawn past the close), its
+   * timers with it, and work set off later (a sweep that was running) is never scheduled.
+   */
   stop(): void {
     this.stopped = true;
+    for (const cancel of this.waiting) cancel();
+    this.waiting.clear();
   }
 
   readonly later: Defer = (work) => {
+    if (this.stopped) return;
     const deadline = this.now() + MAX_WAIT_MS;
+    const wait = (ms: number): void => {
+      const cancel = this.timers.after(ms, () => {
+        this.waiting.delete(cancel);
+        check();
+      });
+      this.waiting.add(cancel);
+    };
     const check = (): void => {
-      if (this.stopped) return;
       const now = this.now();
       const quietFor = now - this.lastRequest;
       if (quietFor >= QUIET_MS || now >= deadline) work();
-      else this.timers.after(Math.max(1, Math.min(QUIET_MS - quietFor, deadline - now)), check);
+      else wait(Math.max(1, Math.min(QUIET_MS - quietFor, deadline - now)));
     };
-    this.timers.after(QUIET_MS, check);
+    wait(QUIET_MS);
   };
 }
 

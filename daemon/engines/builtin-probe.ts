@@ -1,6 +1,7 @@
 import { clip, randomId } from '../os/text.js';
 import type { RunSubprocess, SubprocessResult } from '../os/subprocess.js';
 import { fingerprintOf } from './agent-keys.js';
+import { runtimeStartFailed } from './runtime-start.js';
 
 /** A probe that takes longer is cut off with a warning: the agent or the VM is not answering. */
 export const PROBE_TIMEOUT_MS = 8_000;
@@ -145,15 +146,11 @@ export async function probeBuiltinSocket(socket: string, deps: ProbeDeps): Promi
   return (await probeOnce(socket, image, deps, timeoutMs, { uid: owner.uid, gid: owner.gid })).outcome;
 }
 
-/**
- * The engine's container runtime failed to start the probe's container (docker's 125 with an "OCI
- * runtime" error: under load, dockerd and runc can race on a start). That says nothing about the
- * socket, so the probe runs once more; a second failure is the outcome.
- */
-function runtimeFailed(result: SubprocessResult): boolean {
-  return result.exitCode === 125 && /OCI runtime (create|start) failed/i.test(result.stderr);
-}
 
+/**
+ * A probe container the engine's runtime failed to start (runtimeStartFailed) says nothing about
+ * the socket, so the probe runs once more; a second failure is the outcome.
+ */
 async function probeOnce(socket: string, image: string, deps: ProbeDeps, timeoutMs: number, user: VmUser): Promise<{ outcome: ProbeOutcome; stdout: string }> {
   const first = await probeRun(socket, image, deps, timeoutMs, user);
   return first.retry ? probeRun(socket, image, deps, timeoutMs, user) : first;
@@ -169,7 +166,7 @@ async function probeRun(socket: string, image: string, deps: ProbeDeps, timeoutM
   try {
     const result = await deps.run(deps.docker, probeArgs(name, socket, image, deps.image, user), { env: deps.env, timeoutMs: timeoutMs + REMOVE_GRACE_MS });
     const outcome = interpretProbe(removal.started ? { ...result, exitCode: null } : result, socket, timeoutMs, user);
-    return { outcome, stdout: result.stdout, retry: !removal.started && runtimeFailed(result) };
+    return { outcome, stdout: result.stdout, retry: !removal.started && runtimeStartFailed(result) };
   } finally {
     clearTimeout(timer);
   }

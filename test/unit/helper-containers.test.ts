@@ -140,6 +140,31 @@ describe('SessionRelays: a relay container of each session\'s own', () => {
     expect(gone.docker.commands().filter((command) => command.startsWith('run '))).toEqual([expect.stringContaining(`--name ${NAME} `) as string]);
   });
 
+  it('a start the engine\'s runtime failed (dockerd and runc racing under load) is made once more; a second failure fails the session', async () => {
+    const hiccup: SubprocessResult = { exitCode: 125, stdout: '', stderr: 'docker: Error response from daemon: OCI runtime start failed: cannot start an already running container: unknown.' };
+    const nameOf = (args: readonly string[]): string => args[args.indexOf('--name') + 1] ?? '';
+    // Each relay's first start fails, its second starts.
+    const failed = new Set<string>();
+    const once = relays((args) => {
+      if (args[0] === 'run' && !failed.has(nameOf(args))) {
+        failed.add(nameOf(args));
+        return hiccup;
+      }
+      return args[0] === 'logs' ? ok('sandboxd-relay ready') : ok();
+    });
+    const relay = await once.subject.open(1000, 1000);
+    const own = once.docker.commands().filter((command) => command.includes(relay.name));
+    const runs = own.flatMap((command, index) => (command.startsWith('run ') ? [index] : []));
+    expect(runs).toHaveLength(2);
+    // The container the failed start left created goes before the second start.
+    expect(own.slice(runs[0], runs[1])).toContain(`rm --force ${relay.name}`);
+    const always = relays((args) => (args[0] === 'run' ? hiccup : ok()));
+    await expect(always.subject.open(1000, 1000)).rejects.toMatchObject({ code: 'RELAY_CONTAINER_FAILED', message: expect.stringContaining('OCI runtime start failed') as string });
+    const starts = always.docker.calls.filter((call) => call.args[0] === 'run').map((call) => nameOf(call.args));
+    expect(new Set(starts).size).toBeGreaterThan(0);
+    for (const name of new Set(starts)) expect(starts.filter((started) => started === name)).toHaveLength(2);
+  });
+
   it('reads what each relay refused and bound again from its status line when asked', async () => {
     const { subject } = relays((args) => (args[0] === 'logs' && args.includes('--tail') ? { exitCode: 0, stdout: 'sandboxd-relay ready\nsandboxd-relay status open=8 refused=292 rebound=1\n', stderr: 'sandboxd-relay: /srv/agent.sock was not the socket it bound; bound it again\n' } : ok('sandboxd-relay ready')));
     const relay = await subject.open(1000, 1000);

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { QuietTime } from '../../daemon/cache/quiet-time.js';
 import { systemTimers } from '../../daemon/os/clock.js';
+import { ManualTime } from './manual-time.js';
 
 describe('QuietTime: background work waits for a moment without requests', () => {
   beforeEach(() => {
@@ -66,6 +67,28 @@ describe('QuietTime: background work waits for a moment without requests', () =>
     quiet.touch();
     quiet.stop();
     vi.advanceTimersByTime(20_000);
+    expect(work).not.toHaveBeenCalled();
+  });
+});
+
+// The daemon's own timers, moved by the test (vitest's fake timers would stop ManualTime's settling).
+describe('QuietTime on the daemon\'s injected timers', () => {
+  it('leaves no timer behind when the daemon closes, and schedules none for work set off after', async () => {
+    const time = new ManualTime();
+    const quiet = new QuietTime(() => time.clock.monotonic(), time.timers);
+    const work = vi.fn();
+    quiet.later(work);
+    // Requests keep coming: the work waits on a second timer, the one the close must cancel.
+    await time.advance(400);
+    quiet.touch();
+    await time.advance(200);
+    expect(time.scheduled).toBe(1);
+    quiet.stop();
+    expect(time.scheduled).toBe(0);
+    // A sweep that was running when the daemon closed sets off its work after the stop.
+    quiet.later(work);
+    expect(time.scheduled).toBe(0);
+    await time.advance(20_000);
     expect(work).not.toHaveBeenCalled();
   });
 });
