@@ -1,7 +1,8 @@
 import path from 'node:path';
 import * as z from 'zod/mini';
-import { AbsolutePath, Id } from '../../shared/contracts/common.js';
+import { AbsolutePath, ExecText, Id } from '../../shared/contracts/common.js';
 import { ENGLISH } from '../../shared/contracts/messages.js';
+import { GitCredentialHosts } from '../../shared/contracts/sessions.js';
 import { writeFileAtomic } from '../os/files.js';
 import type { Logger } from '../os/logger.js';
 import { readStateFile } from '../os/state-file.js';
@@ -12,12 +13,26 @@ const Token = z.string().check(z.regex(/^[0-9a-f]{16}$/));
 /** Null for the agent, else the name of one of the session's extra sockets. */
 const SocketName = z.nullable(z.string().check(z.regex(/^[a-z][a-z0-9-]{0,31}$/)));
 
+/**
+ * What a session's git credential socket answers (`--git-credentials`), so the next daemon answers
+ * the same until the client renews: the hosts the session named, and how its host git runs (the
+ * client's PATH and XDG_CONFIG_HOME; HOME is the daemon's user's). Checked as an acquire's are: a
+ * record can name no host an acquire could not.
+ */
+export const KeptCredentials = z.strictObject({
+  hosts: GitCredentialHosts.check(z.minLength(1)),
+  path: ExecText(65536),
+  xdgConfigHome: z.optional(ExecText(4096)),
+});
+export type KeptCredentials = z.infer<typeof KeptCredentials>;
+
 /** A session's socket on the local relay: `agents/<dir>/agent.sock`, serving `upstream`. */
 const RelayEndpoint = z.strictObject({
   kind: z.literal('relay'),
   name: SocketName,
   upstream: AbsolutePath,
   dir: Token,
+  credentials: z.optional(KeptCredentials),
 });
 
 /** How a tunnel logs in: the connection as discovered (a connection's name alone may since mean another). */
@@ -36,6 +51,7 @@ const TunnelEndpoint = z.strictObject({
   upstream: AbsolutePath,
   slot: Token,
   connection: KeptConnection,
+  credentials: z.optional(KeptCredentials),
 });
 
 /**

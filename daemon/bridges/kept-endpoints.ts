@@ -1,8 +1,8 @@
 import type { Timers } from '../os/clock.js';
 import type { Logger } from '../os/logger.js';
 import { sameProcess, type ProcessProbe } from '../os/process-identity.js';
-import type { Lease, ServedAgent } from './bridge.js';
-import type { EndpointRecords, KeptEndpoint, KeptSession } from './endpoint-records.js';
+import type { ServedAgent } from './bridge.js';
+import type { EndpointRecords, KeptCredentials, KeptEndpoint, KeptSession } from './endpoint-records.js';
 
 /** A change is written this long after it (the last of a burst): a thousand acquires cost one write. */
 const WRITE_DELAY_MS = 1_000;
@@ -14,6 +14,11 @@ export interface KeptEndpointsDeps {
   reopen(endpoint: KeptEndpoint): Promise<ServedAgent>;
   /** The live sessions' sockets now, as the next daemon should find them. */
   live(): KeptSession[];
+  /**
+   * A git credential socket served again answers its session's recorded hosts from now on, as
+   * that session; the returned function ends that. Without it such a socket answers nothing.
+   */
+  answer?(endpointPath: string, sessionId: string, credentials: KeptCredentials): () => void;
   /** How long a socket served again waits for its client's renewal: one lease. */
   ttlMs: number;
   timers: Timers;
@@ -25,6 +30,8 @@ interface Held {
   session: Omit<KeptSession, 'endpoints'>;
   endpoint: KeptEndpoint;
   served: ServedAgent;
+  /** Stops a credential socket's answers (none for other sockets). */
+  silence: () => void;
 }
 
 /**
@@ -32,8 +39,10 @@ interface Held {
  * upgrade drain (DESIGN §5, §9): the sessions' sockets are recorded in the state dir; the next
  * daemon serves the recorded ones whose client still runs (pid and start time) at the same paths
  * for one lease, and the client's renewal (`renews`) takes them over, so its container, whose
- * mount names those paths, keeps its agent. Those not taken over within the lease are closed, as
- * a session that ended.
+ * mount names those paths, keeps its agent. A session's git credential socket answers the hosts
+ * its record names meanwhile, as that session (DESIGN §8), and stops the moment the renewal takes
+ * it (the renewed session answers from then on) or the socket closes. Those not taken over within
+ * the lease are closed, as a session that ended.
  */
 export class KeptEndpoints {
   private readonly held = new Map<string, Held[]>();
@@ -87,7 +96,8 @@ export class KeptEndpoints {
         endpoints.map(async (endpoint) => {
           try {
             const served = await this.deps.reopen(endpoint);
-            this.held.set(session.sessionId, [...(this.held.get(session.sessionId) ?? []), { session, endpoint, served }]);
+            const silence = this.answer(session.sessionId, endpoint, served);
+            this.held.set(session.sessionId, [...(this.held.get(session.sessionId) ?? []), { session, endpoint, served, silence }]);
           } catch (error) {
             this.logger.warn({ err: error, sessionId: session.sessionId, kind: endpoint.kind }, 'cannot serve a recorded socket again');
           }
@@ -104,6 +114,16 @@ export class KeptEndpoints {
   }
 
   /**
+   * A credential socket served again answers its recorded hosts; any other socket, or one whose
+   * record names none (an earlier release's), answers nothing.
+   */
+  private answer(sessionId: string, endpoint: KeptEndpoint, served: ServedAgent): () => void {
+    if (endpoint.kind === 'docker' || endpoint.credentials === undefined || served.endpointPath === undefined || this.deps.answer === undefined) return () => undefined;
+    this.logger.info({ sessionId, hosts: endpoint.credentials.hosts }, 'a recorded git credential socket answers its session\'s hosts until its client renews');
+    return this.deps.answer(served.endpointPath, sessionId, endpoint.credentials);
+  }
+
+  /**
    * A renewal of `renews` by its own client takes over the socket it had for `name` (null: the
    * agent), when it still serves the same host socket; null otherwise.
    */
@@ -115,6 +135,7 @@ export class KeptEndpoints {
     const rest = held.filter((entry) => entry !== found);
     if (rest.length === 0) this.held.delete(renews);
     else this.held.set(renews, rest);
+    found.silence();
     this.logger.info({ sessionId: renews, name }, 'a renewed session took its socket over');
     return found.served;
   }
@@ -135,7 +156,7 @@ export class KeptEndpoints {
     if (gone.length === 0) return;
     for (const [id] of gone) this.held.delete(id);
     this.logger.info({ sessions: gone.map(([id]) => id) }, 'their clients ended before renewing; closing their sockets');
-    for (const [, held] of gone) for (const entry of held) entry.served.lease.release();
+    for (const [, held] of gone) for (const entry of held) close(entry);
     if (this.held.size === 0) {
       this.cancelExpiry?.();
       this.cancelExpiry = null;
@@ -184,10 +205,16 @@ export class KeptEndpoints {
 
   /** Gives every held socket back (at expiry, or as the daemon stops: then the bridges keep them). */
   release(): void {
-    const leases: Lease[] = [...this.held.values()].flatMap((entries) => entries.map((entry) => entry.served.lease));
+    const entries = [...this.held.values()].flat();
     this.held.clear();
     this.cancelExpiry?.();
     this.cancelExpiry = null;
-    for (const lease of leases) lease.release();
+    for (const entry of entries) close(entry);
   }
+}
+
+/** A held socket no renewal took: its answers stop before it closes. */
+function close(entry: Held): void {
+  entry.silence();
+  entry.served.lease.release();
 }

@@ -24,7 +24,7 @@ import type { DaemonEdges } from './edges.js';
 import { TunnelIndex } from '../podman/tunnel-index.js';
 import { TunnelNames } from '../bridges/tunnels/tunnel-names.js';
 import { EndpointRecords, type KeptConnection, type KeptEndpoint, type KeptSession } from '../bridges/endpoint-records.js';
-import { KeptEndpoints } from '../bridges/kept-endpoints.js';
+import { KeptEndpoints, type KeptEndpointsDeps } from '../bridges/kept-endpoints.js';
 import type { ProcessProbe } from '../os/process-identity.js';
 
 export interface AgentBridgesOptions {
@@ -52,6 +52,8 @@ export interface AgentBridgesOptions {
    * to it first, and only bridges with a session socket of their own on this host carry it.
    */
   credentialSocket?: string;
+  /** A recorded session's credential socket, served again, answers its recorded hosts (kept-endpoints.ts). */
+  answerKept?: KeptEndpointsDeps['answer'];
 }
 
 /** What a recorded tunnel socket keeps of its connection: enough to log in again. */
@@ -124,6 +126,7 @@ export class AgentBridges {
       probe: options.probe,
       reopen: (endpoint) => this.reopen(endpoint),
       live: () => options.liveSessions(),
+      ...(options.answerKept === undefined ? {} : { answer: options.answerKept }),
       ttlMs: options.keptTtlMs,
       timers: options.edges.timers,
       logger: options.logger,

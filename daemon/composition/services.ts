@@ -17,7 +17,7 @@ import { SessionService } from '../sessions/session-service.js';
 import type { KeptSession } from '../bridges/endpoint-records.js';
 import { userEngine } from '../sessions/user-engine.js';
 import { AgentBridges } from './agent-bridges.js';
-import { CredentialServer } from '../credentials/credential-server.js';
+import { CredentialServer, fillContext } from '../credentials/credential-server.js';
 import { hostFill } from '../credentials/host-fill.js';
 import { TrackedWork } from './background.js';
 import { createSessionContainers } from './containers.js';
@@ -56,10 +56,11 @@ function buildCaches(deps: DaemonDeps, quiet: QuietTime) {
   };
 }
 
-function buildAgentBridges(deps: DaemonDeps, caches: Caches, liveSessions: () => KeptSession[], credentialSocket: string): AgentBridges {
+function buildAgentBridges(deps: DaemonDeps, caches: Caches, liveSessions: () => KeptSession[], credentials: CredentialServer): AgentBridges {
   const { discovery } = caches;
   return new AgentBridges({
-    credentialSocket,
+    credentialSocket: credentials.socketPath,
+    answerKept: (endpoint, sessionId, kept) => credentials.register(endpoint, { sessionId, hosts: kept.hosts, fill: fillContext(deps.hostHome, kept), kept: true }),
     probe: deps.probe,
     liveSessions,
     keptTtlMs: deps.settings.leaseTtlMs,
@@ -146,7 +147,7 @@ export function buildServices(deps: DaemonDeps, onEmpty: () => void): Services {
     monotonic: () => edges.clock.monotonic(),
     logger,
   });
-  const agentBridges = buildAgentBridges(deps, caches, () => registry.keptSessions(), credentials.socketPath);
+  const agentBridges = buildAgentBridges(deps, caches, () => registry.keptSessions(), credentials);
   const work = new TrackedWork();
   const containers = createSessionContainers({
     paths: deps.paths,

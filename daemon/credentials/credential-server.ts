@@ -25,6 +25,13 @@ export interface CredentialSession {
   /** Normalised hosts (shared/git-credential-hosts.ts). */
   hosts: readonly string[];
   fill: FillContext;
+  /** A previous daemon's session whose socket is served until its client renews (logged as such). */
+  kept?: true;
+}
+
+/** How a session's host git runs: the daemon's user's HOME, the client's PATH and XDG_CONFIG_HOME. */
+export function fillContext(hostHome: string, client: { path: string; xdgConfigHome?: string | undefined }): FillContext {
+  return { hostHome, path: client.path, ...(client.xdgConfigHome === undefined ? {} : { xdgConfigHome: client.xdgConfigHome }) };
 }
 
 interface Registered {
@@ -173,22 +180,23 @@ export class CredentialServer {
       return '';
     }
     const { sessionId } = registered.session;
+    const kept = registered.session.kept === true ? { kept: true } : {};
     const parsed = parseRequest(text.slice(newline + 1), registered.hosts);
     if (!parsed.ok) {
-      this.logger.warn({ sessionId, outcome: 'refused', reason: parsed.reason }, 'credential request refused');
+      this.logger.warn({ sessionId, ...kept, outcome: 'refused', reason: parsed.reason }, 'credential request refused');
       return '';
     }
     const { host } = parsed.query;
     if (!registered.bucket.take()) {
-      this.logger.warn({ sessionId, host, outcome: 'refused', reason: `more than ${String(CREDENTIAL_BURST)} requests at once or ${String(CREDENTIAL_PER_MINUTE)} a minute` }, 'credential request refused');
+      this.logger.warn({ sessionId, ...kept, host, outcome: 'refused', reason: `more than ${String(CREDENTIAL_BURST)} requests at once or ${String(CREDENTIAL_PER_MINUTE)} a minute` }, 'credential request refused');
       return '';
     }
     const result = await this.options.fill(registered.session.fill, parsed.query);
     if (!result.ok) {
-      this.logger.warn({ sessionId, host, username: parsed.query.username ?? null, outcome: 'failed', reason: result.reason }, 'credential request not answered');
+      this.logger.warn({ sessionId, ...kept, host, username: parsed.query.username ?? null, outcome: 'failed', reason: result.reason }, 'credential request not answered');
       return '';
     }
-    this.logger.info({ sessionId, host, username: result.answer.username, outcome: 'answered' }, 'credential answered');
+    this.logger.info({ sessionId, ...kept, host, username: result.answer.username, outcome: 'answered' }, 'credential answered');
     return renderAnswer(result.answer);
   }
 }

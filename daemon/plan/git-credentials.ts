@@ -9,7 +9,8 @@ import type { Mount } from '../../shared/contracts/plan.js';
 import type { AcquireInput, GitCredentialsStatus } from '../../shared/contracts/sessions.js';
 import { RELAY_SOCKET_NAME } from '../bridges/agent-relay.js';
 import type { Lease } from '../bridges/bridge.js';
-import type { CredentialSession } from '../credentials/credential-server.js';
+import type { KeptCredentials, KeptEndpoint } from '../bridges/endpoint-records.js';
+import { fillContext, type CredentialSession } from '../credentials/credential-server.js';
 import { socketBridge, type SshDeps } from './host-sockets.js';
 
 /** The session's credential socket's directory in every container; the socket is `agent.sock` in it. */
@@ -68,6 +69,11 @@ function skipped(hosts: string[], reason: string, remedy?: string): CredentialsS
   };
 }
 
+/** A record of the session's credential socket, with what it answers; a Docker relay's carries none. */
+function withCredentials(endpoint: KeptEndpoint, credentials: KeptCredentials): KeptEndpoint {
+  return endpoint.kind === 'docker' ? endpoint : { ...endpoint, credentials };
+}
+
 /**
  * The session's credential socket through the bridge its extra sockets take (the local relay for
  * Podman or a Docker Engine on this host, or an ssh tunnel into a Podman machine or a remote
@@ -89,11 +95,8 @@ export async function planGitCredentials(input: AcquireInput, sessionId: string,
     served.lease.release();
     return skipped(hosts, 'its bridge has no socket of the session\'s own on this host', 'use an ssh remote, a Podman machine (`--engine podman`), or Docker Engine on Linux');
   }
-  const unregister = credentials.register(served.endpointPath, {
-    sessionId,
-    hosts,
-    fill: { hostHome: credentials.hostHome, path: input.client.path ?? '', xdgConfigHome: input.client.env?.XDG_CONFIG_HOME },
-  });
+  const answers: KeptCredentials = { hosts, path: input.client.path ?? '', ...(input.client.env?.XDG_CONFIG_HOME === undefined ? {} : { xdgConfigHome: input.client.env.XDG_CONFIG_HOME }) };
+  const unregister = credentials.register(served.endpointPath, { sessionId, hosts, fill: fillContext(credentials.hostHome, answers) });
   const bridgeLease = served.lease;
   const lease: Lease = {
     ...bridgeLease,
@@ -101,6 +104,8 @@ export async function planGitCredentials(input: AcquireInput, sessionId: string,
       unregister();
       bridgeLease.release();
     },
+    // The next daemon answers the same hosts on this socket until the client renews (kept-endpoints.ts).
+    ...(bridgeLease.kept === undefined ? {} : { kept: () => withCredentials(bridgeLease.kept?.() as KeptEndpoint, answers) }),
   };
   return {
     status: { status: 'served', hosts, bridge: served.kind, socket: CONTAINER_CREDENTIAL_SOCKET },

@@ -65,6 +65,17 @@ function distinct(values: (string | undefined)[]): boolean {
   return new Set(defined).size === defined.length;
 }
 
+/** Hosts as the daemon accepts them: already normalised (shared/git-credential-hosts.ts), each once. */
+export const GitCredentialHosts = z.array(
+  z.string().check(
+    z.maxLength(MAX_GIT_CREDENTIAL_HOST_LENGTH),
+    z.refine(isNormalCredentialHost, 'must be a host or host:port in lower case, without a scheme, path, user, wildcard or :443'),
+  ),
+).check(
+  z.maxLength(MAX_GIT_CREDENTIAL_HOSTS),
+  z.refine((hosts) => distinct(hosts), 'hosts must differ'),
+);
+
 export const AcquireRequest = z.strictObject({
   engine: Engine,
   client: ClientContext,
@@ -125,18 +136,7 @@ export const AcquireRequest = z.strictObject({
    * Hosts (`host` or `host:port`, normalised: lower case, no :443) whose https credentials git in
    * the container may ask the host's own credential helpers for, `get` only.
    */
-  gitCredentials: z._default(
-    z.array(
-      z.string().check(
-        z.maxLength(MAX_GIT_CREDENTIAL_HOST_LENGTH),
-        z.refine(isNormalCredentialHost, 'must be a host or host:port in lower case, without a scheme, path, user, wildcard or :443'),
-      ),
-    ).check(
-      z.maxLength(MAX_GIT_CREDENTIAL_HOSTS),
-      z.refine((hosts) => distinct(hosts), 'hosts must differ'),
-    ),
-    [],
-  ),
+  gitCredentials: z._default(GitCredentialHosts, []),
   /**
    * The hardened profile: read-only root with a tmpfs /tmp, no capabilities, no-new-privileges and
    * a pids limit; the caller's own run arguments win where they set the same thing.
