@@ -75,6 +75,18 @@ describe('git credentials in the plan', () => {
     expect(f.released).toEqual(['relay_cred']);
   });
 
+  it('its socket\'s record carries the hosts and how the host git runs, so the next daemon answers the same until the client renews', async () => {
+    const f = fakes(() => ({ ...f.relay(), lease: { bridgeId: 'relay_cred', release: () => undefined, kept: () => ({ kind: 'relay', name: 'git-credential', upstream: '/rt/git-credential.sock', dir: '0123456789abcdef' }) } }));
+    const section = await planSsh(input({ sshBridge: 'none', client: { pid: 10, cwd: '/w', path: '/usr/bin', env: { XDG_CONFIG_HOME: '/home/me/.cfg' } } }), f.ssh, { sessionId: 'ses_abc123', credentials: f.credentials });
+    expect(section.leases.map((lease) => lease.kept?.())).toEqual([
+      { kind: 'relay', name: 'git-credential', upstream: '/rt/git-credential.sock', dir: '0123456789abcdef', credentials: { hosts: ['github.com', 'git.example.com:8443'], path: '/usr/bin', xdgConfigHome: '/home/me/.cfg' } },
+    ]);
+    // A bridge whose socket no next daemon can serve again records nothing.
+    const unkept = fakes(() => unkept.relay());
+    const plain = await planSsh(input({ sshBridge: 'none' }), unkept.ssh, { sessionId: 'ses_abc123', credentials: unkept.credentials });
+    expect(plain.leases.map((lease) => lease.kept)).toEqual([undefined]);
+  });
+
   it('a bridge that cannot carry it (Docker Desktop\'s built-in agent only) is a warning with the reason and the remedy, never a silent no', async () => {
     const f = fakes(() => builtinCredentialsUnavailable('Docker Desktop'));
     const section = await planSsh(input({ engine: 'docker' }), f.ssh, { sessionId: 'ses_abc123', credentials: f.credentials });

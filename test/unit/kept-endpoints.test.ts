@@ -23,6 +23,9 @@ function stateDir(): string {
 }
 
 const relay = (dir: string, name: string | null = null, upstream = '/agent.sock'): KeptEndpoint => ({ kind: 'relay', name, upstream, dir });
+const CREDENTIALS = { hosts: ['github.com', 'git.example.com:8443'], path: '/usr/bin' };
+/** A session's git credential socket on the relay, with what it answers. */
+const credential = (dir: string): KeptEndpoint => ({ kind: 'relay', name: 'git-credential', upstream: '/rt/git-credential.sock', dir, credentials: CREDENTIALS });
 const session = (sessionId: string, clientPid: number, endpoints: KeptEndpoint[], clientStartTime: string | null = 't0'): KeptSession => ({ sessionId, clientPid, clientStartTime, endpoints });
 
 /** Kept endpoints over a real records file; `reopened` and `released` say what happened to each socket. */
@@ -36,6 +39,8 @@ async function kept(recorded: KeptSession[], live: KeptSession[] = [], hold?: Pr
   probe.processes.set(200, 't0');
   const reopened: KeptEndpoint[] = [];
   const released: string[] = [];
+  /** What the credential server would answer on each socket now: its session and hosts. */
+  const answering = new Map<string, { sessionId: string; hosts: readonly string[]; path: string }>();
   const subject = new KeptEndpoints({
     records,
     probe,
@@ -47,6 +52,7 @@ async function kept(recorded: KeptSession[], live: KeptSession[] = [], hold?: Pr
       const served: ServedAgent = {
         kind: 'mount',
         mountSource: `/agents/${dir}`,
+        endpointPath: `/agents/${dir}/agent.sock`,
         relabel: undefined,
         flags: [],
         warnings: [],
@@ -55,12 +61,19 @@ async function kept(recorded: KeptSession[], live: KeptSession[] = [], hold?: Pr
       return served;
     },
     live: () => live,
+    answer: (endpointPath, sessionId, credentials) => {
+      const entry = { sessionId, hosts: credentials.hosts, path: credentials.path };
+      answering.set(endpointPath, entry);
+      return () => {
+        if (answering.get(endpointPath) === entry) answering.delete(endpointPath);
+      };
+    },
     ttlMs: 30_000,
     timers: time.timers,
     logger,
   });
   const file = path.join(dir, 'endpoints.json');
-  return { subject, time, probe, reopened, released, file, read: () => JSON.parse(readFileSync(file, 'utf8')) as { sessions: KeptSession[] } };
+  return { subject, time, probe, reopened, released, answering, file, read: () => JSON.parse(readFileSync(file, 'utf8')) as { sessions: KeptSession[] } };
 }
 
 describe('KeptEndpoints: a running container\'s sockets outlive a graceful stop, for its client\'s renewal', () => {
@@ -136,6 +149,54 @@ describe('KeptEndpoints: a running container\'s sockets outlive a graceful stop,
       expect(read().sessions.map((entry) => entry.sessionId)).toEqual(['ses_live000001']);
     });
     expect(await subject.take('ses_live000001', 100, null, '/agent.sock')).not.toBeNull();
+  });
+
+  it('a recorded credential socket answers its session\'s recorded hosts, as that session, from the moment it is served until the renewal takes it', async () => {
+    const { subject, answering } = await kept([
+      session('ses_live000001', 100, [relay('0000000000000001'), credential('0000000000000002')]),
+      // An earlier release's record names no hosts: its socket is served and answers nothing.
+      session('ses_live000002', 200, [{ kind: 'relay', name: 'git-credential', upstream: '/rt/git-credential.sock', dir: '0000000000000003' }]),
+      session('ses_gone000001', 300, [credential('0000000000000004')]),
+    ]);
+    await subject.start();
+    expect([...answering.entries()]).toEqual([['/agents/0000000000000002/agent.sock', { sessionId: 'ses_live000001', ...CREDENTIALS }]]);
+    // Another socket of the session taken over leaves it answering; its own take ends that (the renewed session registers).
+    await subject.take('ses_live000001', 100, null, '/agent.sock');
+    expect(answering.size).toBe(1);
+    expect(await subject.take('ses_live000001', 999, 'git-credential', '/rt/git-credential.sock')).toBeNull();
+    expect(answering.size).toBe(1);
+    expect((await subject.take('ses_live000001', 100, 'git-credential', '/rt/git-credential.sock'))?.endpointPath).toBe('/agents/0000000000000002/agent.sock');
+    expect(answering.size).toBe(0);
+  });
+
+  it('a credential socket stops answering at once when the sweep finds its client gone, at the end of the lease, and as the daemon stops', async () => {
+    const { subject, time, probe, answering, released } = await kept([
+      session('ses_live000001', 100, [credential('0000000000000001')]),
+      session('ses_live000002', 200, [credential('0000000000000002')]),
+    ]);
+    await subject.start();
+    expect(answering.size).toBe(2);
+    probe.processes.delete(200);
+    await subject.sweep();
+    expect([...answering.values()].map((entry) => entry.sessionId)).toEqual(['ses_live000001']);
+    expect(released).toEqual(['0000000000000002']);
+    await time.advance(30_000);
+    expect(answering.size).toBe(0);
+    expect(released).toEqual(['0000000000000002', '0000000000000001']);
+    const again = await kept([session('ses_live000001', 100, [credential('0000000000000001')])]);
+    await again.subject.start();
+    expect(again.answering.size).toBe(1);
+    again.subject.release();
+    expect(again.answering.size).toBe(0);
+  });
+
+  it('a record cannot widen what a credential socket answers: hosts not in an acquire\'s form, or more of them, refuse the session', async () => {
+    const dir = stateDir();
+    const records = new EndpointRecords(dir, logger);
+    const widened = (hosts: string[]) => session('ses_live000001', 100, [{ ...credential('0000000000000001'), credentials: { ...CREDENTIALS, hosts } }]);
+    const bad = [['*.example.com'], ['GitHub.com'], ['github.com:443'], ['https://github.com'], ['github.com', 'github.com'], [], Array.from({ length: 17 }, (_, index) => `h${String(index)}.example.com`)];
+    writeFileSync(path.join(dir, 'endpoints.json'), JSON.stringify({ version: 1, sessions: [...bad.map(widened), session('ses_live000002', 100, [credential('0000000000000002')])] }));
+    expect((await records.load()).map((entry) => entry.sessionId)).toEqual(['ses_live000002']);
   });
 
   it('writes a burst of changes once, a moment later; freezing writes at once and nothing after', async () => {
