@@ -1,11 +1,12 @@
-import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquireSession, applyPlan, type AcquireOptions } from '../../dist/client/index.js';
 import { CREDENTIAL_BURST } from '../../dist/daemon/credentials/credential-server.js';
-import { CLI, Cleanup, cliEnv, makeSandbox, type Sandbox } from '../helpers.js';
+import { CLI, Cleanup, cli, cliEnv, daemonPid, makeSandbox, pidAlive, waitFor, type Sandbox } from '../helpers.js';
 import { startHttpsGit, type HttpsGit } from '../lab/https-git.js';
 import { startPodmanMachine } from '../lab/podman-machine.js';
 import { dockerLabUnavailable, startDockerd, type Dockerd } from '../lab/dockerd.js';
@@ -288,5 +289,138 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
     expect(result.stderr).toBe('');
     expect(result.stdout).toBe('pushed');
     expect(await serverRefs()).toContain('refs/heads/through-tunnel');
+  });
+  /**
+   * A running container whose session has `--git-credentials`, across a daemon restart: the new
+   * daemon serves the recorded credential socket again and answers the hosts its session named
+   * until the client renews (DESIGN §9, kept endpoints). The client here is a separate process
+   * that holds the lease and stops its heartbeats before the restart, so it never renews: every
+   * answer after the restart is the kept socket's, and killing it is a client that ended.
+   */
+  describe('across a daemon restart, before the client renews', () => {
+    type Restart = 'kill -9' | 'sandboxd restart';
+
+    /** A sandbox of its own (its own daemon), with the same user's git config and store. */
+    async function restartSandbox(engineEnv: (own: Sandbox) => Promise<Record<string, string>>) {
+      const own = makeSandbox(cleanup);
+      copyFileSync(path.join(sandbox.home, '.gitconfig'), path.join(own.home, '.gitconfig'));
+      copyFileSync(credentialsFile, path.join(own.home, '.git-credentials'));
+      chmodSync(path.join(own.home, '.git-credentials'), 0o600);
+      return { own, ownEnv: withoutCaInfo(cliEnv(own, { ...podmanLab().env, ...(await engineEnv(own)) })) };
+    }
+
+    /** The client: acquires with the host named, heartbeats every second until SIGUSR1, never renews. */
+    async function holder(ownEnv: NodeJS.ProcessEnv, options: Partial<AcquireOptions>) {
+      const client = new URL('../../dist/client/index.js', import.meta.url).pathname;
+      const child = spawn(process.execPath, ['--input-type=module', '-e', `
+        const http = await import('node:http');
+        const { acquireSession } = await import(${JSON.stringify(client)});
+        const held = await acquireSession({ engine: 'podman', sshAgent: 'off', heartbeat: false, cwd: ${JSON.stringify(sandbox.dir)}, ...${JSON.stringify(options)} });
+        const socketPath = process.env.SANDBOXD_RUNTIME_DIR + '/sandboxd.sock';
+        const beat = setInterval(() => {
+          const request = http.request({ socketPath, method: 'POST', path: '/v1/sessions/' + held.id + '/heartbeat' }, (response) => response.resume());
+          request.on('error', () => undefined);
+          request.end();
+        }, 1000);
+        process.on('SIGUSR1', () => { clearInterval(beat); console.log('quiet'); });
+        console.log(JSON.stringify({ id: held.id, plan: held.plan, gitCredentials: held.gitCredentials }));
+        setInterval(() => undefined, 60000);
+      `], { env: ownEnv, stdio: ['ignore', 'pipe', 'inherit'] });
+      cleanup.add(() => child.kill('SIGKILL'));
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      const line = await waitFor(() => out.split('\n').find((text) => text.startsWith('{')), 'the client to hold its session', 60_000);
+      const held = JSON.parse(line) as { id: string; plan: Opened['plan']; gitCredentials: Opened['gitCredentials'] };
+      return { child, ...held, quiet: () => waitFor(() => (child.kill('SIGUSR1'), out.includes('quiet')), 'the client to stop its heartbeats', 10_000, 200) };
+    }
+
+    function logOf(own: Sandbox): string {
+      const dir = own.env.SANDBOXD_LOG_DIR;
+      return readdirSync(dir).map((name) => readFileSync(path.join(dir, name), 'utf8')).join('\n');
+    }
+
+    function logLines(own: Sandbox, message: string): Record<string, unknown>[] {
+      return logOf(own).split('\n').filter((line) => line.includes(message)).map((line) => JSON.parse(line) as Record<string, unknown>);
+    }
+
+    async function restart(own: Sandbox, ownEnv: NodeJS.ProcessEnv, how: Restart, sessionId: string): Promise<void> {
+      if (how === 'kill -9') {
+        // What a kill -9 keeps is what was recorded a moment before it: wait for that record.
+        const record = path.join(own.env.SANDBOXD_STATE_DIR, 'endpoints.json');
+        await waitFor(() => existsSync(record) && readFileSync(record, 'utf8').includes(sessionId) && readFileSync(record, 'utf8').includes('"credentials"'), 'the session\'s sockets to be recorded');
+        const pid = daemonPid(own.env);
+        if (pid === null) throw new Error('no daemon to kill');
+        process.kill(pid, 'SIGKILL');
+        await waitFor(() => !pidAlive(pid), 'the daemon to die');
+        expect((await cli(['start'], ownEnv)).exitCode).toBe(0);
+      } else {
+        expect((await cli(['restart'], ownEnv)).exitCode).toBe(0);
+      }
+      await waitFor(() => logOf(own).includes('serving the sockets of the previous daemon'), 'the new daemon to serve the recorded sockets', 30_000, 100);
+    }
+
+    /** A container that keeps running: what the agent's code is, started from the session's plan. */
+    async function running(plan: Opened['plan'], ownEnv: NodeJS.ProcessEnv, user: string[]) {
+      const applied = applyPlan(['run', '-d', '--rm', '--network', 'host', ...user, image, 'sleep', '600'], plan);
+      const spawnEnv = { ...ownEnv, ...applied.spawnEnv };
+      const started = await execa('podman', [...applied.globalArgs, ...applied.args], { env: spawnEnv, extendEnv: false, reject: false, timeout: 90_000 });
+      expect(started.stderr).toBe('');
+      const id = started.stdout.trim();
+      cleanup.add(() => execa('podman', [...applied.globalArgs, 'rm', '-f', '--time', '0', id], { env: spawnEnv, extendEnv: false, reject: false }));
+      return (script: string) => execa('podman', [...applied.globalArgs, 'exec', id, 'sh', '-c', `export GIT_TERMINAL_PROMPT=0\n${script}`], { env: spawnEnv, extendEnv: false, reject: false, timeout: 90_000 });
+    }
+
+    const fill = `printf 'protocol=https\\nhost=%s\\n\\n' "$HOST" | git credential fill; echo "rc=$?"`;
+
+    async function keptAnswers(how: Restart, user: string[], options: Partial<AcquireOptions> = {}, engineEnv: (own: Sandbox) => Promise<Record<string, string>> = () => Promise.resolve({})) {
+      const { own, ownEnv } = await restartSandbox(engineEnv);
+      const client = await holder(ownEnv, { gitCredentials: [server.host], ...(user.length === 0 ? {} : { containerUser: { uid: 1000, gid: 1000 } }), ...options });
+      expect(client.gitCredentials).toMatchObject({ status: 'served', hosts: [server.host] });
+      const exec = await running(client.plan, ownEnv, user);
+      const cloned = await exec(`cd /tmp && git clone -q ${server.url('project')} c && echo cloned`);
+      expect(cloned.stdout).toBe('cloned');
+      await client.quiet();
+      await restart(own, ownEnv, how, client.id);
+
+      // Before any renewal: the host named gets its token, through git fill and a push.
+      const branch = `kept-${how === 'kill -9' ? 'killed' : 'restarted'}-${user.length === 0 ? 'root' : 'user'}${options.sshBridge === 'tunnel' ? '-tunnel' : ''}`;
+      const after = await exec([`HOST=${server.host}; ${fill}`, 'cd /tmp/c', `git -c user.name=Agent -c user.email=agent@example.com commit -q --allow-empty -m ${branch}`, `git push -q origin HEAD:refs/heads/${branch} && echo pushed`].join('\n'));
+      expect(after.stderr).toBe('');
+      expect(after.stdout).toBe(`protocol=https\nhost=${server.host}\nusername=${USER}\npassword=${TOKEN}\nrc=0\npushed`);
+      expect(await serverRefs()).toContain(`refs/heads/${branch}`);
+      // A host not named gets nothing, though the user's store holds a token for it.
+      const other = await exec([ask(['protocol=https', `host=127.0.0.1:${String(server.port + 1)}`]), `HOST=127.0.0.1:${String(server.port + 1)}; ${fill}`].join('\n'));
+      expect(other.stdout).not.toContain(OTHER);
+      expect(other.stdout).toMatch(/^rc=0\nrc=128$/);
+      // Answered as the session that named the host, by the socket the previous daemon recorded.
+      expect(logLines(own, 'credential answered')).toEqual(expect.arrayContaining([expect.objectContaining({ sessionId: client.id, kept: true, host: server.host, username: USER })]));
+      expect(logLines(own, 'credential request refused')).toEqual(expect.arrayContaining([expect.objectContaining({ sessionId: client.id, kept: true, outcome: 'refused' })]));
+      expect(logOf(own)).not.toContain(TOKEN);
+      expect(logOf(own)).not.toContain('a renewed session took its socket over');
+
+      // The client ends before renewing: the sweep finds it gone, and from then on nothing.
+      client.child.kill('SIGKILL');
+      await waitFor(() => logOf(own).includes('their clients ended before renewing'), 'the sweep to find the client gone', 30_000, 100);
+      // Asked where the container's mount leads (a client that ended has its container removed too,
+      // so the container may be gone by now): the socket answers nothing.
+      const source = client.plan.mounts.find((mount) => mount.target === path.posix.dirname(SOCKET))?.source ?? '';
+      const asked = await execa('git', ['credential-cache', '--socket', path.join(source, 'agent.sock'), 'get'], { input: `protocol=https\nhost=${server.host}\n\n`, reject: false, timeout: 30_000 });
+      expect({ stdout: asked.stdout, exitCode: asked.exitCode }).toEqual({ stdout: '', exitCode: 0 });
+      const ended = await exec(`HOST=${server.host}; ${fill}`);
+      expect(ended.stdout, ended.stderr).not.toContain(TOKEN);
+      expect(readFileSync(path.join(own.home, '.git-credentials'), 'utf8')).toBe(storeBefore);
+    }
+
+    it('kill -9, then `sandboxd start`: the running container\'s git gets the token for the named host (fill, push) as root; another host nothing; a client that ended nothing', async () => {
+      await keptAnswers('kill -9', []);
+    });
+
+    it('`sandboxd restart`: the same as --user 1000', async () => {
+      await keptAnswers('sandboxd restart', ['--user', '1000:1000']);
+    });
+
+    it('Podman machine tunnel, kill -9: the same through the tunnel\'s recorded socket, as --user 1000', async () => {
+      await keptAnswers('kill -9', ['--user', '1000:1000'], { sshBridge: 'tunnel' }, async (own) => ({ CONTAINERS_CONF: await startPodmanMachine(own, podmanLab().env, cleanup) }));
+    });
   });
 });

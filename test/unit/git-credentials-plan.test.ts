@@ -84,7 +84,7 @@ describe('git credentials in the plan', () => {
     // A bridge whose socket no next daemon can serve again records nothing.
     const unkept = fakes(() => unkept.relay());
     const plain = await planSsh(input({ sshBridge: 'none' }), unkept.ssh, { sessionId: 'ses_abc123', credentials: unkept.credentials });
-    expect(plain.leases.map((lease) => lease.kept)).toEqual([undefined]);
+    expect(plain.leases.map((lease) => 'kept' in lease)).toEqual([false]);
   });
 
   it('a bridge that cannot carry it (Docker Desktop\'s built-in agent only) is a warning with the reason and the remedy, never a silent no', async () => {

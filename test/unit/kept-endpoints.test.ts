@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ServedAgent } from '../../daemon/bridges/bridge.js';
-import { EndpointRecords, type KeptEndpoint, type KeptSession } from '../../daemon/bridges/endpoint-records.js';
+import { EndpointRecords, type KeptCredentials, type KeptEndpoint, type KeptSession } from '../../daemon/bridges/endpoint-records.js';
 import { KeptEndpoints } from '../../daemon/bridges/kept-endpoints.js';
 import { createLogger } from '../../daemon/os/logger.js';
 import { Cleanup } from '../helpers.js';
@@ -25,7 +25,7 @@ function stateDir(): string {
 const relay = (dir: string, name: string | null = null, upstream = '/agent.sock'): KeptEndpoint => ({ kind: 'relay', name, upstream, dir });
 const CREDENTIALS = { hosts: ['github.com', 'git.example.com:8443'], path: '/usr/bin' };
 /** A session's git credential socket on the relay, with what it answers. */
-const credential = (dir: string): KeptEndpoint => ({ kind: 'relay', name: 'git-credential', upstream: '/rt/git-credential.sock', dir, credentials: CREDENTIALS });
+const credential = (dir: string, credentials: KeptCredentials = CREDENTIALS): KeptEndpoint => ({ kind: 'relay', name: 'git-credential', upstream: '/rt/git-credential.sock', dir, credentials });
 const session = (sessionId: string, clientPid: number, endpoints: KeptEndpoint[], clientStartTime: string | null = 't0'): KeptSession => ({ sessionId, clientPid, clientStartTime, endpoints });
 
 /** Kept endpoints over a real records file; `reopened` and `released` say what happened to each socket. */
@@ -193,7 +193,7 @@ describe('KeptEndpoints: a running container\'s sockets outlive a graceful stop,
   it('a record cannot widen what a credential socket answers: hosts not in an acquire\'s form, or more of them, refuse the session', async () => {
     const dir = stateDir();
     const records = new EndpointRecords(dir, logger);
-    const widened = (hosts: string[]) => session('ses_live000001', 100, [{ ...credential('0000000000000001'), credentials: { ...CREDENTIALS, hosts } }]);
+    const widened = (hosts: string[]) => session('ses_live000001', 100, [credential('0000000000000001', { ...CREDENTIALS, hosts })]);
     const bad = [['*.example.com'], ['GitHub.com'], ['github.com:443'], ['https://github.com'], ['github.com', 'github.com'], [], Array.from({ length: 17 }, (_, index) => `h${String(index)}.example.com`)];
     writeFileSync(path.join(dir, 'endpoints.json'), JSON.stringify({ version: 1, sessions: [...bad.map(widened), session('ses_live000002', 100, [credential('0000000000000002')])] }));
     expect((await records.load()).map((entry) => entry.sessionId)).toEqual(['ses_live000002']);
