@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquireSession, applyPlan, type AcquireOptions } from '../../dist/client/index.js';
+import { acquireSession, applyPlan, listSessions, type AcquireOptions } from '../../dist/client/index.js';
 import { CREDENTIAL_BURST } from '../../dist/daemon/credentials/credential-server.js';
 import { CLI, Cleanup, cli, cliEnv, daemonPid, makeSandbox, pidAlive, waitFor, type Sandbox } from '../helpers.js';
 import { startHttpsGit, type HttpsGit } from '../lab/https-git.js';
@@ -295,9 +295,10 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
    * daemon serves the recorded credential socket again and answers the hosts its session named
    * until the client renews (DESIGN §9, kept endpoints). The client here is a separate process
    * that holds the lease and stops its heartbeats before the restart, so it never renews: every
-   * answer after the restart is the kept socket's, and killing it is a client that ended.
+   * answer after the restart is the kept socket's, and killing it is a client that ended; one
+   * client heartbeats as `run` does, and its renewal takes the socket over.
    */
-  describe('across a daemon restart, before the client renews', () => {
+  describe('across a daemon restart: the recorded credential socket answers until the client renews', () => {
     type Restart = 'kill -9' | 'sandboxd restart';
 
     /** A sandbox of its own (its own daemon), with the same user's git config and store. */
@@ -417,6 +418,22 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
 
     it('`sandboxd restart`: the same as --user 1000', async () => {
       await keptAnswers('sandboxd restart', ['--user', '1000:1000']);
+    });
+
+    it('the client renews: its renewed session takes the socket over and answers from then on, as itself', async () => {
+      const { own, ownEnv } = await restartSandbox(() => Promise.resolve({}));
+      const client = await holder(ownEnv, { gitCredentials: [server.host], heartbeat: true });
+      const exec = await running(client.plan, ownEnv, []);
+      await restart(own, ownEnv, 'sandboxd restart', client.id);
+      await waitFor(() => logLines(own, 'a renewed session took its socket over').some((line) => line.name === 'git-credential'), 'the renewal to take the credential socket over', 60_000, 200);
+      const [renewed] = await listSessions(ownEnv);
+      expect(renewed?.id).toBeDefined();
+      expect(renewed?.id).not.toBe(client.id);
+      const answered = await exec(`HOST=${server.host}; ${fill}`);
+      expect(answered.stdout).toBe(`protocol=https\nhost=${server.host}\nusername=${USER}\npassword=${TOKEN}\nrc=0`);
+      const lines = logLines(own, 'credential answered');
+      expect(lines.at(-1)).toMatchObject({ sessionId: renewed?.id, host: server.host });
+      expect(lines.at(-1)).not.toHaveProperty('kept');
     });
 
     it('Podman machine tunnel, kill -9: the same through the tunnel\'s recorded socket, as --user 1000', async () => {
