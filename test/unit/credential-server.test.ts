@@ -100,6 +100,23 @@ describe('the daemon\'s credential server, behind a session\'s own socket', () =
     expect(queries).toEqual([]);
   });
 
+  it('a previous daemon\'s session answers on its kept socket as that session, logged as kept; the renewal\'s registration then owns the socket', async () => {
+    const { server, endpoint, lines, queries } = await setup();
+    const kept = await endpoint('kept');
+    const silence = server.register(kept.socketPath, { sessionId: 'ses_before1', hosts: ['github.com'], fill: FILL, kept: true });
+    expect(await ask(kept.socketPath, GET)).toBe(`username=me\npassword=${TOKEN}\n`);
+    expect(await ask(kept.socketPath, GET.replace('github.com', 'gitlab.com'))).toBe('');
+    expect(lines).toContainEqual(expect.objectContaining({ sessionId: 'ses_before1', kept: true, host: 'github.com', outcome: 'answered' }));
+    expect(lines).toContainEqual(expect.objectContaining({ sessionId: 'ses_before1', kept: true, outcome: 'refused' }));
+    // The renewed session registers the same socket; the kept registration's end, coming after, leaves it alone.
+    server.register(kept.socketPath, { sessionId: 'ses_after01', hosts: ['github.com'], fill: FILL });
+    silence();
+    expect(await ask(kept.socketPath, GET)).toBe(`username=me\npassword=${TOKEN}\n`);
+    expect(lines.at(-1)).toMatchObject({ sessionId: 'ses_after01', outcome: 'answered' });
+    expect(lines.at(-1)).not.toHaveProperty('kept');
+    expect(queries).toHaveLength(2);
+  });
+
   it('drops store and erase unread: the host\'s helpers never hear of them', async () => {
     const { server, endpoint, queries, lines } = await setup();
     const mine = await endpoint('mine');
