@@ -6,7 +6,7 @@ import { execa } from 'execa';
 
 /** The compiled child (bench/llxprt-client.ts) and the package entry llxprt imports. */
 const CLIENT = fileURLToPath(new URL('./llxprt-client.js', import.meta.url));
-const ADAPTER = fileURLToPath(new URL('../../dist/client/llxprt/index.js', import.meta.url));
+export const ADAPTER = fileURLToPath(new URL('../../dist/client/llxprt/index.js', import.meta.url));
 
 /**
  * How the child runs (bench/llxprt-client.ts): in a process shaped like llxprt's, or bare; on
@@ -18,10 +18,10 @@ export type LaunchShape = 'llxprt' | 'bare' | 'node-net' | 'bundled';
  * The child and the adapter in one file, as llxprt's `bun build` makes its CLI: the adapter is
  * imported lazily, so it stays a lazily run part of the bundle.
  */
-async function bundledClient(dir: string, bun: string): Promise<string> {
-  const entry = path.join(dir, 'llxprt-bundled-entry.mjs');
-  writeFileSync(entry, `globalThis.sandboxdAdapter = () => import(${JSON.stringify(ADAPTER)});\nawait import(${JSON.stringify(CLIENT)});\n`);
-  const outfile = path.join(dir, 'llxprt-bundled.js');
+async function bundledClient(dir: string, bun: string, adapter: string, name: string): Promise<string> {
+  const entry = path.join(dir, `${name}-entry.mjs`);
+  writeFileSync(entry, `globalThis.sandboxdAdapter = () => import(${JSON.stringify(adapter)});\nawait import(${JSON.stringify(CLIENT)});\n`);
+  const outfile = path.join(dir, `${name}.js`);
   await execa(bun, ['build', entry, '--target=bun', '--outfile', outfile]);
   return outfile;
 }
@@ -109,36 +109,51 @@ export interface LaunchPlace {
  * through a timing proxy in `dir` (the child's SANDBOXD_RUNTIME_DIR).
  */
 export async function llxprtLaunchCost(runtime: string, shape: LaunchShape, env: NodeJS.ProcessEnv, daemonSocket: string, dir: string, runs: number, place: LaunchPlace = {}): Promise<LaunchCost> {
+  const [cost] = await llxprtLaunchCosts(runtime, shape, env, daemonSocket, dir, runs, place, [ADAPTER]);
+  return cost as LaunchCost;
+}
+
+/**
+ * llxprtLaunchCost for several builds of the adapter (`adapters`: their dist/client/llxprt/index.js)
+ * in the same turns, each turn running every build once in a rotating order: a change's before
+ * and after measured in one window, under the same load.
+ */
+export async function llxprtLaunchCosts(runtime: string, shape: LaunchShape, env: NodeJS.ProcessEnv, daemonSocket: string, dir: string, runs: number, place: LaunchPlace, adapters: string[]): Promise<LaunchCost[]> {
   const proxy = await timingProxy(dir, daemonSocket);
   const credential = await credentialProxy(dir);
-  const cost: LaunchCost = { importMs: [], firstRequestMs: [], beforeRequestMs: [], daemonMs: [], afterMs: [], mergedMs: [], importCpuMs: [], mergedCpuMs: [] };
+  const costs = adapters.map((): LaunchCost => ({ importMs: [], firstRequestMs: [], beforeRequestMs: [], daemonMs: [], afterMs: [], mergedMs: [], importCpuMs: [], mergedCpuMs: [] }));
   const flags = shape === 'bare' ? ['bare'] : shape === 'node-net' ? ['node-net'] : [];
-  const program = shape === 'bundled' ? [await bundledClient(dir, runtime), '-'] : [CLIENT, ADAPTER];
+  const programs: string[][] = [];
+  for (const [index, adapter] of adapters.entries()) programs.push(shape === 'bundled' ? [await bundledClient(dir, runtime, adapter, `llxprt-bundled-${String(index)}`), '-'] : [CLIENT, adapter]);
   try {
     for (let run = 0; run <= runs; run += 1) {
-      const before = proxy.passages.length;
-      await place.between?.();
-      const result = await execa(runtime, [...program, credential.socketPath, ...flags], { env: { ...env, SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_NO_AUTOSTART: '1' }, timeout: 30_000, ...(place.cwd === undefined ? {} : { cwd: place.cwd }) });
-      const times = JSON.parse(result.stdout) as Times;
-      const acquire = proxy.passages[before];
-      if (acquire === undefined) throw new Error(`the adapter under ${runtime} sent no request: ${result.stdout} ${result.stderr}`);
-      if (!times.forwarded.sshAgent || times.forwarded.credentialSocket === undefined) {
-        throw new Error(`the launch under ${runtime} did not carry both sockets: ${result.stdout} ${result.stderr}`);
+      for (let turn = 0; turn < adapters.length; turn += 1) {
+        const which = (run + turn) % adapters.length;
+        const before = proxy.passages.length;
+        await place.between?.();
+        const result = await execa(runtime, [...(programs[which] as string[]), credential.socketPath, ...flags], { env: { ...env, SANDBOXD_RUNTIME_DIR: dir, SANDBOXD_NO_AUTOSTART: '1' }, timeout: 30_000, ...(place.cwd === undefined ? {} : { cwd: place.cwd }) });
+        const times = JSON.parse(result.stdout) as Times;
+        const acquire = proxy.passages[before];
+        if (acquire === undefined) throw new Error(`the adapter under ${runtime} sent no request: ${result.stdout} ${result.stderr}`);
+        if (!times.forwarded.sshAgent || times.forwarded.credentialSocket === undefined) {
+          throw new Error(`the launch under ${runtime} did not carry both sockets: ${result.stdout} ${result.stderr}`);
+        }
+        // The first run warms the file cache and the daemon's answers for this client; not counted.
+        if (run === 0) continue;
+        const cost = costs[which] as LaunchCost;
+        cost.importMs.push(times.imported - times.start);
+        cost.firstRequestMs.push(acquire.firstIn - times.start);
+        cost.beforeRequestMs.push(acquire.firstIn - times.imported);
+        cost.daemonMs.push(acquire.lastOut - acquire.firstIn);
+        cost.afterMs.push(times.merged - acquire.lastOut);
+        cost.mergedMs.push(times.merged - times.start);
+        cost.importCpuMs.push(times.cpuImported);
+        cost.mergedCpuMs.push(times.cpuMerged);
       }
-      // The first run warms the file cache and the daemon's answers for this client; not counted.
-      if (run === 0) continue;
-      cost.importMs.push(times.imported - times.start);
-      cost.firstRequestMs.push(acquire.firstIn - times.start);
-      cost.beforeRequestMs.push(acquire.firstIn - times.imported);
-      cost.daemonMs.push(acquire.lastOut - acquire.firstIn);
-      cost.afterMs.push(times.merged - acquire.lastOut);
-      cost.mergedMs.push(times.merged - times.start);
-      cost.importCpuMs.push(times.cpuImported);
-      cost.mergedCpuMs.push(times.cpuMerged);
     }
   } finally {
     await credential.close();
     await proxy.close();
   }
-  return cost;
+  return costs;
 }

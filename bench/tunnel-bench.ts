@@ -14,7 +14,7 @@ import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '../shared/protocol.js';
 import { CLIENT_ENV_NAMES } from '../shared/contracts/session-routes.js';
 import { DISCOVERY_TTL_MS } from '../daemon/podman/discovery-cache.js';
 import { GIT_FACTS_TTL_MS } from '../daemon/plan/git/git-host.js';
-import { llxprtLaunchCost, type LaunchCost, type LaunchShape } from './llxprt-import.js';
+import { ADAPTER, llxprtLaunchCost, llxprtLaunchCosts, type LaunchCost, type LaunchShape } from './llxprt-import.js';
 import { median, percentile, timed } from './stats.js';
 import { coldPhaseRows, coldStartOf, coldSummaryRow, type ColdStart } from './cold-phases.js';
 import { gitRows } from './git-rows.js';
@@ -43,6 +43,11 @@ const IDLE_RUNS = SHORT ? 1 : 3;
 /** `npm run bench -- --llxprt`: only the rows of what llxprt's launcher pays for the adapter. */
 const ONLY_LLXPRT = process.argv.includes('--llxprt');
 const LLXPRT_RUNS = SHORT ? 3 : 15;
+/**
+ * `SANDBOXD_BENCH_BASE_ADAPTER=<another build's dist/client/llxprt/index.js>`: rows 10 also run
+ * that build's adapter, in the same turns as this one's (a change's before and after, one window).
+ */
+const BASE_ADAPTER = process.env.SANDBOXD_BENCH_BASE_ADAPTER === '' ? undefined : process.env.SANDBOXD_BENCH_BASE_ADAPTER;
 /** `npm run bench -- --cold`: only the rows of a start: auto-start (phase by phase), kill -9 and `sandboxd run`. */
 const ONLY_COLD = process.argv.includes('--cold');
 /** `npm run bench -- --transport`: only the rows of the client's transport (and the socket floor). */
@@ -218,9 +223,20 @@ async function oneAtATime(env: NodeJS.ProcessEnv, dir: string, name: string): Pr
 
 async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string, string, string][]> {
   const rows: [string, string, string][] = [];
+  const baseRows: [string, string, string][] = [];
   const daemonSocket = clientPaths(env).socketPath;
   for (const { name, command } of await runtimes(BUN)) {
-    const at = (shape: LaunchShape) => llxprtLaunchCost(command, shape, env, daemonSocket, path.join(dir, `llxprt-${name.replaceAll(/\W+/g, '-')}-${shape}`), LLXPRT_RUNS);
+    const at = async (shape: LaunchShape): Promise<LaunchCost> => {
+      const shapeDir = path.join(dir, `llxprt-${name.replaceAll(/\W+/g, '-')}-${shape}`);
+      if (BASE_ADAPTER === undefined) return llxprtLaunchCost(command, shape, env, daemonSocket, shapeDir, LLXPRT_RUNS);
+      const [cost, base] = (await llxprtLaunchCosts(command, shape, env, daemonSocket, shapeDir, LLXPRT_RUNS, {}, [ADAPTER, BASE_ADAPTER])) as [LaunchCost, LaunchCost];
+      baseRows.push([
+        `(10) sandboxd/llxprt on ${name}, ${shape}: this build / the base build`,
+        `${median(cost.mergedMs).toFixed(1)} / ${median(base.mergedMs).toFixed(1)} ms`,
+        `in the same turns; CPU ${median(cost.mergedCpuMs).toFixed(1)} / ${median(base.mergedCpuMs).toFixed(1)} ms; base: ${launchShares(base)}`,
+      ]);
+      return cost;
+    };
     const launch = await at('llxprt');
     const bare = await at('bare');
     const merged = median(launch.mergedMs);
@@ -261,7 +277,7 @@ async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string,
       );
     }
   }
-  return rows;
+  return [...rows, ...baseRows];
 }
 
 function socketFloorRow(floor: number[]): [string, string, string] {

@@ -126,7 +126,16 @@ async function refuseResend(socketPath: string, error: unknown): Promise<void> {
  * Acquires a session: connects (auto-starting the daemon), sends this process's own SSH_AUTH_SOCK,
  * PATH and cwd (DESIGN §4), and keeps the lease alive with heartbeats that never hold the process.
  */
-export async function acquireSession(options: AcquireOptions): Promise<Session> {
+export function acquireSession(options: AcquireOptions): Promise<Session> {
+  return acquireSessionWhile(options, undefined);
+}
+
+/**
+ * acquireSession, with `whileWaiting` run once, when the acquire is first written: a caller's
+ * first use of what it runs on the answer (the runtime compiling it on a sample) is paid while
+ * the daemon works instead of after the answer. It must not act: the acquire may still fail.
+ */
+export async function acquireSessionWhile(options: AcquireOptions, whileWaiting: (() => void) | undefined): Promise<Session> {
   const env = options.env ?? process.env;
   const socketPath = clientSocketPath(env);
   const sshBridge = bridgeSetting(options, env);
@@ -153,9 +162,15 @@ export async function acquireSession(options: AcquireOptions): Promise<Session> 
     harden: options.harden,
     gitCredentials,
   };
+  let waiting = whileWaiting;
+  const once = (): void => {
+    const run = waiting;
+    waiting = undefined;
+    run?.();
+  };
   const post = (renews?: string) =>
     request(
-      { socketPath, method: 'POST', route: SESSIONS_ROUTE, body: renews === undefined ? body : { ...body, renews }, timeoutMs: ACQUIRE_TIMEOUT_MS },
+      { socketPath, method: 'POST', route: SESSIONS_ROUTE, body: renews === undefined ? body : { ...body, renews }, timeoutMs: ACQUIRE_TIMEOUT_MS, whileWaiting: once },
       AcquireResponseShape,
     );
   const autoStart = (options.autoStart ?? true) && !envFlag(env, 'SANDBOXD_NO_AUTOSTART');

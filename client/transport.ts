@@ -23,6 +23,11 @@ export interface RequestOptions {
   closeConnection?: boolean;
   /** Sending it twice does no more than once (a heartbeat): it may use a kept connection. GET always may. */
   idempotent?: boolean;
+  /**
+   * Runs once the request is written, while the daemon works on it: first-use work on what the
+   * caller does with the answer. It must not act, as the request may still fail.
+   */
+  whileWaiting?: () => void;
 }
 
 /**
@@ -106,6 +111,7 @@ export async function request(options: RequestOptions, answer: SchemaSource<z.Zo
         // the answer is in; a request that fails first must not leave it unhandled).
         if (isShape(answer)) primeShape(answer);
         else expected(answer).catch(() => undefined);
+        options.whileWaiting?.();
       },
     });
   } catch (error) {

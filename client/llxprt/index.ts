@@ -3,7 +3,8 @@ import { SandboxdError } from '../../shared/errors.js';
 import { AGENT_NOT_FORWARDED } from '../../shared/agent-warning.js';
 import { applyPlan, type AppliedPlan } from '../apply-plan.js';
 import type { ConnectionOptions } from '../connection.js';
-import { acquireSession, type Session } from '../session.js';
+import { acquireSessionWhile, type Session } from '../session.js';
+import type { Plan } from '../../shared/contracts/plan.js';
 import { NOT_A_CONTAINER, OPTED_OUT, describeFallback, isFallback, isQuiet, type Fallback } from './fallback.js';
 import { fitsLlxprtSpawn } from './spawn-fit.js';
 import { llxprtSettings } from './settings.js';
@@ -139,6 +140,26 @@ function sayPlan(plan: Session['plan'], forwarded: Forwarded, leftToLlxprt: stri
   for (const notice of new Set(plan.notices)) log.debug(notice);
 }
 
+/** A plan as the daemon writes one for llxprt (mounts, variables, labels, a cid file), for rehearse. */
+const SAMPLE_PLAN: Pick<Plan, 'args' | 'spawnEnv' | 'globalArgs'> = {
+  args: ['-v', '/a:/run/a:ro,z', '-e', 'A=1', '--label', 'a=b', '--cidfile', '/c'],
+  spawnEnv: {},
+  globalArgs: [],
+};
+
+/**
+ * The merge the launch runs on the answer, run once on a sample plan while the daemon works on
+ * the acquire: the runtime compiles it then instead of after the answer. Pure, and what it would
+ * find wrong with llxprt's arguments the real merge finds again and reports.
+ */
+function rehearseMerge(args: readonly string[], env: NodeJS.ProcessEnv): void {
+  try {
+    fitsLlxprtSpawn(applyPlan(args, SAMPLE_PLAN), env, process.platform);
+  } catch {
+    // Reported by the real merge.
+  }
+}
+
 async function startLaunch(config: LlxprtSandboxConfig, args: string[], options: ForwardOptions, log: AdapterLog): Promise<Launch | Fallback> {
   if (config.command !== 'docker' && config.command !== 'podman') {
     return { code: NOT_A_CONTAINER, reason: `llxprt's sandbox runs with ${config.command}, not a container engine`, remedy: null };
@@ -149,7 +170,7 @@ async function startLaunch(config: LlxprtSandboxConfig, args: string[], options:
   const credential = await credentialHostSocket(options.credentialSocket, log);
   let session: Session | null = null;
   try {
-    session = await acquireSession({
+    session = await acquireSessionWhile({
       autoStart: options.autoStart,
       daemonCommand: options.daemonCommand,
       image: config.image === '' ? undefined : config.image,
@@ -163,6 +184,8 @@ async function startLaunch(config: LlxprtSandboxConfig, args: string[], options:
       workdir: false,
       sockets: credential === undefined ? undefined : [{ name: CREDENTIAL_SOCKET_NAME, hostPath: credential }],
       gitCredentials: options.gitCredentials,
+    }, () => {
+      rehearseMerge(args, env);
     });
     const applied = applyPlan(args, session.plan);
     const misfit = fitsLlxprtSpawn(applied, env, process.platform);

@@ -163,7 +163,7 @@ const PROBES: Record<ShapeNode['kind'], unknown> = {
 const primed = new WeakSet<ShapeNode>();
 
 /**
- * Checks a throwaway value against each node of the shape once, verdicts dropped: the engine
+ * Checks a throwaway value against each node of the shape, verdicts dropped: the engine
  * compiles the checker's functions and the shape's patterns on their first run, which costs a
  * fresh process more than checking the answer. A client primes the shape while the daemon works
  * on the answer, so that cost is off its path. Each node is primed once per process.
@@ -174,6 +174,9 @@ export function primeShape(shape: Shape<unknown>): void {
     if (primed.has(node)) continue;
     primed.add(node);
     check(node, PROBES[node.kind]);
+    // V8 runs a regular expression's first match in its interpreter and compiles it to machine
+    // code on the next: run twice, a pattern (an ISO timestamp's is long) meets the answer compiled.
+    if (node.kind === 'string' && node.patterns !== undefined) check(node, PROBES.string);
     if (node.kind === 'nullable' || node.kind === 'optional' || node.kind === 'array') pending.push(node.of);
     else if (node.kind === 'record') pending.push(node.key, node.value);
     else if (node.kind === 'object') pending.push(...Object.values(node.fields));

@@ -172,7 +172,7 @@ describe('answer shapes (shared/contracts/answer-shapes.ts)', () => {
     expect(unfit).toEqual({ success: false, error: { issues: [{ code: 'invalid_union', path: ['sockets', 1] }] } });
   });
 
-  it('priming a shape runs every pattern it holds, however deep, and changes no verdict', () => {
+  it('priming a shape runs every pattern it holds twice (V8 compiles a pattern on its second run), however deep, once per process, and changes no verdict', () => {
     const tested: string[] = [];
     const spied = (name: string): RegExp => Object.assign(/^a$/, { test: (value: string) => (tested.push(`${name}:${value}`), value === 'a') });
     const deep: Shape<unknown> = {
@@ -185,9 +185,9 @@ describe('answer shapes (shared/contracts/answer-shapes.ts)', () => {
       },
     };
     primeShape(deep);
-    expect(tested.sort()).toEqual(['listed:x', 'mapped:x']);
+    expect(tested.sort()).toEqual(['listed:x', 'listed:x', 'mapped:x', 'mapped:x']);
     primeShape(deep);
-    expect(tested).toHaveLength(2);
+    expect(tested).toHaveLength(4);
     for (const name of ANSWERS as Answer[]) {
       const shape = shapeOfAnswer(name);
       const before = VALID[name].flatMap((valid) => [valid, ...mutants(valid)].map((candidate) => checkShape(shape, candidate)));

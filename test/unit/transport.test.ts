@@ -89,6 +89,46 @@ describe('client transport', () => {
     });
   });
 
+  it('runs whileWaiting once the request is written, before the answer is read: the daemon here answers only after it ran', async () => {
+    const dir = mkdtempSync('/tmp/sbx-transport-');
+    const events: string[] = [];
+    let ran: () => void = () => undefined;
+    const waited = new Promise<void>((resolve) => {
+      ran = resolve;
+    });
+    const server = http.createServer((req, res) => {
+      req.resume().on('end', () => {
+        events.push('request read');
+        void waited.then(() => {
+          const text = JSON.stringify(STATUS);
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'sandboxd-protocol': String(PROTOCOL_VERSION) });
+          res.end(text);
+        });
+      });
+    });
+    const socketPath = path.join(dir, 's.sock');
+    await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+    cleanup.add(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    cleanup.add(
+      () =>
+        new Promise((resolve) => {
+          server.closeAllConnections();
+          server.close(resolve);
+        }),
+    );
+    const whileWaiting = (): void => {
+      events.push('while waiting');
+      ran();
+    };
+    // Bounded: without the hook the daemon never answers, and the request fails with DAEMON_TIMEOUT.
+    const answer = await request({ socketPath, method: 'POST', route: SESSIONS_ROUTE, body: { engine: 'podman' }, timeoutMs: 10_000, whileWaiting }, StatusResponse);
+    events.push('answer read');
+    expect(answer).toEqual(STATUS);
+    expect(events.filter((event) => event !== 'request read')).toEqual(['while waiting', 'answer read']);
+  });
+
   it('never sends an acquire twice: it opens its own connection, and one that dies unanswered fails the acquire', async () => {
     const dir = mkdtempSync('/tmp/sbx-transport-');
     // A daemon that answers each connection's first GET and keeps it; a request that arrives on a
