@@ -153,6 +153,8 @@ describe('SandboxStore spare (the next fresh copy, made ahead)', () => {
       },
     ],
     ['the config changed', (dir) => git(dir, 'config', 'core.abbrev', '12')],
+    // The host is printed while the configs are read for their object formats: a format named meanwhile still shows.
+    ['the object format named in the config', (dir) => git(dir, 'config', 'extensions.objectFormat', 'sha256')],
     ['a linked worktree added', (dir) => git(dir, 'worktree', 'add', '-q', `${dir}-wt`)],
   ];
 
