@@ -294,14 +294,16 @@ export class SandboxStore {
       await this.discardSpare(spare);
       return null;
     }
-    // Used once: its record goes before it can be taken.
+    // Used once: its record goes before it can be taken. Where the old copy goes is made meanwhile.
+    const trashMade = makeTrash(dir);
+    trashMade.catch(() => undefined);
     const [print] = await Promise.all([printed, removeFile(path.join(spare, 'spare.json'))]);
     if (print === null || print.print !== record.print) {
       await this.discardSpare(spare);
       return null;
     }
     // The spare/ it leaves empty is set aside with the next spare's making (or a start's sweep).
-    await this.setAside(dir, spare);
+    await this.setAside(dir, spare, trashMade);
     return this.finish(commonDir, pairs, record.print, print.stores);
   }
 
@@ -315,8 +317,7 @@ export class SandboxStore {
 
   private async discardSpare(spare: string): Promise<void> {
     if ((await lstatOrNull(spare).catch(() => null)) === null) return;
-    const trash = path.join(path.dirname(spare), 'trash');
-    await fs.mkdir(trash, { recursive: true, mode: 0o700 });
+    const trash = await makeTrash(path.dirname(spare));
     await fs.rename(spare, path.join(trash, `spare-${Date.now()}-${randomBytes(4).toString('hex')}`));
   }
 
@@ -395,9 +396,8 @@ export class SandboxStore {
    * freed. What was set aside is removed later, off an acquire's path: by the next spare's making
    * or the next daemon's start (emptyTrash).
    */
-  private async setAside(dir: string, from: string | null = null): Promise<void> {
-    const trash = path.join(dir, 'trash');
-    await fs.mkdir(trash, { recursive: true, mode: 0o700 });
+  private async setAside(dir: string, from: string | null = null, trashMade = makeTrash(dir)): Promise<void> {
+    const trash = await trashMade;
     const aside = async (name: string): Promise<void> => {
       try {
         await fs.rename(path.join(dir, name), path.join(trash, `${name}-${Date.now()}-${randomBytes(4).toString('hex')}`));
@@ -525,6 +525,13 @@ async function statePrint(pairs: readonly GitDirPlace[]): Promise<{ print: strin
   } catch {
     return null;
   }
+}
+
+/** The key dir's trash/, made if it is not there. */
+async function makeTrash(dir: string): Promise<string> {
+  const trash = path.join(dir, 'trash');
+  await fs.mkdir(trash, { recursive: true, mode: 0o700 });
+  return trash;
 }
 
 /** The same git dirs, in the same order. */
