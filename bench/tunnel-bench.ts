@@ -221,6 +221,24 @@ async function oneAtATime(env: NodeJS.ProcessEnv, dir: string, name: string): Pr
   return { cwd, between };
 }
 
+/**
+ * Launches in the repository `repo.cwd` while another session holds it, as a second llxprt in the
+ * same project: the sandbox git dir is shared, nothing is copied. Each waits until the last one's
+ * session ended, with no pause.
+ */
+async function besideAHolder(env: NodeJS.ProcessEnv, repo: { cwd: string }): Promise<{ place: { cwd: string; between: () => Promise<void> }; release: () => Promise<void> }> {
+  const holder = await acquireSession({ engine: 'podman', env, cwd: repo.cwd, sshAgent: 'off', label: 'holder' });
+  const between = async (): Promise<void> => {
+    await waitFor(async () => (await listSessions(env)).every((session) => session.label !== 'llxprt'), 'the last launch\'s session to end', 30_000);
+  };
+  return {
+    place: { cwd: repo.cwd, between },
+    release: async () => {
+      await holder.release();
+    },
+  };
+}
+
 async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string, string, string][]> {
   const rows: [string, string, string][] = [];
   const baseRows: [string, string, string][] = [];
@@ -253,12 +271,27 @@ async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string,
       [`(10) sandboxd/llxprt on ${name}: where it goes`, `${merged.toFixed(1)} ms`, launchShares(launch)],
       [`(10) sandboxd/llxprt on ${name}, bare process: arguments merged`, `${median(bare.mergedMs).toFixed(1)} ms`, `nothing loaded before; import ${median(bare.importMs).toFixed(1)} ms, the daemon's share ${median(bare.daemonMs).toFixed(1)} ms`],
     );
-    const inRepo = await llxprtLaunchCost(command, 'llxprt', env, daemonSocket, path.join(dir, `llxprt-${name.replaceAll(/\W+/g, '-')}-repo`), LLXPRT_RUNS, await oneAtATime(env, dir, name));
-    rows.push([
-      `(10) sandboxd/llxprt on ${name}, in a git repository no session holds: arguments merged`,
-      `${median(inRepo.mergedMs).toFixed(1)} ms`,
-      `the daemon's share ${median(inRepo.daemonMs).toFixed(1)} ms (its fresh sandbox git dir); one launch at a time, ${String(LAUNCH_PAUSE_MS)} ms apart`,
-    ]);
+    const repo = await oneAtATime(env, dir, name);
+    const inRepo = await llxprtLaunchCost(command, 'llxprt', env, daemonSocket, path.join(dir, `llxprt-${name.replaceAll(/\W+/g, '-')}-repo`), LLXPRT_RUNS, repo);
+    const holder = await besideAHolder(env, repo);
+    let held: LaunchCost;
+    try {
+      held = await llxprtLaunchCost(command, 'llxprt', env, daemonSocket, path.join(dir, `llxprt-${name.replaceAll(/\W+/g, '-')}-held`), LLXPRT_RUNS, holder.place);
+    } finally {
+      await holder.release();
+    }
+    rows.push(
+      [
+        `(10) sandboxd/llxprt on ${name}, in a git repository no session holds: arguments merged`,
+        `${median(inRepo.mergedMs).toFixed(1)} ms`,
+        `the daemon's share ${median(inRepo.daemonMs).toFixed(1)} ms (its fresh sandbox git dir); one launch at a time, ${String(LAUNCH_PAUSE_MS)} ms apart`,
+      ],
+      [
+        `(10) sandboxd/llxprt on ${name}, in a git repository another session holds: arguments merged`,
+        `${median(held.mergedMs).toFixed(1)} ms`,
+        `the daemon's share ${median(held.daemonMs).toFixed(1)} ms (the sandbox git dir shared): a second launch in the same project`,
+      ],
+    );
     if (name.startsWith('bun')) {
       const bundled = await at('bundled');
       const nodeNet = await at('node-net');

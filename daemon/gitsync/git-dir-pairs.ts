@@ -56,21 +56,44 @@ async function hexLengthOf(facts: GitDirFacts): Promise<HexLength> {
   return lastValue(entries, 'extensions', 'objectformat')?.toLowerCase() === 'sha256' ? 64 : 40;
 }
 
-/** Every git dir of the repository whose common dir `facts` describes, the common dir first. */
-export async function gitDirPairs(facts: GitDirFacts): Promise<GitDirPair[]> {
-  const pairs: GitDirPair[] = [];
-  const visit = async (gitDir: GitDirFacts, kind: 'common' | 'module'): Promise<void> => {
-    const hexLength = await hexLengthOf(gitDir);
-    pairs.push({ rel: path.relative(facts.dir, gitDir.dir), host: gitDir.dir, kind, hexLength });
+/** Where one of the repository's git dirs lies, known from the layout alone (its object format needs its config read). */
+export type GitDirPlace = Omit<GitDirPair, 'hexLength'>;
+
+/** Each git dir of the repository, the common dir first, with the git dir whose config names its object format. */
+function placesOf(facts: GitDirFacts): { place: GitDirPlace; format: GitDirFacts }[] {
+  const found: { place: GitDirPlace; format: GitDirFacts }[] = [];
+  const visit = (gitDir: GitDirFacts, kind: 'common' | 'module'): void => {
+    found.push({ place: { rel: path.relative(facts.dir, gitDir.dir), host: gitDir.dir, kind }, format: gitDir });
     for (const worktree of gitDir.worktrees) {
       if (worktree.own !== null) continue;
-      pairs.push({ rel: path.relative(facts.dir, worktree.admin), host: worktree.admin, kind: 'worktree', hexLength });
-      for (const module of worktree.modules) await visit(module, 'module');
+      found.push({ place: { rel: path.relative(facts.dir, worktree.admin), host: worktree.admin, kind: 'worktree' }, format: gitDir });
+      for (const module of worktree.modules) visit(module, 'module');
     }
-    for (const module of gitDir.modules) await visit(module, 'module');
+    for (const module of gitDir.modules) visit(module, 'module');
   };
-  await visit(facts, 'common');
-  return pairs;
+  visit(facts, 'common');
+  return found;
+}
+
+/**
+ * Every git dir of the repository whose common dir `facts` describes, in gitDirPairs' order, without
+ * reading anything: what a print of the host's state needs to start.
+ */
+export function gitDirPlaces(facts: GitDirFacts): GitDirPlace[] {
+  return placesOf(facts).map(({ place }) => place);
+}
+
+/** Every git dir of the repository whose common dir `facts` describes, the common dir first; each config read once, all at once. */
+export async function gitDirPairs(facts: GitDirFacts): Promise<GitDirPair[]> {
+  const formats = new Map<GitDirFacts, Promise<HexLength>>();
+  const formatOf = (gitDir: GitDirFacts): Promise<HexLength> => {
+    const known = formats.get(gitDir);
+    if (known !== undefined) return known;
+    const length = hexLengthOf(gitDir);
+    formats.set(gitDir, length);
+    return length;
+  };
+  return Promise.all(placesOf(facts).map(async ({ place, format }) => ({ ...place, hexLength: await formatOf(format) })));
 }
 
 /** Git follows at most this many levels of alternates. */

@@ -2,7 +2,7 @@ import { constants, lstat, promises as fs, readdir, type Dirent, type Stats } fr
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import { identity, listDir } from '../os/untrusted-files.js';
-import type { GitDirPair } from './git-dir-pairs.js';
+import type { GitDirPair, GitDirPlace } from './git-dir-pairs.js';
 import { isObjectId, isValidRefName } from './ref-names.js';
 import { fileIdentity, isSyncedRef, type LooseRef } from './sandbox-refs.js';
 
@@ -117,7 +117,7 @@ async function copyTree(from: string, to: string, name: string, pair: GitDirPair
 }
 
 /** Whether a top-level file of a host git dir is state the copy takes. */
-export function keptFile(pair: GitDirPair, name: string): boolean {
+export function keptFile(pair: Pick<GitDirPlace, 'kind'>, name: string): boolean {
   return STATE_FILE.test(name) || PLAIN_FILES.has(name) || SHARED_INDEX.test(name) || (pair.kind === 'worktree' && WORKTREE_FILES.has(name));
 }
 
@@ -177,7 +177,7 @@ function listQuietly(dir: string): Promise<Dirent[]> {
  * Sibling directories are walked at once, each listed while it is looked at: the walk is a chain of
  * file-system round trips as long as the deepest path rather than as the whole tree.
  */
-export async function gitDirStatePrint(pair: GitDirPair, budget: CopyBudget, print: StatePrint): Promise<void> {
+export async function gitDirStatePrint(pair: GitDirPlace, budget: CopyBudget, print: StatePrint): Promise<void> {
   const stats = async (files: readonly string[]): Promise<(Stats | null)[]> => {
     for (const file of files) budget.take(file);
     const found = await Promise.all(files.map((file) => lstatQuietly(file)));

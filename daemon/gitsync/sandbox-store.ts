@@ -10,7 +10,7 @@ import { stableHash } from '../os/text.js';
 import { identity, listDir, lstatOrNull, readControlFile } from '../os/untrusted-files.js';
 import type { GitDirFacts } from '../plan/git/git-dir.js';
 import type { SandboxGitDir } from '../plan/git/git.js';
-import { containerObjectsPath, gitDirPairs, hasAlternates, objectStores, sandboxPath, type GitDirPair } from './git-dir-pairs.js';
+import { containerObjectsPath, gitDirPairs, gitDirPlaces, hasAlternates, objectStores, sandboxPath, type GitDirPair, type GitDirPlace } from './git-dir-pairs.js';
 import { copyGitDirState, CopyBudget, FILE_MODE, gitDirStatePrint, keptFile, makeDir, StatePrint, type PairBase } from './sandbox-copy.js';
 
 /**
@@ -224,10 +224,8 @@ export class SandboxStore {
    */
   async stillHost(state: SandboxState, facts: GitDirFacts): Promise<boolean> {
     if (state.used || state.hostPrint === null) return false;
-    const hostPairs = await gitDirPairs(facts);
-    if (!samePairs(hostPairs, state.pairs)) return false;
-    const print = await statePrint(hostPairs);
-    if (print === null || print.print !== state.hostPrint) return false;
+    const [hostPairs, print] = await Promise.all([gitDirPairs(facts), statePrint(gitDirPlaces(facts))]);
+    if (!samePairs(hostPairs, state.pairs) || print === null || print.print !== state.hostPrint) return false;
     state.stores = print.stores;
     return true;
   }
@@ -285,24 +283,27 @@ export class SandboxStore {
   async takeSpare(commonDir: string, facts: GitDirFacts): Promise<SandboxState | null> {
     const dir = this.dirOf(this.keyOf(commonDir));
     const spare = path.join(dir, 'spare');
-    // The host is printed while the spare's record is read: the print needs only the host's git dirs.
+    // The host is printed while the spare's record and the host's configs are read: the print needs
+    // only where the host's git dirs are (their object formats are compared with the pairs).
+    const printed = statePrint(gitDirPlaces(facts));
     const hostPairs = gitDirPairs(facts);
-    const printed = hostPairs.then(statePrint);
-    printed.catch(() => undefined);
+    hostPairs.catch(() => undefined);
     const [record] = await readRecordFile(path.join(spare, 'spare.json'), 'spares', 1, SpareRecord, this.logger);
     const pairs = record?.pairs.map(pairOf);
     if (record === undefined || pairs === undefined || record.commonDir !== commonDir || !samePairs(await hostPairs, pairs)) {
       await this.discardSpare(spare);
       return null;
     }
-    // Used once: its record goes before it can be taken.
+    // Used once: its record goes before it can be taken. Where the old copy goes is made meanwhile.
+    const trashMade = makeTrash(dir);
+    trashMade.catch(() => undefined);
     const [print] = await Promise.all([printed, removeFile(path.join(spare, 'spare.json'))]);
     if (print === null || print.print !== record.print) {
       await this.discardSpare(spare);
       return null;
     }
-    await this.setAside(dir, spare);
-    await fs.rmdir(spare).catch(() => this.discardSpare(spare));
+    // The spare/ it leaves empty is set aside with the next spare's making (or a start's sweep).
+    await this.setAside(dir, spare, trashMade);
     return this.finish(commonDir, pairs, record.print, print.stores);
   }
 
@@ -316,8 +317,7 @@ export class SandboxStore {
 
   private async discardSpare(spare: string): Promise<void> {
     if ((await lstatOrNull(spare).catch(() => null)) === null) return;
-    const trash = path.join(path.dirname(spare), 'trash');
-    await fs.mkdir(trash, { recursive: true, mode: 0o700 });
+    const trash = await makeTrash(path.dirname(spare));
     await fs.rename(spare, path.join(trash, `spare-${Date.now()}-${randomBytes(4).toString('hex')}`));
   }
 
@@ -340,27 +340,28 @@ export class SandboxStore {
   }
 
   /**
-   * The files the plan mounts for `state` (written by refresh), each git dir looked at at once. The
-   * object stores are the ones the print taken with the state found, or walked when it has none.
+   * The files the plan mounts for `state` (written by refresh), each git dir looked at at once. Which
+   * of them exist is read from one listing of ro/, which only the daemon writes. The object stores
+   * are the ones the print taken with the state found, or walked when it has none.
    */
   async mountFiles(state: SandboxState): Promise<SandboxFiles> {
     const ro = path.join(state.dir, 'ro');
+    const written = new Set((await listDir(ro)).map((entry) => entry.name));
     const looks = await Promise.all(
       state.pairs.map(async (pair) => {
         const at = (name: string) => path.join(state.commonDir, pair.rel, name);
-        const source = (name: string) => path.join(ro, `${stableHash(pair.rel, 16)}.${name}`);
+        const file = (name: string) => `${stableHash(pair.rel, 16)}.${name}`;
+        const source = (name: string) => path.join(ro, file(name));
         const files: SandboxFiles['files'] = [];
         if (pair.kind === 'worktree') {
-          const names = ['gitdir', 'commondir', 'config.worktree'];
-          const found = await Promise.all(names.map((name) => exists(source(name))));
-          for (const [index, name] of names.entries()) if (found[index] === true) files.push({ source: source(name), target: at(name), kind: name === 'config.worktree' ? 'config' : 'pointer' });
+          for (const name of ['gitdir', 'commondir', 'config.worktree']) if (written.has(file(name))) files.push({ source: source(name), target: at(name), kind: name === 'config.worktree' ? 'config' : 'pointer' });
           return { files, hooks: [], stores: [] };
         }
-        const [worktreeConfig, stores] = await Promise.all([exists(source('config.worktree')), state.stores?.get(pair.rel) ?? storesOf(pair)]);
+        const stores = await (state.stores?.get(pair.rel) ?? storesOf(pair));
         // A submodule's config is the sandbox's to write (`git submodule update` sets its core.worktree
         // each time); the host never reads it. The repository's own stays read-only unless asked.
         if (pair.kind === 'common') files.push({ source: source('config'), target: at('config'), kind: 'config' });
-        if (worktreeConfig) files.push({ source: source('config.worktree'), target: at('config.worktree'), kind: 'config' });
+        if (written.has(file('config.worktree'))) files.push({ source: source('config.worktree'), target: at('config.worktree'), kind: 'config' });
         files.push({ source: source('alternates'), target: at('objects/info/alternates'), kind: 'alternates' });
         return { files, hooks: [at('hooks')], stores };
       }),
@@ -395,9 +396,8 @@ export class SandboxStore {
    * freed. What was set aside is removed later, off an acquire's path: by the next spare's making
    * or the next daemon's start (emptyTrash).
    */
-  private async setAside(dir: string, from: string | null = null): Promise<void> {
-    const trash = path.join(dir, 'trash');
-    await fs.mkdir(trash, { recursive: true, mode: 0o700 });
+  private async setAside(dir: string, from: string | null = null, trashMade = makeTrash(dir)): Promise<void> {
+    const trash = await trashMade;
     const aside = async (name: string): Promise<void> => {
       try {
         await fs.rename(path.join(dir, name), path.join(trash, `${name}-${Date.now()}-${randomBytes(4).toString('hex')}`));
@@ -490,10 +490,10 @@ async function keepBase(root: string, base: string, pairs: readonly PairState[])
  * The print of everything the copy and the daemon's files read of the host's git dirs (and when the
  * newest of them changed); null past the copy's bound (never proven).
  */
-async function statePrint(pairs: readonly GitDirPair[]): Promise<{ print: string; newestMs: number; stores: Map<string, KnownStore[]> } | null> {
+async function statePrint(pairs: readonly GitDirPlace[]): Promise<{ print: string; newestMs: number; stores: Map<string, KnownStore[]> } | null> {
   const budget = new CopyBudget(MAX_COPY_ENTRIES);
   const stores = new Map<string, KnownStore[]>();
-  const pairPrint = async (pair: GitDirPair): Promise<{ text: string; newestMs: number }> => {
+  const pairPrint = async (pair: GitDirPlace): Promise<{ text: string; newestMs: number }> => {
     const print = new StatePrint();
     // What the daemon's read-only files are written from: configs, pointers, the object stores and their alternates.
     const inputs = async (): Promise<void> => {
@@ -515,7 +515,8 @@ async function statePrint(pairs: readonly GitDirPair[]): Promise<{ print: string
       );
     };
     await Promise.all([gitDirStatePrint(pair, budget, print), inputs()]);
-    const header = `${pair.rel}\0${pair.host}\0${pair.kind}\0${pair.hexLength}\0${(stores.get(pair.rel) ?? []).map((known) => known.store).join('\0')}`;
+    // The object format is not in it: read from the config (whose identity is), it is compared with each pair's.
+    const header = `${pair.rel}\0${pair.host}\0${pair.kind}\0${(stores.get(pair.rel) ?? []).map((known) => known.store).join('\0')}`;
     return { text: `${header}\n${print.text()}`, newestMs: print.newestMs };
   };
   try {
@@ -524,6 +525,13 @@ async function statePrint(pairs: readonly GitDirPair[]): Promise<{ print: string
   } catch {
     return null;
   }
+}
+
+/** The key dir's trash/, made if it is not there. */
+async function makeTrash(dir: string): Promise<string> {
+  const trash = path.join(dir, 'trash');
+  await fs.mkdir(trash, { recursive: true, mode: 0o700 });
+  return trash;
 }
 
 /** The same git dirs, in the same order. */
@@ -539,8 +547,4 @@ function samePair(a: GitDirPair, b: GitDirPair | undefined): boolean {
 async function storesOf(pair: GitDirPair): Promise<KnownStore[]> {
   const dirs = await objectStores(path.join(pair.host, 'objects'));
   return Promise.all(dirs.map(async (store) => ({ store, alternates: await hasAlternates(store) })));
-}
-
-async function exists(file: string): Promise<boolean> {
-  return (await lstatOrNull(file).catch(() => null)) !== null;
 }

@@ -48,6 +48,26 @@ describe('SandboxStore.refresh', () => {
     expect(pair?.base.packed).not.toBeNull();
   });
 
+  it("mounts the daemon's read-only files as it wrote them: each worktree's pointers, a config.worktree only where the host has one", async () => {
+    const dir = repo('mount-files');
+    git(dir, 'worktree', 'add', '-q', '-b', 'one', `${dir}-one`);
+    git(dir, 'worktree', 'add', '-q', '-b', 'two', `${dir}-two`);
+    writeFileSync(path.join(dir, '.git', 'worktrees', 'mount-files-one', 'config.worktree'), '[core]\n\tabbrev = 12\n');
+    const { store, state } = await refreshed(dir);
+    const mounted = (await store.mountFiles(state)).files.map((file) => `${path.relative(state.commonDir, file.target)} ${file.kind}`);
+    expect(mounted.sort()).toEqual(
+      [
+        'config config',
+        'objects/info/alternates alternates',
+        'worktrees/mount-files-one/commondir pointer',
+        'worktrees/mount-files-one/config.worktree config',
+        'worktrees/mount-files-one/gitdir pointer',
+        'worktrees/mount-files-two/commondir pointer',
+        'worktrees/mount-files-two/gitdir pointer',
+      ].sort(),
+    );
+  });
+
   it("tells when the host moved since a copy no session held: an unchanged repository needs no copy", async () => {
     const dir = repo('moved');
     // Settled at once: a commit renames files into place, another identity whatever the tick.
@@ -153,6 +173,8 @@ describe('SandboxStore spare (the next fresh copy, made ahead)', () => {
       },
     ],
     ['the config changed', (dir) => git(dir, 'config', 'core.abbrev', '12')],
+    // The host is printed while the configs are read for their object formats: a format named meanwhile still shows.
+    ['the object format named in the config', (dir) => git(dir, 'config', 'extensions.objectFormat', 'sha256')],
     ['a linked worktree added', (dir) => git(dir, 'worktree', 'add', '-q', `${dir}-wt`)],
   ];
 
