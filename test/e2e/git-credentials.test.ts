@@ -426,13 +426,12 @@ describe.skipIf(labMissing)('HTTPS credentials from the host\'s helpers, get onl
       const exec = await running(client.plan, ownEnv, []);
       await restart(own, ownEnv, 'sandboxd restart', client.id);
       await waitFor(() => logLines(own, 'a renewed session took its socket over').some((line) => line.name === 'git-credential'), 'the renewal to take the credential socket over', 60_000, 200);
-      const [renewed] = await listSessions(ownEnv);
-      expect(renewed?.id).toBeDefined();
-      expect(renewed?.id).not.toBe(client.id);
+      // The renewal takes the socket over before its session is added to the list.
+      const renewed = await waitFor(async () => (await listSessions(ownEnv)).find((session) => session.id !== client.id), 'the renewed session to be listed', 30_000, 100);
       const answered = await exec(`HOST=${server.host}; ${fill}`);
       expect(answered.stdout).toBe(`protocol=https\nhost=${server.host}\nusername=${USER}\npassword=${TOKEN}\nrc=0`);
       const lines = logLines(own, 'credential answered');
-      expect(lines.at(-1)).toMatchObject({ sessionId: renewed?.id, host: server.host });
+      expect(lines.at(-1)).toMatchObject({ sessionId: renewed.id, host: server.host });
       expect(lines.at(-1)).not.toHaveProperty('kept');
     });
 

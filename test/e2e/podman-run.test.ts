@@ -99,9 +99,12 @@ describe.skipIf(labMissing)('sandboxd run with real podman containers (Linux dir
 
   it('forwards SIGTERM to the engine and exits with the container\'s code', async () => {
     const { env, image } = await setup();
+    // The container says it started a second after it did: podman 4.3 (this lab's) installs its signal
+    // proxy only once the container has started and its output flows, so a signal in between ends
+    // podman instead of reaching the container (newer podman installs it first).
     const child = execa(
       process.execPath,
-      [CLI, 'run', '--quiet', '--engine', 'podman', '--ssh-agent', 'off', '--', '--rm', '--network', 'none', image, 'sh', '-c', 'trap "echo got-term; exit 42" TERM; echo started; sleep 30 & wait'],
+      [CLI, 'run', '--quiet', '--engine', 'podman', '--ssh-agent', 'off', '--', '--rm', '--network', 'none', image, 'sh', '-c', 'trap "echo got-term; exit 42" TERM; sleep 1; echo started; sleep 30 & wait'],
       { env, reject: false, timeout: 60_000, extendEnv: false },
     );
     let out = '';
