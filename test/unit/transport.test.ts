@@ -24,12 +24,23 @@ async function answering(status: number, body: unknown): Promise<string> {
     res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'sandboxd-protocol': String(PROTOCOL_VERSION) });
     res.end(text);
   });
+  return listening(server, dir);
+}
+
+/** `server` listening on `s.sock` in `dir`, both gone at the test's end. */
+async function listening(server: http.Server, dir: string): Promise<string> {
   const socketPath = path.join(dir, 's.sock');
   await new Promise<void>((resolve) => server.listen(socketPath, resolve));
   cleanup.add(() => {
     rmSync(dir, { recursive: true, force: true });
   });
-  cleanup.add(() => new Promise((resolve) => server.close(resolve)));
+  cleanup.add(
+    () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(resolve);
+      }),
+  );
   return socketPath;
 }
 
@@ -106,18 +117,7 @@ describe('client transport', () => {
         });
       });
     });
-    const socketPath = path.join(dir, 's.sock');
-    await new Promise<void>((resolve) => server.listen(socketPath, resolve));
-    cleanup.add(() => {
-      rmSync(dir, { recursive: true, force: true });
-    });
-    cleanup.add(
-      () =>
-        new Promise((resolve) => {
-          server.closeAllConnections();
-          server.close(resolve);
-        }),
-    );
+    const socketPath = await listening(server, dir);
     const whileWaiting = (): void => {
       events.push('while waiting');
       ran();
