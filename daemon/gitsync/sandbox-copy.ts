@@ -26,6 +26,9 @@ const WORKTREE_FILES = new Set(['gitdir', 'commondir']);
 const COPY_PARALLEL = 16;
 const REF_FILE_MAX_BYTES = 1024;
 
+/** A refresh copies (and a print looks at) at most this many refs, reflogs and state files. */
+export const MAX_COPY_ENTRIES = 1_000_000;
+
 export const DIR_MODE = 0o777;
 export const FILE_MODE = 0o666;
 

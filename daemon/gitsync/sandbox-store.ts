@@ -10,8 +10,9 @@ import { stableHash } from '../os/text.js';
 import { identity, listDir, lstatOrNull, readControlFile } from '../os/untrusted-files.js';
 import type { GitDirFacts } from '../plan/git/git-dir.js';
 import type { SandboxGitDir } from '../plan/git/git.js';
-import { containerObjectsPath, gitDirPairs, gitDirPlaces, hasAlternates, objectStores, sandboxPath, type GitDirPair, type GitDirPlace } from './git-dir-pairs.js';
-import { copyGitDirState, CopyBudget, FILE_MODE, gitDirStatePrint, keptFile, makeDir, StatePrint, type PairBase } from './sandbox-copy.js';
+import { containerObjectsPath, gitDirPairs, gitDirPlaces, hasAlternates, objectStores, sandboxPath, type GitDirPair } from './git-dir-pairs.js';
+import { copyGitDirState, CopyBudget, FILE_MODE, makeDir, MAX_COPY_ENTRIES, type PairBase } from './sandbox-copy.js';
+import { statePrint, type KnownStore } from './state-print.js';
 
 /**
  * The sandbox's own git dirs, one per repository (keyed by the host's outer common dir), kept in
@@ -32,19 +33,12 @@ import { copyGitDirState, CopyBudget, FILE_MODE, gitDirStatePrint, keptFile, mak
  *               gets the next one
  */
 
-/** A refresh copies at most this many refs, reflogs and state files. */
-const MAX_COPY_ENTRIES = 1_000_000;
 /** Directories under refs/ looked at for a fingerprint; a repository with more is always refreshed. */
 const MAX_FINGERPRINT_DIRS = 4096;
 const CONFIG_MAX_BYTES = 1024 * 1024;
 const POINTER_MAX_BYTES = 4096;
 /** A spare is made only of host git dirs whose newest change is older than this (a 1 s timestamp tick, and more). */
 export const SPARE_SETTLE_MS = 2500;
-/**
- * The host files writeDaemonFiles reads besides the object stores, of a git dir of each kind; those
- * the copy takes too (config.worktree, a worktree's gitdir and commondir) are in its print already.
- */
-const DAEMON_FILE_INPUTS = { common: ['config', 'config.worktree'], module: ['config', 'config.worktree'], worktree: ['config.worktree', 'gitdir', 'commondir'] } as const;
 
 /**
  * Lines the sandbox's copy of a config gets: whatever uid the container writes as (a rootless
@@ -83,12 +77,6 @@ const SpareRecord = z.strictObject({
 /** One git dir of the repository with the state its sandbox copy started from. */
 export interface PairState extends GitDirPair {
   base: PairBase;
-}
-
-/** A host object store the plan mounts read-only, and whether it names alternates of its own. */
-export interface KnownStore {
-  store: string;
-  alternates: boolean;
 }
 
 /** A sandbox git dir as it is on disk. */
@@ -483,47 +471,6 @@ async function keepBase(root: string, base: string, pairs: readonly PairState[])
   for (const pair of pairs) {
     if (pair.base.packed === null) continue;
     await fs.link(path.join(sandboxPath(root, pair), 'packed-refs'), path.join(base, `${stableHash(pair.rel, 16)}.packed-refs`));
-  }
-}
-
-/**
- * The print of everything the copy and the daemon's files read of the host's git dirs (and when the
- * newest of them changed); null past the copy's bound (never proven).
- */
-async function statePrint(pairs: readonly GitDirPlace[]): Promise<{ print: string; newestMs: number; stores: Map<string, KnownStore[]> } | null> {
-  const budget = new CopyBudget(MAX_COPY_ENTRIES);
-  const stores = new Map<string, KnownStore[]>();
-  const pairPrint = async (pair: GitDirPlace): Promise<{ text: string; newestMs: number }> => {
-    const print = new StatePrint();
-    // What the daemon's read-only files are written from: configs, pointers, the object stores and their alternates.
-    const inputs = async (): Promise<void> => {
-      const files = DAEMON_FILE_INPUTS[pair.kind].filter((name) => !keptFile(pair, name)).map((name) => path.join(pair.host, name));
-      const found = await Promise.all(files.map((file) => lstatOrNull(file).catch(() => null)));
-      files.forEach((file, index) => {
-        print.add(file, found[index] ?? null);
-      });
-      if (pair.kind === 'worktree') return;
-      const dirs = await objectStores(path.join(pair.host, 'objects'));
-      const alternates = dirs.map((store) => path.join(store, 'info', 'alternates'));
-      const named = await Promise.all(alternates.map((file) => lstatOrNull(file).catch(() => null)));
-      alternates.forEach((file, index) => {
-        print.add(file, named[index] ?? null);
-      });
-      stores.set(
-        pair.rel,
-        dirs.map((store, index) => ({ store, alternates: named[index] !== null })),
-      );
-    };
-    await Promise.all([gitDirStatePrint(pair, budget, print), inputs()]);
-    // The object format is not in it: read from the config (whose identity is), it is compared with each pair's.
-    const header = `${pair.rel}\0${pair.host}\0${pair.kind}\0${(stores.get(pair.rel) ?? []).map((known) => known.store).join('\0')}`;
-    return { text: `${header}\n${print.text()}`, newestMs: print.newestMs };
-  };
-  try {
-    const prints = await Promise.all(pairs.map(pairPrint));
-    return { print: stableHash(prints.map((print) => print.text).join('\n'), 32), newestMs: Math.max(0, ...prints.map((print) => print.newestMs)), stores };
-  } catch {
-    return null;
   }
 }
 
