@@ -45,8 +45,16 @@ const STATE_WRITE_ERRORS = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO']);
 /** Sessions ended for a bound whose reason is kept for their clients. */
 const ENDED_FOR_CAUSE_KEPT = 1024;
 
-/** How many times a spare is tried for once a repository's last session ended. */
+/** How many times the next copy is tried for once a repository's last session ended. */
 const SPARE_TRIES = 3;
+
+/**
+ * Copies made ahead whose watches are set ahead too (the most recently made), and the most
+ * directories each may watch so: idle watches stay a small share of the system's (inotify's
+ * max_user_watches; on macOS each watched path is in the loop's one FSEvents stream).
+ */
+export const WATCHED_AHEAD = 8;
+export const WATCHES_AHEAD = 64;
 
 /** How long after a start the copies earlier acquires set aside are removed. */
 const TRASH_DELAY_MS = 10_000;
@@ -70,12 +78,14 @@ export class GitSync {
   private readonly pins = new Map<string, { print: string; pins: WorkTreePins }>();
   /** Sessions ended because their sandbox git dir exceeded a bound, with why, for their clients' renewal and release. */
   private readonly endedForCause = new Map<string, SessionGit>();
-  /** The last acquire's repository facts per repository: what a spare is copied from. */
+  /** The last acquire's repository facts per repository: what the next copy is made from. */
   private readonly facts = new Map<string, GitRepo['outer']>();
-  /** Work off the acquires' path (spares being made, the trash emptied), awaited by close. */
+  /** Work off the acquires' path (copies made ahead, the trash emptied), awaited by close. */
   private readonly spares = new Set<Promise<void>>();
   /** Cancels of the timers that start such work: close cancels what has not started. */
   private readonly later = new Set<() => void>();
+  /** Repositories no session holds whose copy made ahead is watched already, oldest first. */
+  private readonly watchedAhead = new Set<RepoSync>();
   private closing = false;
   /** What a previous daemon left is known before any acquire decides to refresh a sandbox git dir. */
   private ready: Promise<void> = Promise.resolve();
@@ -99,7 +109,7 @@ export class GitSync {
    */
   start(): Promise<void> {
     this.ready = (async () => {
-      await this.store.sweepSpares();
+      await this.store.discardSpares();
       // What earlier acquires set aside goes once the start's first acquires are served: removing
       // it competes with them for the file system.
       this.afterDelay(TRASH_DELAY_MS, () => {
@@ -139,10 +149,13 @@ export class GitSync {
     const key = this.store.keyOf(outer.commonDir);
     const files = await this.locked(key, async () => {
       let sync = this.repos.get(key);
+      // Its watches, set ahead or not, are this session's from here (or go with a refresh).
+      if (sync !== undefined) this.watchedAhead.delete(sync);
       if (sync === undefined || !sync.live) {
         const state = sync?.state ?? (await this.store.loadAll().then((states) => states.find((candidate) => candidate.key === key)));
+        // The copy made ahead (or one every acquire on failed before its answer) when it is provably the host's state.
         const fresh = state !== undefined && (await this.store.stillHost(state, outer.facts));
-        const next = fresh ? state : ((await this.takeSpare(outer.commonDir, outer.facts)) ?? (await this.stateWrite(() => this.store.refresh(outer.commonDir, outer.facts))));
+        const next = fresh ? state : await this.stateWrite(() => this.store.refresh(outer.commonDir, outer.facts));
         if (sync === undefined) {
           sync = this.repoSync(next);
           this.repos.set(key, sync);
@@ -292,15 +305,26 @@ export class GitSync {
   }
 
   /**
-   * Once the last session on a repository ended (its last sync done), the next acquire's fresh copy
-   * is made now, off the launch's path; it waits behind the repository's lock like any refresh. A
-   * host that changed too recently to be proven later (the last sync moved its refs) is looked at
-   * again once that settled.
+   * Once the last session on a repository ended (its last sync done, and it brought everything
+   * home or kept it on the host), the next acquire's fresh copy is made in place now, off the
+   * launch's path, with its watches and the files the plan mounts: that acquire proves it by the
+   * host's print (stillHost) and finds the rest ready. It holds the repository's lock, so an acquire
+   * meanwhile waits and proves what it finds. A host that changed too recently to be proven later
+   * (the last sync moved its refs) is looked at again once that settled; a last sync that failed
+   * leaves the copy as it is (a restarted daemon syncs it again), for the next acquire to set aside.
    */
   private spareAfter(key: string, sync: RepoSync, tries = SPARE_TRIES): void {
     const outer = this.facts.get(key);
     if (this.closing || sync.live || outer === undefined || tries === 0) return;
-    this.track(this.locked(key, async () => (sync.live ? true : this.store.prepareSpare(outer.commonDir, outer.facts))).then(
+    const renew = async (): Promise<boolean> => {
+      if (sync.live || sync.status().error !== null) return true;
+      const state = await this.store.renew(outer.commonDir, outer.facts);
+      if (state === null) return false;
+      sync.reset(state);
+      await Promise.all([this.watchAhead(sync), this.mountFiles(sync).catch(() => undefined)]);
+      return true;
+    };
+    this.track(this.locked(key, renew).then(
       (done) => {
         if (done) return;
         this.afterDelay(SPARE_SETTLE_MS, () => {
@@ -313,6 +337,21 @@ export class GitSync {
     ));
   }
 
+  /**
+   * The copy made ahead watched now, within WATCHES_AHEAD; the repository that had them longest
+   * loses its idle watches past WATCHED_AHEAD (its next acquire walks, as one with none does).
+   */
+  private async watchAhead(sync: RepoSync): Promise<void> {
+    this.watchedAhead.delete(sync);
+    if (!(await sync.watchAhead(WATCHES_AHEAD))) return;
+    this.watchedAhead.add(sync);
+    for (const oldest of this.watchedAhead) {
+      if (this.watchedAhead.size <= WATCHED_AHEAD) break;
+      this.watchedAhead.delete(oldest);
+      oldest.unwatchAhead();
+    }
+  }
+
   /** Background work that starts after `ms` unless the daemon closes first. */
   private afterDelay(ms: number, work: () => void): void {
     const cancel = this.deps.timers.after(ms, () => {
@@ -322,7 +361,7 @@ export class GitSync {
     this.later.add(cancel);
   }
 
-  /** Work off the acquires' path (spares, emptying the trash) that close waits for; it never rejects. */
+  /** Work off the acquires' path (copies made ahead, emptying the trash) that close waits for; it never rejects. */
   private track(work: Promise<unknown>): void {
     const settled = work.then(
       () => undefined,
@@ -332,18 +371,6 @@ export class GitSync {
     );
     this.spares.add(settled);
     void settled.finally(() => this.spares.delete(settled));
-  }
-
-  /** The spare when it is provably the host's state; a failure to take it costs only the copy it would have saved. */
-  private async takeSpare(commonDir: string, facts: GitRepo['outer']['facts']): Promise<SandboxState | null> {
-    try {
-      const state = await this.store.takeSpare(commonDir, facts);
-      if (state !== null) this.deps.logger.debug({ module: 'gitsync', repository: commonDir }, 'took the sandbox git dir made ahead: the host is as it was copied');
-      return state;
-    } catch (error) {
-      this.deps.logger.warn({ module: 'gitsync', repository: commonDir, err: error }, "the sandbox git dir made ahead could not be taken; copying it afresh");
-      return null;
-    }
   }
 
   /**

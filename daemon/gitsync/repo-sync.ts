@@ -161,6 +161,8 @@ export class RepoSync {
   private ran: boolean;
   /** How many git dirs the last look at the watches covered. */
   private watchedPairs = 0;
+  /** The watches were set on a copy no session holds yet (watchAhead): what they see starts no sync. */
+  private ahead = false;
   private closed = false;
 
   constructor(
@@ -177,6 +179,8 @@ export class RepoSync {
 
   /** The sandbox git dir was made afresh: what was known of the old one goes. */
   reset(state: SandboxState): void {
+    // Watches set ahead on the old copy follow it into the trash.
+    this.unwatch();
     this.state = state;
     this.ran = state.used;
     this.loose.clear();
@@ -209,9 +213,12 @@ export class RepoSync {
     const saved = unknown.length > 0 || !this.state.used || newGit ? this.save(unknown, git) : undefined;
     if (waited && !first) this.trigger();
     // A session joining live ones finds the watches in place: each sync looks again after it (a
-    // directory made meanwhile triggers one). The first session, new git dirs, or watches a bound
-    // took away look now (while the record is saved), and a bound exceeded fails this acquire.
-    const watched = !first && this.watchers.size > 0 && this.watchedPairs === this.state.pairs.length ? undefined : this.rewatch();
+    // directory made meanwhile triggers one); so does the first on a copy watched ahead (only the
+    // daemon wrote there since). Otherwise, new git dirs, or watches a bound took away, look now
+    // (while the record is saved), and a bound exceeded fails this acquire.
+    const ready = (!first || this.ahead) && this.watchers.size > 0 && this.watchedPairs === this.state.pairs.length;
+    this.ahead = false;
+    const watched = ready ? undefined : this.rewatch();
     // Both settled before a failure is told: a failed acquire's drop must find every watch in place to close.
     const failed = (await Promise.allSettled([saved, watched])).find((outcome) => outcome.status === 'rejected');
     if (failed !== undefined) {
@@ -225,6 +232,30 @@ export class RepoSync {
     this.state.used = true;
     this.state.git = git;
     await this.deps.store.save(this.state);
+  }
+
+  /**
+   * Watches set on a fresh copy no session holds yet, so that the first session's acquire finds
+   * them in place: until a session's answer only the daemon writes there, and what they see
+   * meanwhile starts no sync. None kept (false) past `limit` directories or when a watch cannot be
+   * set: that acquire walks, and a bound exceeded fails it, as for any copy.
+   */
+  async watchAhead(limit: number): Promise<boolean> {
+    if (this.live || this.closed) return false;
+    try {
+      await this.rewatch(limit);
+    } catch {
+      this.unwatch();
+      return false;
+    }
+    // The repository's lock is held: no session joins meanwhile.
+    this.ahead = this.watchers.size > 0;
+    return this.ahead;
+  }
+
+  /** Idle watches set ahead closed (a bound on how many are kept): the next acquire walks. */
+  unwatchAhead(): void {
+    if (this.ahead) this.unwatch();
   }
 
   /** A session that never got its plan: gone without a sync. */
@@ -584,7 +615,7 @@ export class RepoSync {
   }
 
   /** Watches the directories of the sandbox's git dir where refs and HEAD change. */
-  private async rewatch(): Promise<void> {
+  private async rewatch(limit = MAX_WATCHES): Promise<void> {
     if (this.closed) return;
     const wanted = new Set<string>();
     // Sibling directories are looked at at once (the walk is as long as the deepest ref path), and
@@ -592,7 +623,7 @@ export class RepoSync {
     let counted = 0;
     const count = (more: number): void => {
       counted += more;
-      if (counted > MAX_WATCHES) throw new SyncBound(`the sandbox's git dir has more than ${MAX_WATCHES} directories of refs to watch`);
+      if (counted > limit) throw new SyncBound(`the sandbox's git dir has more than ${String(limit)} directories of refs to watch`);
     };
     const walk = async (sub: string): Promise<void> => {
       if ((await lstatOrNull(sub).catch(() => null))?.isDirectory() !== true) return;
@@ -620,7 +651,7 @@ export class RepoSync {
     for (const dir of wanted) {
       if (this.watchers.has(dir)) continue;
       const watcher = this.deps.watch(dir, () => {
-        this.trigger();
+        if (!this.ahead) this.trigger();
       });
       if (watcher === null) {
         if ((await lstatOrNull(dir).catch(() => null)) === null) continue;
@@ -632,6 +663,7 @@ export class RepoSync {
   }
 
   private unwatch(): void {
+    this.ahead = false;
     for (const watcher of this.watchers.values()) watcher.close();
     this.watchers.clear();
     this.timer?.cancel();

@@ -24,20 +24,17 @@ import { statePrint, type KnownStore } from './state-print.js';
  *   base/       the packed-refs each git dir of s/ started with (hard links to the daemon's copies)
  *   stage/      the daemon's private bare repositories objects are staged in (never mounted)
  *   trash/      sandbox git dirs set aside to be removed
- *   spare/      the next fresh copy, made while no session holds the repository and never mounted:
- *               its s/ and base/, and spare.json (written last) with the print of every host file
- *               and directory the copy read, taken before it read them
  *   record.json what a restarted daemon must know: the base refs, the print of the host's state the
- *               copy was made from, whether a session has held it since it was made (and in which
- *               worktrees); removed when its copy is set aside, written again before a session
- *               gets the next one
+ *               copy was made from (taken before the copy read it), whether a session has held it
+ *               since it was made (and in which worktrees); removed before its copy is set aside,
+ *               written again once the next copy is whole (made ahead) or before a session gets it
  */
 
 /** Directories under refs/ looked at for a fingerprint; a repository with more is always refreshed. */
 const MAX_FINGERPRINT_DIRS = 4096;
 const CONFIG_MAX_BYTES = 1024 * 1024;
 const POINTER_MAX_BYTES = 4096;
-/** A spare is made only of host git dirs whose newest change is older than this (a 1 s timestamp tick, and more). */
+/** A copy is made ahead (renew) only of host git dirs whose newest change is older than this (a 1 s timestamp tick, and more). */
 export const SPARE_SETTLE_MS = 2500;
 
 /**
@@ -68,12 +65,6 @@ export const SandboxRecord = z.strictObject({
   git: z.optional(z.nullable(z.strictObject({ git: z.string().check(z.maxLength(4096)), path: z.string().check(z.maxLength(65_536)) }))),
 });
 export type SandboxRecord = z.infer<typeof SandboxRecord>;
-const SpareRecord = z.strictObject({
-  commonDir: z.string().check(z.maxLength(4096)),
-  pairs: z.array(PairRecord).check(z.maxLength(4096)),
-  print: z.string().check(z.maxLength(200)),
-});
-
 /** One git dir of the repository with the state its sandbox copy started from. */
 export interface PairState extends GitDirPair {
   base: PairBase;
@@ -169,8 +160,8 @@ export class SandboxStore {
   private readonly root: string;
 
   /**
-   * @param settleMs how long ago the newest change to a host git dir must be for a spare to be
-   *   made of it: longer than the coarsest timestamp tick of the file systems git dirs live on.
+   * @param settleMs how long ago the newest change to a host git dir must be for a copy of it to be
+   *   proven later: longer than the coarsest timestamp tick of the file systems git dirs live on.
    */
   constructor(
     stateDir: string,
@@ -206,9 +197,10 @@ export class SandboxStore {
   }
 
   /**
-   * Whether a copy no session has held is still the host's state, as a spare is proven when taken:
-   * the same git dirs, and everything the copy read as it was before the copy (a ref moved, a reflog
-   * appended, a state file, `info/` or a config edited all show).
+   * Whether a copy no session has held (one made ahead, or one every acquire on failed before its
+   * answer) is still the host's state: the same git dirs, and everything the copy read as it was
+   * before the copy (a ref moved, a reflog appended, a state file, `info/` or a config edited all
+   * show).
    */
   async stillHost(state: SandboxState, facts: GitDirFacts): Promise<boolean> {
     if (state.used || state.hostPrint === null) return false;
@@ -223,90 +215,59 @@ export class SandboxStore {
    * set aside (whatever uid wrote it: the rename is in the daemon's own directory), then the host's
    * state copied in, the daemon's read-only files written, the base the sandbox starts from kept.
    * The print of what the copy reads is taken first; it proves the copy later only if the host had
-   * settled (see prepareSpare). The record is the caller's to save, before a session gets it.
+   * settled (see renew). The record is the caller's to save, before a session gets it.
    */
   async refresh(commonDir: string, facts: GitDirFacts): Promise<SandboxState> {
     const dir = await this.keyDir(commonDir);
-    const root = path.join(dir, 's');
     const hostPairs = await gitDirPairs(facts);
     const started = Date.now();
     const [print] = await Promise.all([statePrint(hostPairs), this.setAside(dir)]);
-    const pairs = await copyPairs(hostPairs, root);
-    await keepBase(root, path.join(dir, 'base'), pairs);
-    await this.writeDaemonFiles(path.join(dir, 'ro'), root, pairs);
+    const pairs = await this.copyIn(dir, hostPairs);
     const settled = print !== null && print.newestMs < started - this.settleMs;
     return this.finish(commonDir, pairs, settled ? print.print : null, print?.stores);
   }
 
   /**
-   * The next fresh copy, made ahead of the acquire that takes it (takeSpare): the print of what the
-   * copy reads is taken first, so a host change during or after the copy shows. None (false) when
-   * the host changed within settleMs: a change in the same timestamp tick could leave no trace. A
-   * spare is daemon-private until taken: no container has seen it.
+   * The next acquire's fresh copy, made in place once no session holds the repository (its last
+   * sync done: what was worth keeping of the old copy is home): the host printed first, so a change
+   * during or after the copy shows when the acquire proves it (stillHost); the record goes before
+   * the old copy is set aside and is written, with `used: false` and that print, once the new one
+   * is whole, so a daemon killed in between finds no record and copies afresh. None (null, nothing
+   * touched) when the host changed within settleMs: a change in the same timestamp tick could leave
+   * no trace. Until a session's answer only the daemon writes there: no container has it.
    */
-  async prepareSpare(commonDir: string, facts: GitDirFacts): Promise<boolean> {
+  async renew(commonDir: string, facts: GitDirFacts): Promise<SandboxState | null> {
     const dir = await this.keyDir(commonDir);
-    const spare = path.join(dir, 'spare');
-    // What acquires set aside (and the spare before this one) is removed here, off their path.
-    await this.discardSpare(spare);
+    // What acquires and the last renewal set aside is removed here, off their path.
     await this.emptyTrash(path.join(dir, 'trash'));
-    await fs.mkdir(spare, { mode: 0o700 });
     const hostPairs = await gitDirPairs(facts);
     const started = Date.now();
     const print = await statePrint(hostPairs);
-    if (print === null || print.newestMs >= started - this.settleMs) return false;
-    const pairs = await copyPairs(hostPairs, path.join(spare, 's'));
-    await keepBase(path.join(spare, 's'), path.join(spare, 'base'), pairs);
-    await this.writeDaemonFiles(path.join(spare, 'ro'), path.join(spare, 's'), pairs);
-    const record = { commonDir, pairs: pairs.map(pairRecord), print: print.print };
-    await writeFileAtomic(path.join(spare, 'spare.json'), `${JSON.stringify({ version: 1, spares: [record] })}\n`, 0o600, { durable: false });
-    return true;
+    if (print === null || print.newestMs >= started - this.settleMs) return null;
+    await removeFile(path.join(dir, 'record.json'));
+    await this.setAside(dir);
+    const state = this.finish(commonDir, await this.copyIn(dir, hostPairs), print.print, print.stores);
+    await this.save(state);
+    return state;
   }
 
-  /**
-   * The spare as the repository's fresh sandbox git dir, when it is provably the host's state: the
-   * same git dirs, and every file and directory its copy read as it was before the copy. Otherwise
-   * (or none) null, and the spare goes. Taken or not, a spare is used once.
-   */
-  async takeSpare(commonDir: string, facts: GitDirFacts): Promise<SandboxState | null> {
-    const dir = this.dirOf(this.keyOf(commonDir));
-    const spare = path.join(dir, 'spare');
-    // The host is printed while the spare's record and the host's configs are read: the print needs
-    // only where the host's git dirs are (their object formats are compared with the pairs).
-    const printed = statePrint(gitDirPlaces(facts));
-    const hostPairs = gitDirPairs(facts);
-    hostPairs.catch(() => undefined);
-    const [record] = await readRecordFile(path.join(spare, 'spare.json'), 'spares', 1, SpareRecord, this.logger);
-    const pairs = record?.pairs.map(pairOf);
-    if (record === undefined || pairs === undefined || record.commonDir !== commonDir || !samePairs(await hostPairs, pairs)) {
-      await this.discardSpare(spare);
-      return null;
-    }
-    // Used once: its record goes before it can be taken. Where the old copy goes is made meanwhile.
-    const trashMade = makeTrash(dir);
-    trashMade.catch(() => undefined);
-    const [print] = await Promise.all([printed, removeFile(path.join(spare, 'spare.json'))]);
-    if (print === null || print.print !== record.print) {
-      await this.discardSpare(spare);
-      return null;
-    }
-    // The spare/ it leaves empty is set aside with the next spare's making (or a start's sweep).
-    await this.setAside(dir, spare, trashMade);
-    return this.finish(commonDir, pairs, record.print, print.stores);
+  /** The host's state copied into the key dir's s/, its base kept and the daemon's read-only files written. */
+  private async copyIn(dir: string, hostPairs: readonly GitDirPair[]): Promise<PairState[]> {
+    const root = path.join(dir, 's');
+    const pairs = await copyPairs(hostPairs, root);
+    await keepBase(root, path.join(dir, 'base'), pairs);
+    await this.writeDaemonFiles(path.join(dir, 'ro'), root, pairs);
+    return pairs;
   }
 
-  /** A spare a killed daemon left half made (no spare.json) goes; a whole one is proven when taken. */
-  async sweepSpares(): Promise<void> {
+  /** The spare/ directories a previous daemon version made its copies ahead in go with the trash. */
+  async discardSpares(): Promise<void> {
     for (const child of await listDir(this.root).catch(() => [])) {
       const spare = path.join(this.root, child.name, 'spare');
-      if (child.isDirectory() && (await lstatOrNull(path.join(spare, 'spare.json')).catch(() => null)) === null) await this.discardSpare(spare);
+      if (!child.isDirectory() || (await lstatOrNull(spare).catch(() => null)) === null) continue;
+      const trash = await makeTrash(path.dirname(spare));
+      await fs.rename(spare, path.join(trash, `spare-${Date.now()}-${randomBytes(4).toString('hex')}`));
     }
-  }
-
-  private async discardSpare(spare: string): Promise<void> {
-    if ((await lstatOrNull(spare).catch(() => null)) === null) return;
-    const trash = await makeTrash(path.dirname(spare));
-    await fs.rename(spare, path.join(trash, `spare-${Date.now()}-${randomBytes(4).toString('hex')}`));
   }
 
   private async keyDir(commonDir: string): Promise<string> {
@@ -317,9 +278,9 @@ export class SandboxStore {
   }
 
   /**
-   * A copy in place at s/ (with its base/ and ro/), not yet recorded: the session that holds it
-   * saves its record once, before it answers (a daemon killed before that finds no record and
-   * copies afresh).
+   * A copy in place at s/ (with its base/ and ro/). A refresh's is not yet recorded: the session
+   * that holds it saves its record once, before it answers (a daemon killed before that finds no
+   * record and copies afresh).
    */
   private finish(commonDir: string, pairs: PairState[], hostPrint: string | null, stores: Map<string, KnownStore[]> | undefined): SandboxState {
     const key = this.keyOf(commonDir);
@@ -380,19 +341,17 @@ export class SandboxStore {
 
   /**
    * Sets the sandbox git dir aside, with its record (which describes it, not the copy that comes
-   * next), and moves the one `from` holds (a spare's s/, base/ and ro/) into each place as it is
-   * freed. What was set aside is removed later, off an acquire's path: by the next spare's making
-   * or the next daemon's start (emptyTrash).
+   * next). What was set aside is removed later, off an acquire's path: by the next renewal or the
+   * next daemon's start (emptyTrash).
    */
-  private async setAside(dir: string, from: string | null = null, trashMade = makeTrash(dir)): Promise<void> {
-    const trash = await trashMade;
+  private async setAside(dir: string): Promise<void> {
+    const trash = await makeTrash(dir);
     const aside = async (name: string): Promise<void> => {
       try {
         await fs.rename(path.join(dir, name), path.join(trash, `${name}-${Date.now()}-${randomBytes(4).toString('hex')}`));
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
       }
-      if (from !== null && name !== 'stage') await fs.rename(path.join(from, name), path.join(dir, name));
     };
     await Promise.all([removeFile(path.join(dir, 'record.json')), ...['s', 'stage', 'base', 'ro'].map(aside)]);
   }

@@ -1,15 +1,16 @@
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { GitSync, type HoldInput } from '../../daemon/gitsync/git-sync.js';
-import { MAX_WATCHES } from '../../daemon/gitsync/repo-sync.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { GitSync, WATCHED_AHEAD, WATCHES_AHEAD, type HoldInput } from '../../daemon/gitsync/git-sync.js';
+import { MAX_WATCHES, RepoSync } from '../../daemon/gitsync/repo-sync.js';
 import { SandboxStore } from '../../daemon/gitsync/sandbox-store.js';
 import { systemTimers, type Timers } from '../../daemon/os/clock.js';
 import { createLogger } from '../../daemon/os/logger.js';
 import { runSubprocess } from '../../daemon/os/subprocess.js';
-import { watchDirectory } from '../../daemon/os/watch.js';
+import { watchDirectory, type WatchEdge } from '../../daemon/os/watch.js';
 import { readRepoLayout } from '../../daemon/plan/git/git-repo.js';
+import { waitFor } from '../helpers.js';
 import { gitFixtures } from './git-fixtures.js';
 import { ManualTime } from './manual-time.js';
 
@@ -181,5 +182,139 @@ describe('GitSync, what a sandbox makes it watch', () => {
     // As a container could: many directories of refs, wide and deep.
     for (let index = 0; index < MAX_WATCHES + 8; index += 1) mkdirSync(path.join(held.source, 'refs', 'heads', `d${String(index % 40)}`, `e${String(index)}`), { recursive: true });
     expect(await ended).toContain(`more than ${MAX_WATCHES} directories of refs to watch`);
+  });
+});
+
+describe('GitSync, the copy made in place once the last session ended', () => {
+  /** The watches the daemon has open, and how many events they passed on. */
+  function watches() {
+    const open = new Set<string>();
+    let events = 0;
+    const watch: WatchEdge = (dir, onChange) => {
+      const watcher = watchDirectory(dir, () => {
+        events += 1;
+        onChange();
+      });
+      if (watcher === null) return null;
+      open.add(dir);
+      return {
+        close: () => {
+          open.delete(dir);
+          watcher.close();
+        },
+      };
+    };
+    return { watch, open, under: (root: string) => [...open].filter((dir) => dir === root || dir.startsWith(`${root}/`)).length, events: () => events };
+  }
+
+  function watchedSync(watch: WatchEdge, timers: Timers = systemTimers): GitSync {
+    mkdirSync(path.join(root(), 'empty'), { recursive: true });
+    const sync = new GitSync({
+      stateDir: path.join(root(), 'state'),
+      emptyDir: path.join(root(), 'empty'),
+      logger: createLogger({ kind: 'silent' }),
+      run: runSubprocess,
+      timers,
+      monotonic: () => performance.now(),
+      platform: 'linux',
+      watch,
+      endSessions: () => undefined,
+      orphanMs: 60_000,
+      settleMs: 0,
+    });
+    syncs.push(sync);
+    return sync;
+  }
+
+  const recordOf = async (dir: string) => {
+    const store = new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }));
+    const commonDir = (await input(dir)).repo.outer.commonDir;
+    return (await store.loadAll()).find((state) => state.commonDir === commonDir);
+  };
+
+  /** A session that ran and ended, and the copy made in place after it. */
+  async function ranAndEnded(sync: GitSync, dir: string, id: string): Promise<string> {
+    const held = await sync.hold(id, await input(dir));
+    writeFileSync(path.join(held.source, 'witness'), '');
+    sync.release(id);
+    await sync.ended(id);
+    await waitFor(async () => (await recordOf(dir))?.used === false, 'the copy made in place', 20_000, 10);
+    return held.source;
+  }
+
+  it('is what the next acquire gets, with no copy and no walk on its path; what its watches see before then starts no sync', async () => {
+    const dir = repo('in-place');
+    const time = new ManualTime();
+    const seen = watches();
+    const sync = watchedSync(seen.watch, time.timers);
+    await sync.start();
+    const source = await ranAndEnded(sync, dir, 'ses_a');
+    expect(existsSync(path.join(source, 'witness'))).toBe(false);
+    const made = statSync(source).ino;
+    expect(seen.under(source)).toBeGreaterThan(0);
+    // Only the daemon writes there before a session's answer; an event meanwhile is not a sandbox's work.
+    const timers = time.scheduled;
+    const events = seen.events();
+    writeFileSync(path.join(source, 'refs', 'heads', 'probe'), `${git(dir, 'rev-parse', 'main')}\n`);
+    await waitFor(() => seen.events() > events, 'the watch to see it', 10_000, 10);
+    expect(time.scheduled).toBe(timers);
+    rmSync(path.join(source, 'refs', 'heads', 'probe'));
+    const refresh = vi.spyOn(SandboxStore.prototype, 'refresh');
+    // The walk that sets watches (private: what the acquire must not run).
+    const walk = vi.spyOn(RepoSync.prototype as unknown as { rewatch: () => Promise<void> }, 'rewatch');
+    const opened = [...seen.open];
+    try {
+      const held = await sync.hold('ses_b', await input(dir));
+      expect({ source: held.source, ino: statSync(held.source).ino, refreshed: refresh.mock.calls.length, walked: walk.mock.calls.length, watches: [...seen.open] }).toEqual({
+        source,
+        ino: made,
+        refreshed: 0,
+        walked: 0,
+        watches: opened,
+      });
+    } finally {
+      refresh.mockRestore();
+      walk.mockRestore();
+    }
+    // They are the session's now: what the sandbox does there is brought home.
+    const before = seen.events();
+    writeFileSync(path.join(source, 'refs', 'heads', 'made'), `${git(dir, 'rev-parse', 'main')}\n`);
+    await waitFor(() => seen.events() > before, 'the watch to see it', 10_000, 10);
+    expect(time.scheduled).toBeGreaterThan(timers);
+  });
+
+  it(`keeps idle watches for the ${String(WATCHED_AHEAD)} copies made last, none for a copy with more than ${String(WATCHES_AHEAD)} directories of refs: those acquires walk`, async () => {
+    const seen = watches();
+    const sync = watchedSync(seen.watch);
+    await sync.start();
+    const dirs = Array.from({ length: WATCHED_AHEAD + 1 }, (_, index) => repo(`ahead-${String(index)}`));
+    const sources: string[] = [];
+    for (const [index, dir] of dirs.entries()) sources.push(await ranAndEnded(sync, dir, `ses_${String(index)}`));
+    expect(sources.map((source) => seen.under(source) > 0)).toEqual([false, ...sources.slice(1).map(() => true)]);
+    const wide = repo('ahead-wide');
+    for (let index = 0; index < WATCHES_AHEAD; index += 1) git(wide, 'branch', `d${String(index)}/b`);
+    const wideSource = await ranAndEnded(sync, wide, 'ses_wide');
+    expect(seen.under(wideSource)).toBe(0);
+    // Still watched while no copy made since took its place.
+    expect(seen.under(sources[1] ?? '')).toBeGreaterThan(0);
+    // Their acquires take the copy made and walk it, as for a copy with no watches.
+    expect((await sync.hold('ses_x', await input(dirs[0] ?? ''))).source).toBe(sources[0]);
+    expect(seen.under(sources[0] ?? '')).toBeGreaterThan(0);
+    expect((await sync.hold('ses_y', await input(wide))).source).toBe(wideSource);
+    expect(seen.under(wideSource)).toBeGreaterThan(WATCHES_AHEAD);
+  });
+
+  it("leaves the copy a last sync failed in (a restarted daemon syncs it again) for the next acquire to set aside", async () => {
+    const dir = repo('failed-last');
+    const sync = await started();
+    const held = await sync.hold('ses_a', await input(dir));
+    writeFileSync(path.join(held.source, 'witness'), '');
+    // The sandbox made a branch; where its objects are staged is taken, so the sync fails.
+    writeFileSync(path.join(held.source, 'refs', 'heads', 'made'), `${git(dir, 'rev-parse', 'main')}\n`);
+    writeFileSync(path.join(path.dirname(held.source), 'stage'), '');
+    sync.release('ses_a');
+    expect((await sync.ended('ses_a'))?.error).toEqual(expect.any(String));
+    await sync.close();
+    expect({ used: (await recordOf(dir))?.used, witness: existsSync(path.join(held.source, 'witness')) }).toEqual({ used: true, witness: true });
   });
 });

@@ -1,6 +1,6 @@
-import { appendFileSync, cpSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, lstatSync, mkdirSync, promises as fsPromises, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { containerObjectsPath } from '../../daemon/gitsync/git-dir-pairs.js';
 import { SANDBOX_CONFIG_LINES, SandboxStore, type SandboxState } from '../../daemon/gitsync/sandbox-store.js';
 import { createLogger } from '../../daemon/os/logger.js';
@@ -20,6 +20,9 @@ async function refreshed(dir: string, settleMs?: number) {
   const store = new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }), settleMs);
   return { store, layout, state: await store.refresh(layout.outer.commonDir, layout.outer.facts) };
 }
+
+/** The file system's own functions, which the step test's spies call through. */
+const original = { ...fsPromises };
 
 const mode = (file: string) => (lstatSync(file).mode & 0o777).toString(8);
 
@@ -107,7 +110,7 @@ describe('SandboxStore.refresh', () => {
   });
 });
 
-describe('SandboxStore spare (the next fresh copy, made ahead)', () => {
+describe('SandboxStore renew (the next fresh copy, made in place ahead)', () => {
   const layoutOf = async (dir: string) => {
     const layout = await readRepoLayout(dir, root());
     if (layout === null) throw new Error('no repository');
@@ -116,21 +119,33 @@ describe('SandboxStore spare (the next fresh copy, made ahead)', () => {
   // Settled at once: each test's host changes are ones git makes (a rename or a size change), which
   // leave another identity whatever the timestamp tick; the settle rule has its own test.
   const storeOf = (settleMs = 0) => new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }), settleMs);
+  /** A copy a session held and ended in, with a witness of it in s/. */
+  const usedCopy = async (store: SandboxStore, outer: Awaited<ReturnType<typeof layoutOf>>) => {
+    const used = await store.refresh(outer.commonDir, outer.facts);
+    used.used = true;
+    used.served = [{ rel: '', admin: outer.commonDir, workTree: path.dirname(outer.commonDir) }];
+    await store.save(used);
+    writeFileSync(path.join(used.root, 'witness'), '');
+    return used;
+  };
 
-  it("is taken when the host is as it was copied: the host's state, the daemon's files, used once", async () => {
-    const dir = repo('spare-taken');
+  it("replaces the used copy with the host's state and the daemon's files, recorded as no session's, proven while the host is unchanged", async () => {
+    const dir = repo('renewed');
     const store = storeOf();
     const outer = await layoutOf(dir);
-    expect(await store.prepareSpare(outer.commonDir, outer.facts)).toBe(true);
-    const state = await store.takeSpare(outer.commonDir, outer.facts);
-    expect(state).not.toBeNull();
-    expect(state?.used).toBe(false);
-    expect(readFileSync(path.join(state?.root ?? '', 'refs', 'heads', 'main'), 'utf8').trim()).toBe(git(dir, 'rev-parse', 'main'));
-    expect(readFileSync(path.join(state?.root ?? '', 'config'), 'utf8').endsWith(SANDBOX_CONFIG_LINES)).toBe(true);
-    expect((await store.mountFiles(state as SandboxState)).files.length).toBeGreaterThan(0);
-    // Taken, it is the host's state as a fresh copy is: reused while no session held it and the host is unchanged.
-    expect(await store.stillHost(state as SandboxState, outer.facts)).toBe(true);
-    expect(await store.takeSpare(outer.commonDir, outer.facts)).toBeNull();
+    await usedCopy(store, outer);
+    const state = await store.renew(outer.commonDir, outer.facts);
+    if (state === null) throw new Error('not renewed');
+    expect(existsSync(path.join(state.root, 'witness'))).toBe(false);
+    expect(state.used).toBe(false);
+    expect(readFileSync(path.join(state.root, 'refs', 'heads', 'main'), 'utf8').trim()).toBe(git(dir, 'rev-parse', 'main'));
+    expect(readFileSync(path.join(state.root, 'config'), 'utf8').endsWith(SANDBOX_CONFIG_LINES)).toBe(true);
+    expect((await store.mountFiles(state)).files.length).toBeGreaterThan(0);
+    expect(await store.stillHost(state, outer.facts)).toBe(true);
+    // A restarted daemon finds it recorded, and proves it the same way.
+    const [loaded] = (await storeOf().loadAll()).filter((found) => found.commonDir === outer.commonDir);
+    expect(loaded).toMatchObject({ used: false, served: [], hostPrint: state.hostPrint });
+    expect(await storeOf().stillHost(loaded as SandboxState, outer.facts)).toBe(true);
   });
 
   const changes: [string, (dir: string) => void][] = [
@@ -178,42 +193,110 @@ describe('SandboxStore spare (the next fresh copy, made ahead)', () => {
     ['a linked worktree added', (dir) => git(dir, 'worktree', 'add', '-q', `${dir}-wt`)],
   ];
 
-  it.each(changes)('is not taken, nor a copy no session held reused, after %s on the host; a refresh copies the change', async (_name, change) => {
+  it.each(changes)('is not proven after %s on the host; a refresh copies the change', async (_name, change) => {
     const dir = repo(`spare-${_name.replaceAll(/\W+/g, '-')}`);
     git(dir, 'tag', 'before');
     const store = storeOf();
     const outer = await layoutOf(dir);
-    const unheld = await store.refresh(outer.commonDir, outer.facts);
-    expect(await store.prepareSpare(outer.commonDir, outer.facts)).toBe(true);
+    await usedCopy(store, outer);
+    const renewed = await store.renew(outer.commonDir, outer.facts);
+    if (renewed === null) throw new Error('not renewed');
     change(dir);
     const now = await layoutOf(dir);
-    expect(await store.stillHost(unheld, now.facts)).toBe(false);
-    expect(await store.takeSpare(now.commonDir, now.facts)).toBeNull();
+    expect(await store.stillHost(renewed, now.facts)).toBe(false);
+    const [loaded] = (await storeOf().loadAll()).filter((found) => found.commonDir === outer.commonDir);
+    expect(await storeOf().stillHost(loaded as SandboxState, now.facts)).toBe(false);
     const state = await store.refresh(now.commonDir, now.facts);
     expect(readFileSync(path.join(state.root, 'HEAD'), 'utf8')).toBe(readFileSync(path.join(dir, '.git', 'HEAD'), 'utf8'));
     expect(readFileSync(path.join(state.root, 'index'))).toEqual(readFileSync(path.join(dir, '.git', 'index')));
   });
 
-  it('a spare a killed daemon left: a whole one is proven by the next daemon, a half-made one is swept', async () => {
-    const dir = repo('spare-restart');
+  it('killed or failed at any step, leaves the used copy with its record, or no record: never an unused record of a copy that is not whole', async () => {
+    const dir = repo('renew-steps');
+    git(dir, 'branch', 'side');
+    git(dir, 'pack-refs', '--all');
+    git(dir, 'worktree', 'add', '-q', '-b', 'wt', `${dir}-wt`);
     const outer = await layoutOf(dir);
-    expect(await storeOf().prepareSpare(outer.commonDir, outer.facts)).toBe(true);
-    expect(await storeOf().takeSpare(outer.commonDir, outer.facts)).not.toBeNull();
-    const store = storeOf();
-    expect(await store.prepareSpare(outer.commonDir, outer.facts)).toBe(true);
-    const spare = path.join(store.dirOf(store.keyOf(outer.commonDir)), 'spare');
-    rmSync(path.join(spare, 'spare.json'));
-    await storeOf().sweepSpares();
-    expect(existsSync(spare)).toBe(false);
-    expect(await storeOf().takeSpare(outer.commonDir, outer.facts)).toBeNull();
+    // Every change the renewal makes on disk, in order: a kill between two is a failure of the second.
+    const steps = ['rename', 'mkdir', 'link', 'unlink', 'open', 'copyFile', 'chmod', 'writeFile', 'symlink', 'rm', 'rmdir'] as const;
+    let calls = 0;
+    let failAt = 0;
+    const spies = steps.map((name) =>
+      vi.spyOn(fsPromises, name).mockImplementation(((...args: unknown[]) => {
+        // A read is no step: a kill cannot make a host file look absent.
+        if (name === 'open' && typeof args[1] !== 'string') return (original[name] as (...a: unknown[]) => Promise<unknown>)(...args);
+        calls += 1;
+        if (calls === failAt) return Promise.reject(Object.assign(new Error(`the step ${name} failed`), { code: 'EIO' }));
+        return (original[name] as (...a: unknown[]) => Promise<unknown>)(...args);
+      }) as never),
+    );
+    try {
+      // The same steps each time: what earlier copies set aside is gone first.
+      const used = async () => {
+        await usedCopy(storeOf(), outer);
+        await storeOf().emptyAllTrash();
+      };
+      await used();
+      calls = 0;
+      const clean = await storeOf().renew(outer.commonDir, outer.facts);
+      if (clean === null) throw new Error('not renewed');
+      const total = calls;
+      const mounted = (await storeOf().mountFiles(clean)).files.length;
+      expect(total).toBeGreaterThan(10);
+      for (failAt = 1; failAt <= total; failAt += 1) {
+        failAt = -failAt;
+        await used();
+        failAt = -failAt;
+        calls = 0;
+        // A step whose failure costs nothing is let pass (what was set aside stays in trash/ for later).
+        const renewed = await storeOf()
+          .renew(outer.commonDir, outer.facts)
+          .catch(() => null);
+        const [record, ...more] = (await storeOf().loadAll()).filter((found) => found.commonDir === outer.commonDir);
+        expect(more).toEqual([]);
+        if (record === undefined) continue;
+        const witness = existsSync(path.join(record.root, 'witness'));
+        if (record.used) {
+          // The old record stays only while nothing of its copy moved: the used copy, with what its sandbox wrote.
+          expect({ step: failAt, witness, renewed }).toEqual({ step: failAt, witness: true, renewed: null });
+          continue;
+        }
+        // Recorded unused only once whole: the host's state, proven.
+        expect({ step: failAt, witness, main: readFileSync(path.join(record.root, 'refs', 'heads', 'wt'), 'utf8').trim(), proven: await storeOf().stillHost(record, outer.facts) }).toEqual({
+          step: failAt,
+          witness: false,
+          main: git(dir, 'rev-parse', 'wt'),
+          proven: true,
+        });
+        expect(readFileSync(path.join(record.root, 'config'), 'utf8').endsWith(SANDBOX_CONFIG_LINES)).toBe(true);
+        expect((await storeOf().mountFiles(record)).files.length).toBe(mounted);
+      }
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
   });
 
-  it('is not made of a host git dir changed within the settle time (a same-tick change could leave no trace)', async () => {
+  it('touches nothing when the host changed within the settle time (a same-tick change could leave no trace)', async () => {
     const dir = repo('spare-settle');
-    git(dir, 'commit', '-q', '--allow-empty', '-m', 'just now');
     const outer = await layoutOf(dir);
-    const store = storeOf(3_600_000);
-    expect(await store.prepareSpare(outer.commonDir, outer.facts)).toBe(false);
-    expect(await store.takeSpare(outer.commonDir, outer.facts)).toBeNull();
+    const used = await usedCopy(storeOf(), outer);
+    git(dir, 'commit', '-q', '--allow-empty', '-m', 'just now');
+    expect(await storeOf(3_600_000).renew(outer.commonDir, outer.facts)).toBeNull();
+    expect(existsSync(path.join(used.root, 'witness'))).toBe(true);
+    expect((await storeOf().loadAll()).find((found) => found.commonDir === outer.commonDir)?.used).toBe(true);
+  });
+
+  it("discards the spare/ a previous daemon version made its copies ahead in", async () => {
+    const dir = repo('spare-old');
+    const store = storeOf();
+    const outer = await layoutOf(dir);
+    await store.refresh(outer.commonDir, outer.facts);
+    const spare = path.join(store.dirOf(store.keyOf(outer.commonDir)), 'spare');
+    mkdirSync(path.join(spare, 's', 'refs'), { recursive: true });
+    writeFileSync(path.join(spare, 'spare.json'), '{}');
+    await store.discardSpares();
+    expect(existsSync(spare)).toBe(false);
+    await store.emptyAllTrash();
+    expect(readdirSync(path.join(store.dirOf(store.keyOf(outer.commonDir)), 'trash'))).toEqual([]);
   });
 });
