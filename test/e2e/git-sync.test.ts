@@ -219,10 +219,12 @@ describe.skipIf(labMissing)("the sandbox's git work comes home (real git, real c
   it("sessions one at a time: the next takes the copy made ahead, sees nothing the last container wrote in its copy, and a host commit made between is what it sees", async () => {
     const dir = await plainRepo(path.join(src, 'one-at-a-time'), '0:0');
     const gitDirs = path.join(sandbox.env.SANDBOXD_STATE_DIR, 'git-dirs');
+    // Found once a session's record names the repository (a renewal removes it for a moment).
+    let found: string | undefined;
     const keyDir = () => {
-      const key = readdirSync(gitDirs).find((name) => readFileSync(path.join(gitDirs, name, 'record.json'), 'utf8').includes(JSON.stringify(path.join(dir, '.git'))));
-      if (key === undefined) throw new Error("no sandbox git dir for the repository");
-      return path.join(gitDirs, key);
+      found ??= readdirSync(gitDirs).find((name) => readFileSync(path.join(gitDirs, name, 'record.json'), 'utf8').includes(JSON.stringify(path.join(dir, '.git'))));
+      if (found === undefined) throw new Error("no sandbox git dir for the repository");
+      return path.join(gitDirs, found);
     };
     // Each session plants in its copy what never comes home, and reports what it found of the last one's.
     const look = [
@@ -234,16 +236,23 @@ describe.skipIf(labMissing)("the sandbox's git work comes home (real git, real c
     ].join(' && ');
     const first = await runIn(env, image, dir, look);
     expect({ code: first.exitCode, stdout: first.stdout }).toEqual({ code: 0, stdout: 'clean\nclean\ninit' });
-    // The copy made ahead once the first session ended (its host git dir settled); the next acquire takes it.
-    const spare = () => path.join(keyDir(), 'spare');
-    await waitFor(() => existsSync(path.join(spare(), 'spare.json')), 'the copy made ahead', SYNC_BOUND_MS);
-    const made = statSync(path.join(spare(), 's')).ino;
+    // The copy made in place once the first session ended (its host git dir settled), recorded as
+    // no session's; the next acquire takes it.
+    const madeAhead = () => {
+      try {
+        return (JSON.parse(readFileSync(path.join(keyDir(), 'record.json'), 'utf8')) as { sandboxes: { used: boolean }[] }).sandboxes[0]?.used === false;
+      } catch {
+        return false;
+      }
+    };
+    await waitFor(madeAhead, 'the copy made ahead', SYNC_BOUND_MS);
+    const made = statSync(path.join(keyDir(), 's')).ino;
     const second = await runIn(env, image, dir, look);
     expect({ code: second.exitCode, stdout: second.stdout }).toEqual({ code: 0, stdout: 'clean\nclean\ninit' });
     expect(statSync(path.join(keyDir(), 's')).ino).toBe(made);
     // A host commit after the next copy was made: that copy is not the host's any more, and goes.
-    await waitFor(() => existsSync(path.join(spare(), 'spare.json')), 'the copy made ahead', SYNC_BOUND_MS);
-    const stale = statSync(path.join(spare(), 's')).ino;
+    await waitFor(madeAhead, 'the copy made ahead', SYNC_BOUND_MS);
+    const stale = statSync(path.join(keyDir(), 's')).ino;
     appendFileSync(path.join(dir, 'file.txt'), 'host\n');
     await hostGit(dir, 'commit', '-q', '-am', 'made on the host');
     const third = await runIn(env, image, dir, `${look} && git status --porcelain`);
