@@ -26,7 +26,7 @@ afterEach(async () => {
   await Promise.all(syncs.splice(0).map((sync) => sync.close()));
 });
 
-function gitSync(ended: (ids: readonly string[], why: string) => void = () => undefined, timers: Timers = systemTimers): GitSync {
+function gitSync(ended: (ids: readonly string[], why: string) => void = () => undefined, timers: Timers = systemTimers, watch: WatchEdge = watchDirectory): GitSync {
   mkdirSync(path.join(root(), 'empty'), { recursive: true });
   const sync = new GitSync({
     stateDir: path.join(root(), 'state'),
@@ -36,7 +36,7 @@ function gitSync(ended: (ids: readonly string[], why: string) => void = () => un
     timers,
     monotonic: () => performance.now(),
     platform: 'linux',
-    watch: watchDirectory,
+    watch,
     endSessions: ended,
     orphanMs: 60_000,
     // Settled at once: each host change here is one git makes or an append, another identity whatever the tick.
@@ -207,25 +207,6 @@ describe('GitSync, the copy made in place once the last session ended', () => {
     return { watch, open, under: (root: string) => [...open].filter((dir) => dir === root || dir.startsWith(`${root}/`)).length, events: () => events };
   }
 
-  function watchedSync(watch: WatchEdge, timers: Timers = systemTimers): GitSync {
-    mkdirSync(path.join(root(), 'empty'), { recursive: true });
-    const sync = new GitSync({
-      stateDir: path.join(root(), 'state'),
-      emptyDir: path.join(root(), 'empty'),
-      logger: createLogger({ kind: 'silent' }),
-      run: runSubprocess,
-      timers,
-      monotonic: () => performance.now(),
-      platform: 'linux',
-      watch,
-      endSessions: () => undefined,
-      orphanMs: 60_000,
-      settleMs: 0,
-    });
-    syncs.push(sync);
-    return sync;
-  }
-
   const recordOf = async (dir: string) => {
     const store = new SandboxStore(path.join(root(), 'state'), createLogger({ kind: 'silent' }));
     const commonDir = (await input(dir)).repo.outer.commonDir;
@@ -246,7 +227,7 @@ describe('GitSync, the copy made in place once the last session ended', () => {
     const dir = repo('in-place');
     const time = new ManualTime();
     const seen = watches();
-    const sync = watchedSync(seen.watch, time.timers);
+    const sync = gitSync(undefined, time.timers, seen.watch);
     await sync.start();
     const source = await ranAndEnded(sync, dir, 'ses_a');
     expect(existsSync(path.join(source, 'witness'))).toBe(false);
@@ -285,7 +266,7 @@ describe('GitSync, the copy made in place once the last session ended', () => {
 
   it(`keeps idle watches for the ${String(WATCHED_AHEAD)} copies made last, none for a copy with more than ${String(WATCHES_AHEAD)} directories of refs: those acquires walk`, async () => {
     const seen = watches();
-    const sync = watchedSync(seen.watch);
+    const sync = gitSync(undefined, systemTimers, seen.watch);
     await sync.start();
     const dirs = Array.from({ length: WATCHED_AHEAD + 1 }, (_, index) => repo(`ahead-${String(index)}`));
     const sources: string[] = [];
