@@ -65,6 +65,7 @@ export const SandboxRecord = z.strictObject({
   git: z.optional(z.nullable(z.strictObject({ git: z.string().check(z.maxLength(4096)), path: z.string().check(z.maxLength(65_536)) }))),
 });
 export type SandboxRecord = z.infer<typeof SandboxRecord>;
+
 /** One git dir of the repository with the state its sandbox copy started from. */
 export interface PairState extends GitDirPair {
   base: PairBase;
