@@ -70,6 +70,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         bridges: () => agentBridges.all.check(),
       };
       stopSweeps = startSweeps(sweeps, settings.sweepIntervalMs, edges.timers, logger);
+      // Booted now, so the first acquire in a repository finds it ready.
+      edges.looks.start();
       agentBridges.start();
       work.track(services.credentials.listen(), (error) => {
         logger.error({ module: 'git-credential', err: error }, 'cannot listen for the sandboxes\' credential requests');
@@ -89,6 +91,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       await Promise.all([agentBridges.all.closeAll(), gitSync.close(), services.credentials.close()]);
       // A removal or record write under way finishes, so the next daemon finds what it left.
       await work.settled();
+      await edges.looks.close();
     },
   };
 }

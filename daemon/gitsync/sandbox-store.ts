@@ -3,6 +3,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import * as z from 'zod/mini';
 import { removeFile, writeFileAtomic } from '../os/files.js';
+import { LOOKS_HERE, type Looks } from '../os/look-worker.js';
 import type { Logger } from '../os/logger.js';
 import { readRecordFile } from '../os/record-file.js';
 import { ensureSecureDir } from '../os/secure-dir.js';
@@ -176,6 +177,8 @@ export class SandboxStore {
     stateDir: string,
     private readonly logger: Logger,
     private readonly settleMs = SPARE_SETTLE_MS,
+    /** Where the host's git dirs are looked at for a print (the daemon's look worker). */
+    private readonly looks: Looks = LOOKS_HERE,
   ) {
     this.root = path.join(stateDir, 'git-dirs');
   }
@@ -212,7 +215,7 @@ export class SandboxStore {
    */
   async stillHost(state: SandboxState, facts: GitDirFacts): Promise<boolean> {
     if (state.used || state.hostPrint === null) return false;
-    const [hostPairs, print] = await Promise.all([gitDirPairs(facts), statePrint(gitDirPlaces(facts))]);
+    const [hostPairs, print] = await Promise.all([gitDirPairs(facts), statePrint(gitDirPlaces(facts), this.looks)]);
     if (!samePairs(hostPairs, state.pairs) || print === null || print.print !== state.hostPrint) return false;
     state.stores = print.stores;
     return true;
@@ -230,7 +233,7 @@ export class SandboxStore {
     const root = path.join(dir, 's');
     const hostPairs = await gitDirPairs(facts);
     const started = Date.now();
-    const [print] = await Promise.all([statePrint(hostPairs), this.setAside(dir)]);
+    const [print] = await Promise.all([statePrint(hostPairs, this.looks), this.setAside(dir)]);
     const pairs = await copyPairs(hostPairs, root);
     await keepBase(root, path.join(dir, 'base'), pairs);
     await this.writeDaemonFiles(path.join(dir, 'ro'), root, pairs);
@@ -253,7 +256,7 @@ export class SandboxStore {
     await fs.mkdir(spare, { mode: 0o700 });
     const hostPairs = await gitDirPairs(facts);
     const started = Date.now();
-    const print = await statePrint(hostPairs);
+    const print = await statePrint(hostPairs, this.looks);
     if (print === null || print.newestMs >= started - this.settleMs) return false;
     const pairs = await copyPairs(hostPairs, path.join(spare, 's'));
     await keepBase(path.join(spare, 's'), path.join(spare, 'base'), pairs);
@@ -273,7 +276,7 @@ export class SandboxStore {
     const spare = path.join(dir, 'spare');
     // The host is printed while the spare's record and the host's configs are read: the print needs
     // only where the host's git dirs are (their object formats are compared with the pairs).
-    const printed = statePrint(gitDirPlaces(facts));
+    const printed = statePrint(gitDirPlaces(facts), this.looks);
     const hostPairs = gitDirPairs(facts);
     hostPairs.catch(() => undefined);
     const [record] = await readRecordFile(path.join(spare, 'spare.json'), 'spares', 1, SpareRecord, this.logger);
