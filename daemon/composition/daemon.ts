@@ -71,7 +71,11 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       };
       stopSweeps = startSweeps(sweeps, settings.sweepIntervalMs, edges.timers, logger);
       // Booted now, so the first acquire in a repository finds it ready.
-      edges.looks.start();
+      edges.looks.start((event) => {
+        if (event.kind === 'online') logger.info({ module: 'looks' }, 'file looks run on the look worker');
+        else if (event.kind === 'gone') logger.warn({ module: 'looks', reason: event.reason }, 'the look worker ended; its looks run on the main thread until another one is ready');
+        else logger.warn({ module: 'looks' }, 'the look worker keeps failing; file looks run on the main thread');
+      });
       agentBridges.start();
       work.track(services.credentials.listen(), (error) => {
         logger.error({ module: 'git-credential', err: error }, 'cannot listen for the sandboxes\' credential requests');

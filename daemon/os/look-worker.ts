@@ -70,6 +70,9 @@ export interface LookWorkerOptions {
   boundMs?: number;
 }
 
+/** What a worker's life shows (the daemon logs it): ready, gone (the next request starts another), given up for good. */
+export type LookEvent = { kind: 'online' } | { kind: 'gone'; reason: string } | { kind: 'given-up' };
+
 interface Pending {
   answered(answer: unknown): void;
   /** The worker will not answer (it failed the request, died or was closed): the fallback answers now. */
@@ -84,16 +87,20 @@ export class LookWorker implements Looks {
   private stuck = false;
   private closed = false;
   private starts = 0;
+  /** This thread is the last one started: once it is gone the looks stay on the main thread. */
+  private giveUpAfter = false;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   private readonly boundMs: number;
+  private report: (event: LookEvent) => void = () => undefined;
 
   constructor(private readonly options: LookWorkerOptions) {
     this.boundMs = options.boundMs ?? LOOK_BOUND_MS;
   }
 
-  /** Starts the thread ahead of the first request (it boots while nothing waits for it). */
-  start(): void {
+  /** Starts the thread ahead of the first request (it boots while nothing waits for it); `report` hears of its life. */
+  start(report?: (event: LookEvent) => void): void {
+    if (report !== undefined) this.report = report;
     this.threadReady();
   }
 
@@ -152,7 +159,7 @@ export class LookWorker implements Looks {
   async close(): Promise<void> {
     this.closed = true;
     const thread = this.thread;
-    this.gone(thread);
+    this.gone(thread, null);
     if (thread === null) return;
     await new Promise<void>((resolve) => {
       const cancel = this.options.timers.after(this.boundMs, resolve);
@@ -175,6 +182,7 @@ export class LookWorker implements Looks {
     if (this.thread === null) {
       if (this.starts >= MAX_STARTS) return null;
       this.starts += 1;
+      if (this.starts === MAX_STARTS) this.giveUpAfter = true;
       let thread: LookThread;
       try {
         thread = this.options.start();
@@ -185,16 +193,18 @@ export class LookWorker implements Looks {
       this.online = false;
       thread.unref();
       thread.on('online', () => {
-        if (this.thread === thread) this.online = true;
+        if (this.thread !== thread) return;
+        this.online = true;
+        this.report({ kind: 'online' });
       });
       thread.on('message', (reply) => {
         if (this.thread === thread) this.reply(reply);
       });
-      thread.on('error', () => {
-        this.gone(thread);
+      thread.on('error', (error) => {
+        this.gone(thread, error.message);
       });
-      thread.on('exit', () => {
-        this.gone(thread);
+      thread.on('exit', (code) => {
+        this.gone(thread, `it exited (${String(code)})`);
       });
     }
     return this.online ? this.thread : null;
@@ -210,8 +220,9 @@ export class LookWorker implements Looks {
   }
 
   /** The thread failed or ended: what it owed is answered by the fallbacks, and the next request starts another. */
-  private gone(thread: LookThread | null): void {
+  private gone(thread: LookThread | null, reason: string | null): void {
     if (thread === null || this.thread !== thread) return;
+    if (reason !== null) this.report(this.giveUpAfter ? { kind: 'given-up' } : { kind: 'gone', reason });
     this.thread = null;
     this.online = false;
     this.stuck = false;
