@@ -2,7 +2,7 @@ import { lstatSync } from 'node:fs';
 import { parentPort } from 'node:worker_threads';
 import { fingerprintOfSync } from '../cache/fingerprint-cache.js';
 import { CopyBudget, gitDirStatePrintSync, StatePrint } from '../gitsync/sandbox-copy.js';
-import type { LookAnswers, LookMessage, LookReply, LookRequest, PairLookRequest } from '../os/look-worker.js';
+import type { LookAnswers, LookMessage, LookReady, LookReply, LookRequest, PairLookRequest } from '../os/look-worker.js';
 
 /**
  * The daemon's look worker's program (daemon/os/look-worker.ts starts it; scripts/bundle.js
@@ -43,3 +43,5 @@ parentPort?.on('message', (message: LookMessage) => {
   }
   parentPort?.postMessage(reply);
 });
+const ready: LookReady = { ready: true };
+parentPort?.postMessage(ready);

@@ -38,6 +38,8 @@ export interface LookAnswers {
 
 export type LookMessage = { id: number; request: LookRequest };
 export type LookReply = { id: number; answer: unknown } | { id: number; error: string };
+/** What the thread's program says once it is loaded and listening (a thread is online before its program is loaded). */
+export type LookReady = { ready: true };
 
 export interface Looks {
   /** The worker's answer to `request`, or `fallback`'s (the same looks, on this thread). */
@@ -50,8 +52,7 @@ export const LOOKS_HERE: Looks = { ask: (_request, fallback) => fallback() };
 /** The part of a worker_threads Worker the looks use; a test gives one that never answers or dies. */
 export interface LookThread {
   postMessage(message: LookMessage): void;
-  on(event: 'message', listener: (reply: LookReply) => void): unknown;
-  on(event: 'online', listener: () => void): unknown;
+  on(event: 'message', listener: (reply: LookReply | LookReady) => void): unknown;
   on(event: 'error', listener: (error: Error) => void): unknown;
   on(event: 'exit', listener: (code: number) => void): unknown;
   terminate(): Promise<number>;
@@ -192,13 +193,12 @@ export class LookWorker implements Looks {
       this.thread = thread;
       this.online = false;
       thread.unref();
-      thread.on('online', () => {
-        if (this.thread !== thread) return;
-        this.online = true;
-        this.report({ kind: 'online' });
-      });
       thread.on('message', (reply) => {
-        if (this.thread === thread) this.reply(reply);
+        if (this.thread !== thread) return;
+        if ('ready' in reply) {
+          this.online = true;
+          this.report({ kind: 'online' });
+        } else this.reply(reply);
       });
       thread.on('error', (error) => {
         this.gone(thread, error.message);

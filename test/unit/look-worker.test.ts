@@ -34,7 +34,7 @@ async function realWorker(threads: LookThread[] = []): Promise<LookWorker> {
   const worker = new LookWorker({
     start: () => {
       const thread = startLookThread(LOOK_THREAD);
-      online.push(new Promise((resolve) => thread.on('online', resolve)));
+      online.push(readyOf(thread));
       threads.push(thread);
       return thread;
     },
@@ -44,6 +44,15 @@ async function realWorker(threads: LookThread[] = []): Promise<LookWorker> {
   worker.start();
   await Promise.all(online);
   return worker;
+}
+
+/** Once `thread`'s program says it is loaded. */
+function readyOf(thread: LookThread | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    thread?.on('message', (message) => {
+      if ('ready' in message) resolve();
+    });
+  });
 }
 
 /** The worker's own answers only: a fallback fails the call, so an equal answer is the worker's. */
@@ -152,11 +161,7 @@ describe('the look worker (a real thread)', () => {
     // Gone: answered here at once, while the next thread starts.
     expect(await worker.ask({ kind: 'stamps', files }, () => fingerprintOf(files))).toBe(await fingerprintOf(files));
     expect(threads).toHaveLength(2);
-    await new Promise<void>((resolve) => {
-      threads[1]?.on('online', () => {
-        resolve();
-      });
-    });
+    await readyOf(threads[1]);
     expect(await workerOnly(worker).ask({ kind: 'stamps', files }, () => fingerprintOf(files))).toBe(await fingerprintOf(files));
   });
 });
@@ -179,14 +184,14 @@ async function printRequest(places: Awaited<ReturnType<typeof placesOf>>['places
 
 const sortedLines = (answer: LookAnswers['print']) => answer.map((pair) => ({ lines: [...pair.lines].sort(), newestMs: pair.newestMs }));
 
-/** A thread that comes online and then does what the test says with each message. */
+/** A thread whose program says it is ready, and then does what the test says with each message. */
 class FakeThread extends EventEmitter implements LookThread {
   readonly messages: LookMessage[] = [];
   terminated = false;
 
   constructor(private readonly onMessage: (thread: FakeThread, message: LookMessage) => void = () => undefined) {
     super();
-    queueMicrotask(() => this.emit('online'));
+    queueMicrotask(() => this.emit('message', { ready: true }));
   }
 
   postMessage(message: LookMessage): void {
