@@ -165,6 +165,16 @@ await build({
   define: { 'import.meta.url': '__sandboxdModuleUrl' },
   banner: { js: "var __sandboxdModuleUrl = require('node:url').pathToFileURL(__filename).href;" },
 });
+// The daemon's look worker's program (daemon/os/look-worker.ts starts it from dist/bin/entries):
+// a file of its own, as a worker thread loads one; node's builtins only, read through
+// process.getBuiltinModule as the daemon's are.
+await build({
+  ...SHARED,
+  entryPoints: { 'entries/look-thread': 'daemon/looks/look-thread.ts' },
+  outdir: OUT,
+  format: 'cjs',
+  outExtension: { '.js': '.cjs' },
+});
 // Each CommonJS bundle ends with the SHA-256 of the text before that line: the entry names the
 // bundle's code cache by it (client/cli/code-cache.ts) instead of loading node:crypto on every start.
 for (const name of CJS_ENTRIES) {

@@ -1,19 +1,36 @@
-import { promises as fs } from 'node:fs';
+import { promises as fs, statSync, type Stats } from 'node:fs';
+import type { Looks } from '../os/look-worker.js';
 import { later, type Defer } from './quiet-time.js';
+
+/** One file's part of a fingerprint: its mtime and size, or `-` when it cannot be looked at. */
+function stamp(file: string, stat: Stats | null): string {
+  return stat === null ? `${file}:-` : `${file}:${stat.mtimeMs}:${stat.size}`;
+}
 
 /** mtime and size of each file (or `-` when absent): changes when any of them is edited or appears. */
 export async function fingerprintOf(files: readonly string[]): Promise<string> {
-  const stamps = await Promise.all(
-    files.map(async (file) => {
-      try {
-        const stat = await fs.stat(file);
-        return `${file}:${stat.mtimeMs}:${stat.size}`;
-      } catch {
-        return `${file}:-`;
-      }
-    }),
-  );
+  const stamps = await Promise.all(files.map(async (file) => stamp(file, await fs.stat(file).catch(() => null))));
   return stamps.join('|');
+}
+
+/** fingerprintOf with synchronous looks, for the daemon's look worker (daemon/os/look-worker.ts) and never its main thread. */
+export function fingerprintOfSync(files: readonly string[]): string {
+  return files
+    .map((file) => {
+      let stat: Stats | null = null;
+      try {
+        stat = statSync(file);
+      } catch {
+        // absent or unreadable: `-`, as fingerprintOf
+      }
+      return stamp(file, stat);
+    })
+    .join('|');
+}
+
+/** fingerprintOf through the look worker (`looks`), the same fingerprint whichever thread looks. */
+export function fingerprintThrough(looks: Looks): (files: readonly string[]) => Promise<string> {
+  return (files) => looks.ask({ kind: 'stamps', files: [...files] }, () => fingerprintOf(files));
 }
 
 export interface FingerprintCacheOptions<I, R> {

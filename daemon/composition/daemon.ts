@@ -70,6 +70,12 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         bridges: () => agentBridges.all.check(),
       };
       stopSweeps = startSweeps(sweeps, settings.sweepIntervalMs, edges.timers, logger);
+      // Booted now, so the first acquire in a repository finds it ready.
+      edges.looks.start((event) => {
+        if (event.kind === 'online') logger.info({ module: 'looks' }, 'file looks run on the look worker');
+        else if (event.kind === 'gone') logger.warn({ module: 'looks', reason: event.reason }, 'the look worker ended; its looks run on the main thread until another one is ready');
+        else logger.warn({ module: 'looks' }, 'the look worker keeps failing; file looks run on the main thread');
+      });
       agentBridges.start();
       work.track(services.credentials.listen(), (error) => {
         logger.error({ module: 'git-credential', err: error }, 'cannot listen for the sandboxes\' credential requests');
@@ -89,6 +95,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       await Promise.all([agentBridges.all.closeAll(), gitSync.close(), services.credentials.close()]);
       // A removal or record write under way finishes, so the next daemon finds what it left.
       await work.settled();
+      await edges.looks.close();
     },
   };
 }

@@ -2,6 +2,8 @@ import { spawn } from 'node:child_process';
 import type { SandboxdPaths } from '../../shared/paths.js';
 import type { SpawnSsh } from '../bridges/tunnels/tunnel.js';
 import { systemClock, systemTimers, type Clock, type Timers } from '../os/clock.js';
+import { LookWorker, startLookThread } from '../os/look-worker.js';
+import { packageFile } from '../os/package-files.js';
 import { createSubprocessRunner, type RunSubprocess, type SubprocessEvent } from '../os/subprocess.js';
 
 /**
@@ -19,7 +21,12 @@ export interface DaemonEdges {
   timers: Timers;
   /** The daemon's own known_hosts for Podman machines, apart from the user's. */
   knownHostsPath: string;
+  /** File looks off the main thread (the look worker), with the main thread's own looks as their fallback. */
+  looks: LookWorker;
 }
+
+/** The look worker's program, bundled beside the daemon's (scripts/bundle.js). */
+export const LOOK_THREAD = packageFile('dist', 'bin', 'entries', 'look-thread.cjs');
 
 /** The real edges; `observe` hears of every subprocess (the debug log). */
 export function realEdges(paths: SandboxdPaths, observe?: (event: SubprocessEvent) => void): DaemonEdges {
@@ -29,5 +36,6 @@ export function realEdges(paths: SandboxdPaths, observe?: (event: SubprocessEven
     clock: systemClock,
     timers: systemTimers,
     knownHostsPath: paths.knownHostsPath,
+    looks: new LookWorker({ start: () => startLookThread(LOOK_THREAD), timers: systemTimers }),
   };
 }

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import type { AcquireInput } from '../../shared/contracts/sessions.js';
+import { fingerprintThrough } from '../cache/fingerprint-cache.js';
 import { QuietTime } from '../cache/quiet-time.js';
 import { DockerEngines } from '../engines/docker-engines.js';
 import { GitSync } from '../gitsync/git-sync.js';
@@ -50,7 +51,7 @@ function buildCaches(deps: DaemonDeps, quiet: QuietTime) {
   const now = (): number => edges.clock.monotonic();
   return {
     discovery: perAcquire(createDiscoveryCache((input) => discoverConnection(input, { home, run: edges.run }), { home, now, defer: quiet.later })),
-    gitFacts: createGitFactsCache(now, sessionGit(deps.platform, edges.run), quiet.later),
+    gitFacts: createGitFactsCache(now, sessionGit(deps.platform, edges.run), quiet.later, fingerprintThrough(edges.looks)),
     engines: new DockerEngines({ run: edges.run, platform: deps.platform, home, clock: edges.clock, defer: quiet.later }),
     podmanVersions: createPodmanVersions({ run: edges.run, home, now, defer: quiet.later }),
   };
@@ -96,6 +97,7 @@ function buildGitSync(deps: DaemonDeps, endSessions: (ids: readonly string[], wh
     endSessions,
     // A restarted daemon's clients renew within a lease; two leave room for a slow one.
     orphanMs: 2 * deps.settings.leaseTtlMs,
+    looks: deps.edges.looks,
   });
 }
 

@@ -2,6 +2,7 @@ import path from 'node:path';
 import type { SessionGit } from '../../shared/contracts/sessions.js';
 import type { Timers } from '../os/clock.js';
 import type { Logger } from '../os/logger.js';
+import type { Looks } from '../os/look-worker.js';
 import type { RunSubprocess } from '../os/subprocess.js';
 import { gapCheckedWatch, type WatchEdge } from '../os/watch.js';
 import type { Platform } from '../../shared/paths.js';
@@ -30,6 +31,8 @@ export interface GitSyncDeps {
   orphanMs: number;
   /** How long ago a host's newest change must be for a copy of it to be proven later (SPARE_SETTLE_MS unless a test says). */
   settleMs?: number;
+  /** Where the host's git dirs are looked at for a print (the daemon's look worker; the main thread unless given). */
+  looks?: Looks;
 }
 
 /** What an acquire needs of the sandbox's git: the mounts, and the git that brings its work home. */
@@ -97,7 +100,7 @@ export class GitSync {
   private readonly watch: WatchEdge;
 
   constructor(private readonly deps: GitSyncDeps) {
-    this.store = new SandboxStore(deps.stateDir, deps.logger, deps.settleMs);
+    this.store = new SandboxStore(deps.stateDir, deps.logger, deps.settleMs, deps.looks);
     this.watch = gapCheckedWatch(deps.platform, deps.watch, () => {
       for (const sync of this.repos.values()) if (sync.live) sync.trigger();
     });

@@ -1,4 +1,4 @@
-import { constants, lstat, promises as fs, readdir, type Dirent, type Stats } from 'node:fs';
+import { constants, lstat, lstatSync, promises as fs, readdir, readdirSync, type Dirent, type Stats } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
 import { identity, listDir } from '../os/untrusted-files.js';
@@ -143,6 +143,12 @@ export class StatePrint {
     this.newestMs = Math.max(this.newestMs, stat.mtimeMs, stat.ctimeMs);
   }
 
+  /** Lines another print took (the look worker's), with their newest change. */
+  addLooks(looks: { lines: readonly string[]; newestMs: number }): void {
+    for (const line of looks.lines) this.lines.push(line);
+    this.newestMs = Math.max(this.newestMs, looks.newestMs);
+  }
+
   text(): string {
     return [...this.lines].sort().join('\n');
   }
@@ -180,7 +186,7 @@ function listQuietly(dir: string): Promise<Dirent[]> {
  * Sibling directories are walked at once, each listed while it is looked at: the walk is a chain of
  * file-system round trips as long as the deepest path rather than as the whole tree.
  */
-export async function gitDirStatePrint(pair: GitDirPlace, budget: CopyBudget, print: StatePrint): Promise<void> {
+export async function gitDirStatePrint(pair: Pick<GitDirPlace, 'host' | 'kind'>, budget: CopyBudget, print: StatePrint): Promise<void> {
   const stats = async (files: readonly string[]): Promise<(Stats | null)[]> => {
     for (const file of files) budget.take(file);
     const found = await Promise.all(files.map((file) => lstatQuietly(file)));
@@ -209,6 +215,48 @@ export async function gitDirStatePrint(pair: GitDirPlace, budget: CopyBudget, pr
     stats(children.filter((child) => child.isFile() && keptFile(pair, child.name)).map((child) => path.join(pair.host, child.name))),
     trees(STATE_DIRS.filter((dir) => listed.has(dir)).map((dir) => path.join(pair.host, dir))),
   ]);
+}
+
+/**
+ * gitDirStatePrint with synchronous looks, for the daemon's look worker (daemon/os/look-worker.ts)
+ * and never its main thread: the same files and directories, the same lines. A listing that fails
+ * other than by ENOENT or ENOTDIR throws, as there.
+ */
+export function gitDirStatePrintSync(pair: Pick<GitDirPlace, 'host' | 'kind'>, budget: CopyBudget, print: StatePrint): void {
+  const look = (file: string): Stats | null => {
+    budget.take(file);
+    let stat: Stats | null = null;
+    try {
+      stat = lstatSync(file);
+    } catch {
+      // null, as lstatQuietly
+    }
+    print.add(file, stat);
+    return stat;
+  };
+  const list = (dir: string): Dirent[] => {
+    try {
+      return readdirSync(dir, { withFileTypes: true });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') return [];
+      throw error;
+    }
+  };
+  // As there, a directory is listed before it is looked at: what the listing shows counts only where the look found a directory.
+  const tree = (dir: string): void => {
+    const children = list(dir);
+    if (look(dir)?.isDirectory() !== true) return;
+    for (const child of children) {
+      if (child.isFile()) look(path.join(dir, child.name));
+      else if (child.isDirectory()) tree(path.join(dir, child.name));
+    }
+  };
+  const children = list(pair.host);
+  look(pair.host);
+  const listed = new Set(children.filter((child) => child.isDirectory()).map((child) => child.name));
+  for (const child of children) if (child.isFile() && keptFile(pair, child.name)) look(path.join(pair.host, child.name));
+  for (const dir of STATE_DIRS) if (listed.has(dir)) tree(path.join(pair.host, dir));
 }
 
 /**

@@ -3,6 +3,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import * as z from 'zod/mini';
 import { removeFile, writeFileAtomic } from '../os/files.js';
+import { LOOKS_HERE, type Looks } from '../os/look-worker.js';
 import type { Logger } from '../os/logger.js';
 import { readRecordFile } from '../os/record-file.js';
 import { ensureSecureDir } from '../os/secure-dir.js';
@@ -168,6 +169,8 @@ export class SandboxStore {
     stateDir: string,
     private readonly logger: Logger,
     private readonly settleMs = SPARE_SETTLE_MS,
+    /** Where the host's git dirs are looked at for a print (the daemon's look worker). */
+    private readonly looks: Looks = LOOKS_HERE,
   ) {
     this.root = path.join(stateDir, 'git-dirs');
   }
@@ -205,7 +208,7 @@ export class SandboxStore {
    */
   async stillHost(state: SandboxState, facts: GitDirFacts): Promise<boolean> {
     if (state.used || state.hostPrint === null) return false;
-    const [hostPairs, print] = await Promise.all([gitDirPairs(facts), statePrint(gitDirPlaces(facts))]);
+    const [hostPairs, print] = await Promise.all([gitDirPairs(facts), statePrint(gitDirPlaces(facts), this.looks)]);
     if (!samePairs(hostPairs, state.pairs) || print === null || print.print !== state.hostPrint) return false;
     state.stores = print.stores;
     return true;
@@ -222,7 +225,7 @@ export class SandboxStore {
     const dir = await this.keyDir(commonDir);
     const hostPairs = await gitDirPairs(facts);
     const started = Date.now();
-    const [print] = await Promise.all([statePrint(hostPairs), this.setAside(dir)]);
+    const [print] = await Promise.all([statePrint(hostPairs, this.looks), this.setAside(dir)]);
     const pairs = await this.copyIn(dir, hostPairs);
     const settled = print !== null && print.newestMs < started - this.settleMs;
     return this.finish(commonDir, pairs, settled ? print.print : null, print?.stores);
@@ -243,7 +246,7 @@ export class SandboxStore {
     await this.emptyTrash(path.join(dir, 'trash'));
     const hostPairs = await gitDirPairs(facts);
     const started = Date.now();
-    const print = await statePrint(hostPairs);
+    const print = await statePrint(hostPairs, this.looks);
     if (print === null || print.newestMs >= started - this.settleMs) return null;
     await removeFile(path.join(dir, 'record.json'));
     await this.setAside(dir);

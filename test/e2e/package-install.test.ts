@@ -2,7 +2,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, w
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Cleanup, ROOT } from '../helpers.js';
+import { Cleanup, ROOT, waitFor } from '../helpers.js';
 import { createTestUser, labImageTar, packTarball } from '../lab/test-user.js';
 import { lab, labMissing, podmanLab } from './lab.js';
 
@@ -65,6 +65,8 @@ describe.skipIf(labMissing)('the packed tarball, installed offline by a non-root
     expect(status.exitCode).toBe(0);
     const { pid } = JSON.parse(status.stdout) as { pid: number };
     expect(readFileSync(`/proc/${String(pid)}/cmdline`, 'utf8').split('\0')).toContain(path.join(prefix, 'bin/sandboxd'));
+    // Its look worker's program shipped in the package and started: the daemon says so once it is ready.
+    await waitFor(async () => (await asUser('sandboxd', ['logs', '--json'])).stdout.includes('file looks run on the look worker') || null, "the packed daemon's look worker", 15_000, 200);
     await asUser('sandboxd', ['stop']);
   });
 });

@@ -200,7 +200,7 @@ export function gitFactsWatched(input: GitHostInput, facts: GitHostFacts): strin
   return [...new Set(files)];
 }
 
-export function createGitFactsCache(now: () => number, git: GitEdges, defer?: Defer): FingerprintCache<GitHostInput, GitHostFacts> {
+export function createGitFactsCache(now: () => number, git: GitEdges, defer?: Defer, fingerprint?: (files: readonly string[]) => Promise<string>): FingerprintCache<GitHostInput, GitHostFacts> {
   return new FingerprintCache({
     compute: (input) => gitHostFacts(input, git),
     key: (input) => JSON.stringify([input.hostHome, input.cwd, input.path, input.xdgConfigHome ?? null]),
@@ -208,5 +208,6 @@ export function createGitFactsCache(now: () => number, git: GitEdges, defer?: De
     now,
     ttlMs: GIT_FACTS_TTL_MS,
     defer,
+    fingerprint,
   });
 }
