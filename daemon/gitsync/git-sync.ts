@@ -156,9 +156,19 @@ export class GitSync {
       if (sync !== undefined) this.watchedAhead.delete(sync);
       if (sync === undefined || !sync.live) {
         const state = sync?.state ?? (await this.store.loadAll().then((states) => states.find((candidate) => candidate.key === key)));
-        // The copy made ahead (or one every acquire on failed before its answer) when it is provably the host's state.
+        // While the copy made ahead (or one every acquire on failed before its answer) is proven the
+        // host's state, its record already says this session holds it: the one save the session
+        // needs before its answer, off its path. Settled before anything else: a refresh removes
+        // the record first, and a daemon killed meanwhile finds a copy that may have run (its
+        // next acquire copies afresh), never one taken unproven.
+        const held = state !== undefined && !state.used && state.hostPrint !== null ? heldBy(state, servedOf(input.repo), { git, path: input.path }) : undefined;
+        const claim = held === undefined ? undefined : this.stateWrite(() => this.store.save(held));
+        claim?.catch(() => undefined);
         const fresh = state !== undefined && (await this.store.stillHost(state, outer.facts));
+        await claim;
         const next = fresh ? state : await this.stateWrite(() => this.store.refresh(outer.commonDir, outer.facts));
+        // What the record says, the session's add finds known: it saves nothing more.
+        if (fresh && held !== undefined) Object.assign(next, { used: held.used, served: held.served, git: held.git });
         if (sync === undefined) {
           sync = this.repoSync(next);
           this.repos.set(key, sync);
@@ -390,11 +400,7 @@ export class GitSync {
         this.files.delete(sync);
       }
     }
-    // The submodules whose work trees lie in the session's: the sandbox works in them too.
-    const modules = repo.submodules.flatMap((module) =>
-      module.workTree !== null && module.workTree.startsWith(`${repo.topLevel}/`) ? [{ rel: path.relative(repo.outer.commonDir, module.dir), admin: module.dir, workTree: module.workTree }] : [],
-    );
-    return [{ rel, admin: repo.gitDir, workTree: repo.topLevel }, ...modules];
+    return servedOf(repo);
   }
 
   private mountFiles(sync: RepoSync): ReturnType<SandboxStore['mountFiles']> {
@@ -416,4 +422,18 @@ export class GitSync {
     );
     return next;
   }
+}
+
+/** The git dirs a session on `repo` works in: its own, and the submodules whose work trees lie in its. */
+function servedOf(repo: GitRepo): Served[] {
+  const modules = repo.submodules.flatMap((module) =>
+    module.workTree !== null && module.workTree.startsWith(`${repo.topLevel}/`) ? [{ rel: path.relative(repo.outer.commonDir, module.dir), admin: module.dir, workTree: module.workTree }] : [],
+  );
+  return [{ rel: path.relative(repo.outer.commonDir, repo.gitDir), admin: repo.gitDir, workTree: repo.topLevel }, ...modules];
+}
+
+/** `state` as a session on `served` with `git` holds it: what its record says before the session's answer. */
+function heldBy(state: SandboxState, served: readonly Served[], git: { git: string; path: string }): SandboxState {
+  const unknown = served.filter((entry) => !state.served.some((known) => known.rel === entry.rel && known.workTree === entry.workTree));
+  return { ...state, used: true, served: [...state.served, ...unknown], git };
 }

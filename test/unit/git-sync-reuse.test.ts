@@ -264,6 +264,39 @@ describe('GitSync, the copy made in place once the last session ended', () => {
     expect(time.scheduled).toBeGreaterThan(timers);
   });
 
+  it("says in its record that the session holds it while the print proves it, so the session's add saves nothing more; a copy the print disproves gets its own record", async () => {
+    const dir = repo('claimed');
+    const sync = await started();
+    await ranAndEnded(sync, dir, 'ses_a');
+    // The proof held back until the record is written: the record is not waiting behind it.
+    const original = Object.getOwnPropertyDescriptor(SandboxStore.prototype, 'stillHost')?.value as SandboxStore['stillHost'];
+    const save = vi.spyOn(SandboxStore.prototype, 'save');
+    let savedBeforeProof: boolean | null = null;
+    const proof = vi.spyOn(SandboxStore.prototype, 'stillHost').mockImplementation(async function (this: SandboxStore, ...args) {
+      await waitFor(async () => (await recordOf(dir))?.used === true, 'the record to say the session holds it', 10_000, 5);
+      savedBeforeProof = true;
+      return original.apply(this, args);
+    });
+    try {
+      const held = await sync.hold('ses_b', await input(dir));
+      const record = await recordOf(dir);
+      expect({ savedBeforeProof, saves: save.mock.calls.length, used: record?.used, served: record?.served.map((entry) => entry.rel), git: record?.git?.git }).toEqual({ savedBeforeProof: true, saves: 1, used: true, served: [''], git: hostGit });
+      writeFileSync(path.join(held.source, 'witness'), '');
+      sync.release('ses_b');
+      await sync.ended('ses_b');
+      await waitFor(async () => (await recordOf(dir))?.used === false, 'the copy made in place', 20_000, 10);
+      // The host moves: the record written while the print disproves the copy is replaced by the fresh copy's.
+      git(dir, 'branch', 'moved');
+      save.mockClear();
+      await sync.hold('ses_c', await input(dir));
+      const fresh = await recordOf(dir);
+      expect({ saves: save.mock.calls.length, used: fresh?.used, moved: fresh?.pairs[0]?.base.loose.has('refs/heads/moved') }).toEqual({ saves: 2, used: true, moved: true });
+    } finally {
+      proof.mockRestore();
+      save.mockRestore();
+    }
+  });
+
   it(`keeps idle watches for the ${String(WATCHED_AHEAD)} copies made last, none for a copy with more than ${String(WATCHES_AHEAD)} directories of refs: those acquires walk`, async () => {
     const seen = watches();
     const sync = gitSync(undefined, systemTimers, seen.watch);
