@@ -70,11 +70,17 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         bridges: () => agentBridges.all.check(),
       };
       stopSweeps = startSweeps(sweeps, settings.sweepIntervalMs, edges.timers, logger);
-      // Booted now, so the first acquire in a repository finds it ready.
-      edges.looks.start((event) => {
+      edges.looks.listen((event) => {
         if (event.kind === 'online') logger.info({ module: 'looks' }, 'file looks run on the look worker');
         else if (event.kind === 'gone') logger.warn({ module: 'looks', reason: event.reason }, 'the look worker ended; its looks run on the main thread until another one is ready');
         else logger.warn({ module: 'looks' }, 'the look worker keeps failing; file looks run on the main thread');
+      });
+      // Booted at the first quiet moment, so the first acquire in a repository after it finds it
+      // ready: booting a thread (a JavaScript engine of its own) beside the start's first plan
+      // would slow the plan an auto-starting client waits for. Looks before then, or a request
+      // that comes first, run on the main thread as they would without it.
+      quiet.later(() => {
+        if (!closing) edges.looks.start();
       });
       agentBridges.start();
       work.track(services.credentials.listen(), (error) => {

@@ -99,9 +99,14 @@ export class LookWorker implements Looks {
     this.boundMs = options.boundMs ?? LOOK_BOUND_MS;
   }
 
-  /** Starts the thread ahead of the first request (it boots while nothing waits for it); `report` hears of its life. */
+  /** `report` hears of the worker's life, whoever starts its thread (`start`, or the first request). */
+  listen(report: (event: LookEvent) => void): void {
+    this.report = report;
+  }
+
+  /** Starts the thread ahead of the first request (it boots while nothing waits for it). */
   start(report?: (event: LookEvent) => void): void {
-    if (report !== undefined) this.report = report;
+    if (report !== undefined) this.listen(report);
     this.threadReady();
   }
 
