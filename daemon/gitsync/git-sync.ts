@@ -11,7 +11,7 @@ import { gitDirPairs, sandboxPath } from './git-dir-pairs.js';
 import { SandboxdError } from '../../shared/errors.js';
 import { HostGit } from './host-git.js';
 import { indexPrint, workTreePins } from './pins.js';
-import { RepoSync, type Served } from './repo-sync.js';
+import { RepoSync, unknownServed, type Served } from './repo-sync.js';
 import { copyGitDirState, CopyBudget } from './sandbox-copy.js';
 import { SandboxStore, SPARE_SETTLE_MS, type SandboxState } from './sandbox-store.js';
 
@@ -434,6 +434,5 @@ function servedOf(repo: GitRepo): Served[] {
 
 /** `state` as a session on `served` with `git` holds it: what its record says before the session's answer. */
 function heldBy(state: SandboxState, served: readonly Served[], git: { git: string; path: string }): SandboxState {
-  const unknown = served.filter((entry) => !state.served.some((known) => known.rel === entry.rel && known.workTree === entry.workTree));
-  return { ...state, used: true, served: [...state.served, ...unknown], git };
+  return { ...state, used: true, served: [...state.served, ...unknownServed(state, served)], git };
 }

@@ -17,6 +17,11 @@ import { SyncBound } from './sync-bound.js';
 import { planSync, type HeadAction, type HoldReason, type HostWorktree, type RefAction, type RefChange, type ServedWorktree } from './sync-plan.js';
 
 /** A worktree a session mounts: its host git dir (HEAD, index) and work tree. */
+/** Of the git dirs a session works in, those the copy's record does not name yet. */
+export function unknownServed(state: Pick<SandboxState, 'served'>, served: readonly Served[]): Served[] {
+  return served.filter((entry) => !state.served.some((known) => known.rel === entry.rel && known.workTree === entry.workTree));
+}
+
 export interface Served {
   /** Its git dir's place in the sandbox's git dir (relative to the common dir). */
   rel: string;
@@ -207,7 +212,7 @@ export class RepoSync {
     const newGit = this.state.git?.git !== git.git || this.state.git.path !== git.path;
     this.sessions.set(sessionId, served);
     if (first) this.lastPrint = null;
-    const unknown = served.filter((entry) => !this.state.served.some((known) => known.rel === entry.rel && known.workTree === entry.workTree));
+    const unknown = unknownServed(this.state, served);
     // One save, before the session can use it: written once per refresh (and per new worktree or
     // git), a restarted daemon must know the sandbox may have run.
     const saved = unknown.length > 0 || !this.state.used || newGit ? this.save(unknown, git) : undefined;
