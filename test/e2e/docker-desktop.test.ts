@@ -91,7 +91,8 @@ async function colimaSocket(agent: Agent, mode: number): Promise<void> {
 /**
  * Stands in for the docker CLI of a Docker Desktop install (or, with `colima`, of Colima's, whose
  * VM is named `colima`): `info` says so, anything else goes to the real CLI (and the engine under
- * test); each `run` the daemon makes is logged in `runs.log`, and its probes are counted.
+ * test); each `run` the daemon makes is logged in `runs.log` (a helper's when it ends, with its exit:
+ * `ran exit=N …`, or `hiccup …` when the runtime failed to start it), and its probes are counted.
  */
 function desktopCli(dir: string, product: 'desktop' | 'colima' = 'desktop'): { path: string; probes: () => number; runs: () => string[] } {
   const bin = path.join(dir, 'desktop-bin');
@@ -110,6 +111,14 @@ function desktopCli(dir: string, product: 'desktop' | 'colima' = 'desktop'): { p
         : `  printf '%s\\n' "$out" | sed -e 's/"Name":"[^"]*","Labels"/"Name":"colima","Labels"/'`,
       '  exit 0',
       'fi',
+      // sandboxd's helpers (probes, relays; bounded or detached) are logged when their run ends,
+      // with its exit: one the runtime failed to start ("OCI runtime … failed", a race of dockerd
+      // and runc under load) is a hiccup the daemon runs once more.
+      'case "$1 $*" in "run "*" sandboxd.helper="*)',
+      `  err=$(mktemp); "$real" "$@" 2>"$err"; rc=$?; cat "$err" >&2`,
+      `  if grep -q 'OCI runtime' "$err"; then kind=hiccup; else kind=ran; fi`,
+      `  rm -f "$err"; echo "$kind exit=$rc $*" >> '${log}'; exit $rc;;`,
+      'esac',
       `[ "$1" = run ] && echo "$*" >> '${log}'`,
       'exec "$real" "$@"',
       '',
@@ -117,7 +126,7 @@ function desktopCli(dir: string, product: 'desktop' | 'colima' = 'desktop'): { p
   );
   chmodSync(path.join(bin, 'docker'), 0o755);
   const runs = (): string[] => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => line !== '') : []);
-  return { path: `${bin}:${process.env.PATH ?? ''}`, probes: () => runs().filter((line) => / sandboxd\.(probe=1|helper=probe) /.test(` ${line} `)).length, runs };
+  return { path: `${bin}:${process.env.PATH ?? ''}`, probes: () => runs().filter((line) => line.startsWith('ran ') && line.includes(' sandboxd.helper=probe ')).length, runs };
 }
 
 interface PlanJson {
@@ -318,9 +327,11 @@ describe.skipIf(unavailable !== null && process.env.CI === undefined)('Docker De
       const status = JSON.parse((await cli(['status', '--json'], env)).stdout) as { engines: unknown[] };
       expect(status.engines).toEqual([expect.objectContaining({ kind: 'colima', bridge: 'builtin', probe: expect.objectContaining({ state: 'verified', keys: 1 }) as unknown })]);
       // Asked as root (denied), then as the owner; the engine's hub runs as the owner, and no helper holds gid 0.
-      const probes = runs().filter((line) => line.includes('sandboxd.helper=probe'));
-      expect(probes.map((line) => /--user (\S+)/.exec(line)?.[1])).toEqual(['0:0', '501:1000']);
-      const hubs = runs().filter((line) => line.includes('--name sandboxd-hub-'));
+      const probes = runs().filter((line) => line.startsWith('ran ') && line.includes(' sandboxd.helper=probe '));
+      expect(probes.map((line) => `${/^ran exit=(\d+)/.exec(line)?.[1] ?? ''} ${/--user (\S+)/.exec(line)?.[1] ?? ''}`)).toEqual(['5 0:0', '0 501:1000']);
+      // A start the runtime failed is run once more, never twice.
+      expect(runs().filter((line) => line.startsWith('hiccup ') && line.includes(' sandboxd.helper=probe ')).length).toBeLessThanOrEqual(2);
+      const hubs = runs().filter((line) => line.startsWith('ran ') && line.includes('--name sandboxd-hub-'));
       expect(hubs).toHaveLength(1);
       expect(hubs[0]).toContain('--user 501:1000');
       for (const line of runs()) expect(line).not.toContain('--group-add');
