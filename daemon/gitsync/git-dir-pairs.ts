@@ -1,9 +1,9 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
-import { readControlFile } from '../os/untrusted-files.js';
 import { stableHash } from '../os/text.js';
-import type { GitDirFacts } from '../plan/git/git-dir.js';
+import type { ConfigEntry } from '../plan/git/config-parse.js';
+import type { Entry, GitDirFacts } from '../plan/git/git-dir.js';
 import { readConfigEntries } from '../plan/git/git-repo.js';
 import type { HexLength } from './ref-names.js';
 
@@ -35,7 +35,7 @@ export function sandboxPath(sandboxRoot: string, pair: Pick<GitDirPair, 'rel'>):
   return pair.rel === '' ? sandboxRoot : path.join(sandboxRoot, pair.rel);
 }
 
-function lastValue(entries: Awaited<ReturnType<typeof readConfigEntries>>, section: string, key: string): string | null {
+function lastValue(entries: readonly ConfigEntry[], section: string, key: string): string | null {
   let value: string | null = null;
   for (const entry of entries) if (entry.section === section && entry.subsection === null && entry.key === key) value = entry.value;
   return value;
@@ -45,8 +45,8 @@ function lastValue(entries: Awaited<ReturnType<typeof readConfigEntries>>, secti
  * What git 2.39 cannot do, refused rather than half served: a reftable repository (its refs are not
  * files the daemon can copy and read).
  */
-async function hexLengthOf(facts: GitDirFacts): Promise<HexLength> {
-  const entries = await readConfigEntries(facts.config);
+async function hexLengthOf(facts: GitDirFacts, entriesOf: ConfigReader): Promise<HexLength> {
+  const entries = await entriesOf(facts.config);
   const storage = lastValue(entries, 'extensions', 'refstorage');
   if (storage !== null && storage.toLowerCase() !== 'files') {
     throw new SandboxdError('REPOSITORY_UNSUPPORTED', `${facts.dir} keeps its refs in ${storage} (extensions.refStorage), which sandboxd cannot give a sandbox a copy of`, {
@@ -83,58 +83,25 @@ export function gitDirPlaces(facts: GitDirFacts): GitDirPlace[] {
   return placesOf(facts).map(({ place }) => place);
 }
 
+/** The entries of a git dir's config (readConfigEntries, or a read the look worker made by its rules). */
+export type ConfigReader = (file: Entry | null) => Promise<ConfigEntry[]>;
+
+/** The configs gitDirPairs reads of the repository whose common dir `facts` describes (those that are files), each once. */
+export function gitDirConfigs(facts: GitDirFacts): string[] {
+  return [...new Set(placesOf(facts).flatMap(({ format }) => (format.config?.kind === 'file' ? [format.config.path] : [])))];
+}
+
 /** Every git dir of the repository whose common dir `facts` describes, the common dir first; each config read once, all at once. */
-export async function gitDirPairs(facts: GitDirFacts): Promise<GitDirPair[]> {
+export async function gitDirPairs(facts: GitDirFacts, entriesOf: ConfigReader = readConfigEntries): Promise<GitDirPair[]> {
   const formats = new Map<GitDirFacts, Promise<HexLength>>();
   const formatOf = (gitDir: GitDirFacts): Promise<HexLength> => {
     const known = formats.get(gitDir);
     if (known !== undefined) return known;
-    const length = hexLengthOf(gitDir);
+    const length = hexLengthOf(gitDir, entriesOf);
     formats.set(gitDir, length);
     return length;
   };
   return Promise.all(placesOf(facts).map(async ({ place, format }) => ({ ...place, hexLength: await formatOf(format) })));
-}
-
-/** Git follows at most this many levels of alternates. */
-const MAX_ALTERNATE_DEPTH = 5;
-const ALTERNATES_MAX_BYTES = 64 * 1024;
-
-async function realDir(dir: string): Promise<string | null> {
-  try {
-    const real = await fs.realpath(dir);
-    return (await fs.stat(real)).isDirectory() ? real : null;
-  } catch {
-    return null;
-  }
-}
-
-/**
- * A host object store and the stores its `info/alternates` names, recursively (relative lines
- * against the store that names them, as git reads them), canonical, each once, in git's order.
- * These are the host's own files; a store that is missing is left out, as git warns and goes on.
- */
-export async function objectStores(objectsDir: string): Promise<string[]> {
-  const found: string[] = [];
-  const visit = async (dir: string, depth: number): Promise<void> => {
-    const real = await realDir(dir);
-    if (real === null || found.includes(real)) return;
-    found.push(real);
-    if (depth >= MAX_ALTERNATE_DEPTH) return;
-    let text: string;
-    try {
-      text = await readControlFile(path.join(real, 'info', 'alternates'), ALTERNATES_MAX_BYTES);
-    } catch {
-      return;
-    }
-    for (const line of text.split('\n')) {
-      const entry = line.trim();
-      if (entry === '' || entry.startsWith('#')) continue;
-      await visit(path.resolve(real, entry), depth + 1);
-    }
-  };
-  await visit(objectsDir, 0);
-  return found;
 }
 
 /** Whether a host store names alternates of its own: the container's view of it gets an empty one laid over. */

@@ -11,9 +11,10 @@ import { stableHash } from '../os/text.js';
 import { identity, listDir, lstatOrNull, readControlFile } from '../os/untrusted-files.js';
 import type { GitDirFacts } from '../plan/git/git-dir.js';
 import type { SandboxGitDir } from '../plan/git/git.js';
-import { containerObjectsPath, gitDirPairs, gitDirPlaces, hasAlternates, objectStores, sandboxPath, type GitDirPair } from './git-dir-pairs.js';
+import { containerObjectsPath, hasAlternates, sandboxPath, type GitDirPair } from './git-dir-pairs.js';
+import { objectStores, type KnownStore } from './object-stores.js';
 import { copyGitDirState, CopyBudget, FILE_MODE, makeDir, MAX_COPY_ENTRIES, type PairBase } from './sandbox-copy.js';
-import { statePrint, type KnownStore } from './state-print.js';
+import { hostState } from './state-print.js';
 
 /**
  * The sandbox's own git dirs, one per repository (keyed by the host's outer common dir), kept in
@@ -208,7 +209,7 @@ export class SandboxStore {
    */
   async stillHost(state: SandboxState, facts: GitDirFacts): Promise<boolean> {
     if (state.used || state.hostPrint === null) return false;
-    const [hostPairs, print] = await Promise.all([gitDirPairs(facts), statePrint(gitDirPlaces(facts), this.looks)]);
+    const { pairs: hostPairs, print } = await hostState(facts, this.looks);
     if (!samePairs(hostPairs, state.pairs) || print === null || print.print !== state.hostPrint) return false;
     state.stores = print.stores;
     return true;
@@ -223,9 +224,10 @@ export class SandboxStore {
    */
   async refresh(commonDir: string, facts: GitDirFacts): Promise<SandboxState> {
     const dir = await this.keyDir(commonDir);
-    const hostPairs = await gitDirPairs(facts);
     const started = Date.now();
-    const [print] = await Promise.all([statePrint(hostPairs, this.looks), this.setAside(dir)]);
+    // The git dirs are known (a repository sandboxd refuses, refused) before the old copy is set aside.
+    const { pairs: hostPairs, print } = await hostState(facts, this.looks);
+    await this.setAside(dir);
     const pairs = await this.copyIn(dir, hostPairs);
     const settled = print !== null && print.newestMs < started - this.settleMs;
     return this.finish(commonDir, pairs, settled ? print.print : null, print?.stores);
@@ -244,9 +246,8 @@ export class SandboxStore {
     const dir = await this.keyDir(commonDir);
     // What acquires and the last renewal set aside is removed here, off their path.
     await this.emptyTrash(path.join(dir, 'trash'));
-    const hostPairs = await gitDirPairs(facts);
     const started = Date.now();
-    const print = await statePrint(hostPairs, this.looks);
+    const { pairs: hostPairs, print } = await hostState(facts, this.looks);
     if (print === null || print.newestMs >= started - this.settleMs) return null;
     await removeFile(path.join(dir, 'record.json'));
     await this.setAside(dir);

@@ -1,8 +1,10 @@
 import { lstatSync } from 'node:fs';
 import { parentPort } from 'node:worker_threads';
 import { fingerprintOfSync } from '../cache/fingerprint-cache.js';
+import { storesPrintSync } from '../gitsync/object-stores.js';
 import { CopyBudget, gitDirStatePrintSync, StatePrint } from '../gitsync/sandbox-copy.js';
-import type { LookAnswers, LookMessage, LookReady, LookReply, LookRequest, PairLookRequest } from '../os/look-worker.js';
+import type { LookAnswers, LookMessage, LookReady, LookReply, LookRequest, PairLookRequest, PairLooks } from '../os/look-worker.js';
+import { readControlResultSync } from '../os/untrusted-files.js';
 
 /**
  * The daemon's look worker's program (daemon/os/look-worker.ts starts it; scripts/bundle.js
@@ -10,10 +12,11 @@ import type { LookAnswers, LookMessage, LookReady, LookReply, LookRequest, PairL
  * the same rules and the same answer as the main thread's asynchronous looks that stand in for it.
  */
 
-/** Each git dir's state walk within one budget (a print's), and its extra files beside it. */
-function printLooks(pairs: readonly PairLookRequest[], max: number): LookAnswers['print'] {
-  const budget = new CopyBudget(max);
-  return pairs.map((pair) => {
+/** The print request's looks (state-print.ts's printLooksHere, synchronously): the configs read, each git dir's state walk within one budget, its extra files and object stores. */
+function printLooks(request: Extract<LookRequest, { kind: 'print' }>): LookAnswers['print'] {
+  const configs = request.configs.map((file) => readControlResultSync(file, request.configMaxBytes));
+  const budget = new CopyBudget(request.max);
+  const pairLooks = (pair: PairLookRequest): PairLooks => {
     const print = new StatePrint();
     gitDirStatePrintSync(pair, budget, print);
     for (const file of pair.extra) {
@@ -25,12 +28,19 @@ function printLooks(pairs: readonly PairLookRequest[], max: number): LookAnswers
       }
       print.add(file, stat);
     }
-    return { lines: print.lines, newestMs: print.newestMs };
-  });
+    const stores = pair.objects === null ? [] : storesPrintSync(pair.objects, print);
+    return { lines: print.lines, newestMs: print.newestMs, stores };
+  };
+  try {
+    return { configs, pairs: request.pairs.map(pairLooks) };
+  } catch {
+    // As there: past the bound, or a listing that failed, and there is no print.
+    return { configs, pairs: null };
+  }
 }
 
 function answer(request: LookRequest): LookAnswers[LookRequest['kind']] {
-  return request.kind === 'print' ? printLooks(request.pairs, request.max) : fingerprintOfSync(request.files);
+  return request.kind === 'print' ? printLooks(request) : fingerprintOfSync(request.files);
 }
 
 parentPort?.on('message', (message: LookMessage) => {

@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type { Timers } from './clock.js';
+import type { ControlRead } from './untrusted-files.js';
 
 /**
  * File looks (`lstat`s, listings) off the daemon's main thread. An acquire in a git repository
@@ -15,24 +16,35 @@ import type { Timers } from './clock.js';
 
 export type GitDirKind = 'common' | 'module' | 'worktree';
 
-/** One host git dir to print: its state walk (gitDirStatePrint's rules) and `extra` files looked at beside it. */
+/**
+ * One host git dir to print: its state walk (gitDirStatePrint's rules), `extra` files looked at
+ * beside it, and the object stores found from `objects` (objectStores' rules; none for a worktree)
+ * with their alternates files.
+ */
 export interface PairLookRequest {
   host: string;
   kind: GitDirKind;
   extra: string[];
+  objects: string | null;
 }
 
-/** A git dir's print lines (StatePrint's) and the newest change among them. */
+/** A git dir's print lines (StatePrint's), the newest change among them, and its object stores. */
 export interface PairLooks {
   lines: string[];
   newestMs: number;
+  stores: { store: string; alternates: boolean }[];
 }
 
-export type LookRequest = { kind: 'print'; pairs: PairLookRequest[]; max: number } | { kind: 'stamps'; files: string[] };
+/**
+ * `print`: the whole proof of a copy made ahead in one message, the configs read (readControlFile's
+ * rules, `configMaxBytes`) and every git dir printed within one budget of `max` looks.
+ */
+export type LookRequest = { kind: 'print'; configs: string[]; configMaxBytes: number; pairs: PairLookRequest[]; max: number } | { kind: 'stamps'; files: string[] };
 
 /** What each request is answered with: the same value as its fallback on the main thread. */
 export interface LookAnswers {
-  print: PairLooks[];
+  /** Each config's read, in the request's order; the prints, or null when they could not be taken (past the bound, a listing failed). */
+  print: { configs: ControlRead[]; pairs: PairLooks[] | null };
   stamps: string;
 }
 

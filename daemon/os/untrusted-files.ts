@@ -1,4 +1,4 @@
-import { constants, promises as fs, type Dirent, type Stats } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, promises as fs, readSync, type Dirent, type Stats } from 'node:fs';
 
 /**
  * The only ways the daemon reads files a container may have written (the sandbox's git dir, a
@@ -71,6 +71,62 @@ export async function readControlBytes(file: string, maxBytes: number): Promise<
 /** The text of a small control file (`commondir`, `gitdir`, a `.git` file, a config, a ref). */
 export async function readControlFile(file: string, maxBytes: number): Promise<string> {
   return (await readControlBytes(file, maxBytes)).toString('utf8');
+}
+
+/**
+ * readControlBytes with synchronous calls, for the daemon's look worker (daemon/os/look-worker.ts)
+ * and never its main thread: the same open flags, the same checks on the open descriptor, the same
+ * bound and the same refusals.
+ */
+export function readControlBytesSync(file: string, maxBytes: number): Buffer {
+  let fd: number;
+  try {
+    fd = openSync(file, UNTRUSTED_OPEN_FLAGS);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ELOOP') throw new NotARegularFile(`${file} is a symbolic link`);
+    throw error;
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) throw new NotARegularFile(`${file} is not a regular file`);
+    if (stat.size > maxBytes) throw new NotARegularFile(`${file} is larger than ${maxBytes} bytes`);
+    const buffer = Buffer.alloc(Math.min(maxBytes, stat.size) + 1);
+    let length = 0;
+    while (length < buffer.length) {
+      const bytesRead = readSync(fd, buffer, length, buffer.length - length, length);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+    }
+    if (length > maxBytes) throw new NotARegularFile(`${file} is larger than ${maxBytes} bytes`);
+    return buffer.subarray(0, length);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** A control file's text, or why it could not be read: what a look worker's answer carries back. */
+export type ControlRead = { text: string } | { error: string };
+
+function readFailure(error: unknown): ControlRead {
+  return { error: error instanceof Error ? error.message : String(error) };
+}
+
+/** readControlFile's text, or its error's message. */
+export async function readControlResult(file: string, maxBytes: number): Promise<ControlRead> {
+  try {
+    return { text: await readControlFile(file, maxBytes) };
+  } catch (error) {
+    return readFailure(error);
+  }
+}
+
+/** readControlResult with synchronous calls (readControlBytesSync's rule: the look worker only). */
+export function readControlResultSync(file: string, maxBytes: number): ControlRead {
+  try {
+    return { text: readControlBytesSync(file, maxBytes).toString('utf8') };
+  } catch (error) {
+    return readFailure(error);
+  }
 }
 
 /** A directory's entries with their types (no stat per entry); nothing when it is not a directory. */

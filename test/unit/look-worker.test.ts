@@ -1,13 +1,13 @@
 import { EventEmitter } from 'node:events';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fingerprintOf, fingerprintThrough } from '../../daemon/cache/fingerprint-cache.js';
 import { LOOK_THREAD } from '../../daemon/composition/edges.js';
-import { gitDirPlaces } from '../../daemon/gitsync/git-dir-pairs.js';
+import { gitDirConfigs, gitDirPlaces } from '../../daemon/gitsync/git-dir-pairs.js';
 import { SandboxStore } from '../../daemon/gitsync/sandbox-store.js';
-import { statePrint } from '../../daemon/gitsync/state-print.js';
+import { printRequest, statePrint } from '../../daemon/gitsync/state-print.js';
 import { systemTimers } from '../../daemon/os/clock.js';
 import { LOOK_BOUND_MS, LOOKS_HERE, LookWorker, startLookThread, type LookAnswers, type LookEvent, type LookMessage, type LookReply, type LookRequest, type Looks, type LookThread } from '../../daemon/os/look-worker.js';
 import { createLogger } from '../../daemon/os/logger.js';
@@ -87,7 +87,7 @@ function oddRepository(name: string): string {
 async function placesOf(dir: string) {
   const layout = await readRepoLayout(dir, root());
   if (layout === null) throw new Error('no repository');
-  return { outer: layout.outer, places: gitDirPlaces(layout.outer.facts) };
+  return { outer: layout.outer, places: gitDirPlaces(layout.outer.facts), configs: gitDirConfigs(layout.outer.facts) };
 }
 
 describe('the look worker (a real thread)', () => {
@@ -98,15 +98,15 @@ describe('the look worker (a real thread)', () => {
     // And a git dir that is not there (a worktree removed since its facts were read).
     const places = [...found.places, { rel: 'worktrees/gone', host: path.join(dir, '.git', 'worktrees', 'gone'), kind: 'worktree' as const }];
     const worker = await realWorker();
-    const here = await statePrint(places, LOOKS_HERE);
-    const there = await statePrint(places, workerOnly(worker));
-    expect(here).not.toBeNull();
+    const here = await statePrint(places, found.configs, LOOKS_HERE);
+    const there = await statePrint(places, found.configs, workerOnly(worker));
+    expect(here.print).not.toBeNull();
     expect(there).toEqual(here);
     // The lines themselves, not only their hash: the request a print makes, answered on each thread.
-    const { request, answer } = await printRequest(places);
+    const { request, answer } = await askedPrint(places, found.configs);
     const byWorker = await workerOnly(worker).ask(request, () => Promise.reject(new Error('unused')));
     expect(sortedLines(byWorker)).toEqual(sortedLines(answer));
-    const lines = answer.flatMap((pair) => pair.lines);
+    const lines = (answer.pairs ?? []).flatMap((pair) => pair.lines);
     expect(lines).toContain(`${path.join(dir, '.git', 'worktrees', 'gone')}:-`);
     expect(lines.some((line) => line.startsWith(path.join(dir, '.git', 'rebase-merge', 'deep', 'msg')))).toBe(true);
     expect(lines.some((line) => line.includes('linked') || line.includes('fifo'))).toBe(false);
@@ -114,15 +114,16 @@ describe('the look worker (a real thread)', () => {
 
   it("refuses past the copy's bound as the main thread does, and prints within it", async () => {
     const dir = oddRepository('bounded');
-    const { places } = await placesOf(dir);
+    const { places, configs } = await placesOf(dir);
     const worker = await realWorker();
-    expect(await statePrint(places, LOOKS_HERE, 5)).toBeNull();
-    expect(await statePrint(places, workerOnly(worker), 5)).toBeNull();
-    // The worker refuses on its own: its error sends the caller to its fallback, which refuses too.
-    await expect(workerOnly(worker).ask({ kind: 'print', pairs: places.map((place) => ({ host: place.host, kind: place.kind, extra: [] })), max: 5 }, () => Promise.reject(new Error('unused')))).rejects.toThrow('the worker did not answer');
-    const within = await statePrint(places, workerOnly(worker), 10_000);
-    expect(within).toEqual(await statePrint(places, LOOKS_HERE, 10_000));
-    expect(within).not.toBeNull();
+    expect((await statePrint(places, configs, LOOKS_HERE, 5)).print).toBeNull();
+    expect((await statePrint(places, configs, workerOnly(worker), 5)).print).toBeNull();
+    // The worker refuses on its own (no print), and still reads the configs.
+    const refused = await workerOnly(worker).ask(printRequest(places, configs, 5), () => Promise.reject(new Error('unused')));
+    expect(refused).toEqual({ configs: [{ text: readFileSync(path.join(dir, '.git', 'config'), 'utf8') }], pairs: null });
+    const within = await statePrint(places, configs, workerOnly(worker), 10_000);
+    expect(within).toEqual(await statePrint(places, configs, LOOKS_HERE, 10_000));
+    expect(within.print).not.toBeNull();
   });
 
   it("fingerprints files as the main thread does (missing, linked, plain)", async () => {
@@ -168,9 +169,9 @@ describe('the look worker (a real thread)', () => {
 });
 
 /** The print request statePrint makes of `places`, and its answer on the main thread. */
-async function printRequest(places: Awaited<ReturnType<typeof placesOf>>['places']) {
+async function askedPrint(places: Awaited<ReturnType<typeof placesOf>>['places'], configs: readonly string[]) {
   const asked: { request: Extract<LookRequest, { kind: 'print' }>; answer: LookAnswers['print'] }[] = [];
-  await statePrint(places, {
+  await statePrint(places, configs, {
     ask: async (request, fallback) => {
       const answer = await fallback();
       const made = request as LookRequest;
@@ -183,7 +184,7 @@ async function printRequest(places: Awaited<ReturnType<typeof placesOf>>['places
   return first;
 }
 
-const sortedLines = (answer: LookAnswers['print']) => answer.map((pair) => ({ lines: [...pair.lines].sort(), newestMs: pair.newestMs }));
+const sortedLines = (answer: LookAnswers['print']) => ({ configs: answer.configs, pairs: answer.pairs?.map((pair) => ({ lines: [...pair.lines].sort(), newestMs: pair.newestMs, stores: pair.stores })) });
 
 /** A thread whose program says it is ready, and then does what the test says with each message. */
 class FakeThread extends EventEmitter implements LookThread {
@@ -232,10 +233,10 @@ async function fakeWorker(make: () => FakeThread, time = new ManualTime()) {
 describe('the look worker (an injected thread)', () => {
   it("a thread that never answers: the bound's fallback answers the right print, and later requests skip the thread", async () => {
     const dir = oddRepository('never');
-    const { places } = await placesOf(dir);
+    const { places, configs } = await placesOf(dir);
     const { worker, threads, time } = await fakeWorker(() => new FakeThread());
     let done = false;
-    const printed = statePrint(places, worker).finally(() => {
+    const printed = statePrint(places, configs, worker).finally(() => {
       done = true;
     });
     await new Promise((resolve) => setImmediate(resolve));
@@ -244,7 +245,7 @@ describe('the look worker (an injected thread)', () => {
     await time.advance(LOOK_BOUND_MS - 1);
     expect(done).toBe(false);
     await time.advance(1);
-    expect(await printed).toEqual(await statePrint(places, LOOKS_HERE));
+    expect(await printed).toEqual(await statePrint(places, configs, LOOKS_HERE));
     // Stuck: the next request is not sent to it, and is answered at once.
     const files = [path.join(dir, 'f')];
     expect(await worker.ask({ kind: 'stamps', files }, () => fingerprintOf(files))).toBe(await fingerprintOf(files));

@@ -2,7 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../../shared/errors.js';
 import { parseConfigText, type ConfigEntry } from './config-parse.js';
-import { readControlFile } from '../../os/untrusted-files.js';
+import { readControlResult, type ControlRead } from '../../os/untrusted-files.js';
 import { allDirs, commondirLeadsHome, allGitDirs, allModules, allOddities, controlText, describeGitDir, entryAt, MAX_GIT_DIRS, type Entry, type GitDirFacts, type Oddity, type WorktreeAdmin } from './git-dir.js';
 import type { GitRepo, HooksPath, LinkedWorktree, SubmoduleGitDir } from './git.js';
 
@@ -75,15 +75,17 @@ async function canonicalFilePath(file: string): Promise<string | null> {
 }
 
 export async function readConfigEntries(file: Entry | null): Promise<ConfigEntry[]> {
-  if (file?.kind !== 'file') return [];
-  let text: string;
-  try {
-    text = await readControlFile(file.path, CONFIG_MAX_BYTES);
-  } catch (error) {
-    throw unsafe(file.path, `cannot be read safely (${(error as Error).message})`);
-  }
-  const parsed = parseConfigText(text);
-  if (parsed.error !== null) throw unsafe(file.path, `has a line git cannot read either (line ${parsed.error.line})`, `Fix or remove line ${parsed.error.line} of ${file.path}.`);
+  return file?.kind === 'file' ? configEntriesOf(file.path, await readControlResult(file.path, CONFIG_MAX_BYTES)) : [];
+}
+
+/**
+ * The entries of the config `file` from its read (this thread's, or the look worker's with the same
+ * rules and bound): what readConfigEntries answers, the same refusals.
+ */
+export function configEntriesOf(file: string, read: ControlRead): ConfigEntry[] {
+  if ('error' in read) throw unsafe(file, `cannot be read safely (${read.error})`);
+  const parsed = parseConfigText(read.text);
+  if (parsed.error !== null) throw unsafe(file, `has a line git cannot read either (line ${parsed.error.line})`, `Fix or remove line ${parsed.error.line} of ${file}.`);
   return parsed.entries;
 }
 
