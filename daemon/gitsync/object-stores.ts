@@ -1,6 +1,6 @@
-import { lstatSync, promises as fs, realpathSync, statSync, type Stats } from 'node:fs';
+import { promises as fs, realpathSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
-import { lstatOrNull, readControlFile, readControlBytesSync } from '../os/untrusted-files.js';
+import { lstatOrNull, lstatSyncOrNull, readControlFile, readControlBytesSync } from '../os/untrusted-files.js';
 import { StatePrint } from './sandbox-copy.js';
 
 /** Git follows at most this many levels of alternates. */
@@ -52,7 +52,8 @@ async function realDir(dir: string): Promise<string | null> {
 
 function realDirSync(dir: string): string | null {
   try {
-    const real = realpathSync(dir);
+    // The system's realpath, as fs.promises.realpath (node's own synchronous one resolves in JavaScript).
+    const real = realpathSync.native(dir);
     return statSync(real).isDirectory() ? real : null;
   } catch {
     return null;
@@ -115,12 +116,6 @@ export async function storesPrint(objectsDir: string, print: StatePrint): Promis
 /** storesPrint with synchronous calls (the look worker only). */
 export function storesPrintSync(objectsDir: string, print: StatePrint): KnownStore[] {
   const dirs = objectStoresSync(objectsDir);
-  const alternates = dirs.map((store) => {
-    try {
-      return lstatSync(path.join(store, 'info', 'alternates'));
-    } catch {
-      return null;
-    }
-  });
+  const alternates = dirs.map((store) => lstatSyncOrNull(path.join(store, 'info', 'alternates')));
   return printStores(dirs, alternates, print);
 }

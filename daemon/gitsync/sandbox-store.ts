@@ -11,10 +11,10 @@ import { stableHash } from '../os/text.js';
 import { identity, listDir, lstatOrNull, readControlFile } from '../os/untrusted-files.js';
 import type { GitDirFacts } from '../plan/git/git-dir.js';
 import type { SandboxGitDir } from '../plan/git/git.js';
-import { containerObjectsPath, hasAlternates, sandboxPath, type GitDirPair } from './git-dir-pairs.js';
+import { containerObjectsPath, gitDirPlaces, hasAlternates, sandboxPath, type GitDirPair, type GitDirPlace } from './git-dir-pairs.js';
 import { objectStores, type KnownStore } from './object-stores.js';
 import { copyGitDirState, CopyBudget, FILE_MODE, makeDir, MAX_COPY_ENTRIES, type PairBase } from './sandbox-copy.js';
-import { hostState } from './state-print.js';
+import { hostState, statePrint } from './state-print.js';
 
 /**
  * The sandbox's own git dirs, one per repository (keyed by the host's outer common dir), kept in
@@ -209,8 +209,13 @@ export class SandboxStore {
    */
   async stillHost(state: SandboxState, facts: GitDirFacts): Promise<boolean> {
     if (state.used || state.hostPrint === null) return false;
-    const { pairs: hostPairs, print } = await hostState(facts, this.looks);
-    if (!samePairs(hostPairs, state.pairs) || print === null || print.print !== state.hostPrint) return false;
+    const places = gitDirPlaces(facts);
+    if (!samePlaces(places, state.pairs)) return false;
+    // The configs the recorded object formats were read from (each common and module git dir's
+    // `config`) are in the print, which was taken settled: an equal print proves them unchanged
+    // (one changed since, to reftable say, is a different print), so they are not read again.
+    const { print } = await statePrint(places, [], this.looks);
+    if (print === null || print.print !== state.hostPrint) return false;
     state.stores = print.stores;
     return true;
   }
@@ -446,12 +451,13 @@ async function makeTrash(dir: string): Promise<string> {
 }
 
 /** The same git dirs, in the same order. */
-function samePairs(a: readonly GitDirPair[], b: readonly GitDirPair[]): boolean {
-  return a.length === b.length && a.every((pair, index) => samePair(pair, b[index]));
+/** The same git dirs, in the same order (their object formats are the print's to prove). */
+function samePlaces(a: readonly GitDirPlace[], b: readonly GitDirPair[]): boolean {
+  return a.length === b.length && a.every((place, index) => samePlace(place, b[index]));
 }
 
-function samePair(a: GitDirPair, b: GitDirPair | undefined): boolean {
-  return b !== undefined && a.rel === b.rel && a.host === b.host && a.kind === b.kind && a.hexLength === b.hexLength;
+function samePlace(a: GitDirPlace, b: GitDirPair | undefined): boolean {
+  return b !== undefined && a.rel === b.rel && a.host === b.host && a.kind === b.kind;
 }
 
 /** A host object store and the stores its alternates name, each with whether it names alternates of its own. */

@@ -1,10 +1,9 @@
-import { lstatSync } from 'node:fs';
 import { parentPort } from 'node:worker_threads';
 import { fingerprintOfSync } from '../cache/fingerprint-cache.js';
 import { storesPrintSync } from '../gitsync/object-stores.js';
 import { CopyBudget, gitDirStatePrintSync, StatePrint } from '../gitsync/sandbox-copy.js';
 import type { LookAnswers, LookMessage, LookReady, LookReply, LookRequest, PairLookRequest, PairLooks } from '../os/look-worker.js';
-import { readControlResultSync } from '../os/untrusted-files.js';
+import { lstatSyncOrNull, readControlResultSync } from '../os/untrusted-files.js';
 
 /**
  * The daemon's look worker's program (daemon/os/look-worker.ts starts it; scripts/bundle.js
@@ -19,15 +18,7 @@ function printLooks(request: Extract<LookRequest, { kind: 'print' }>): LookAnswe
   const pairLooks = (pair: PairLookRequest): PairLooks => {
     const print = new StatePrint();
     gitDirStatePrintSync(pair, budget, print);
-    for (const file of pair.extra) {
-      let stat = null;
-      try {
-        stat = lstatSync(file);
-      } catch {
-        // null, as lstatOrNull's callers there
-      }
-      print.add(file, stat);
-    }
+    for (const file of pair.extra) print.add(file, lstatSyncOrNull(file));
     const stores = pair.objects === null ? [] : storesPrintSync(pair.objects, print);
     return { lines: print.lines, newestMs: print.newestMs, stores };
   };

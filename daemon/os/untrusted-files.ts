@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync, promises as fs, readSync, type Dirent, type Stats } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, promises as fs, readSync, type Dirent, type Stats } from 'node:fs';
 
 /**
  * The only ways the daemon reads files a container may have written (the sandbox's git dir, a
@@ -15,6 +15,19 @@ export async function lstatOrNull(file: string): Promise<Stats | null> {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') return null;
     throw error;
+  }
+}
+
+/**
+ * `lstat` with a synchronous call, null when it fails in any way (as `lstatOrNull(file).catch(() =>
+ * null)`): for the daemon's look worker (daemon/os/look-worker.ts) and never its main thread. A
+ * file that is not there is answered without an exception (they cost more than the call).
+ */
+export function lstatSyncOrNull(file: string): Stats | null {
+  try {
+    return lstatSync(file, { throwIfNoEntry: false }) ?? null;
+  } catch {
+    return null;
   }
 }
 
