@@ -286,11 +286,13 @@ async function llxprtRows(env: NodeJS.ProcessEnv, dir: string): Promise<[string,
         `${median(inRepo.mergedMs).toFixed(1)} ms`,
         `the daemon's share ${median(inRepo.daemonMs).toFixed(1)} ms (its fresh sandbox git dir); one launch at a time, ${String(LAUNCH_PAUSE_MS)} ms apart`,
       ],
+      [`(10) sandboxd/llxprt on ${name}, in a git repository no session holds: where it goes`, `${median(inRepo.mergedMs).toFixed(1)} ms`, launchShares(inRepo)],
       [
         `(10) sandboxd/llxprt on ${name}, in a git repository another session holds: arguments merged`,
         `${median(held.mergedMs).toFixed(1)} ms`,
         `the daemon's share ${median(held.daemonMs).toFixed(1)} ms (the sandbox git dir shared): a second launch in the same project`,
       ],
+      [`(10) sandboxd/llxprt on ${name}, in a git repository another session holds: where it goes`, `${median(held.mergedMs).toFixed(1)} ms`, launchShares(held)],
     );
     if (name.startsWith('bun')) {
       const bundled = await at('bundled');

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { identity, listDir, lstatOrNull, NotARegularFile, readControlBytes, readControlFile } from '../os/untrusted-files.js';
+import { FileTooLarge, identity, listDir, lstatOrNull, NotARegularFile, readControlBytes, readControlFile } from '../os/untrusted-files.js';
 import { isObjectId, isValidRefName, type HexLength } from './ref-names.js';
 import { SyncBound } from './sync-bound.js';
 
@@ -170,7 +170,7 @@ export async function readPackedRefs(file: string, hexLength: HexLength, maxByte
   try {
     return await parsePackedRefsInSlices(await readControlBytes(file, maxBytes), hexLength);
   } catch (error) {
-    if (error instanceof NotARegularFile && error.message.includes('larger than')) throw new SyncBound(`the sandbox's ${path.basename(file)} is larger than ${maxBytes} bytes`);
+    if (error instanceof FileTooLarge) throw new SyncBound(`the sandbox's ${path.basename(file)} is larger than ${maxBytes} bytes`);
     if (error instanceof NotARegularFile) return null;
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EACCES' || code === 'EPERM') return null;

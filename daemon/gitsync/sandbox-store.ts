@@ -8,9 +8,10 @@ import type { Logger } from '../os/logger.js';
 import { readRecordFile } from '../os/record-file.js';
 import { ensureSecureDir } from '../os/secure-dir.js';
 import { stableHash } from '../os/text.js';
-import { identity, listDir, lstatOrNull, readControlFile } from '../os/untrusted-files.js';
+import { FileTooLarge, identity, listDir, lstatOrNull, NotARegularFile, readControlFile } from '../os/untrusted-files.js';
 import type { GitDirFacts } from '../plan/git/git-dir.js';
 import type { SandboxGitDir } from '../plan/git/git.js';
+import { unsafe } from '../plan/git/git-repo.js';
 import { containerObjectsPath, gitDirPlaces, hasAlternates, sandboxPath, type GitDirPair, type GitDirPlace } from './git-dir-pairs.js';
 import { objectStores, type KnownStore } from './object-stores.js';
 import { copyGitDirState, CopyBudget, FILE_MODE, makeDir, MAX_COPY_ENTRIES, type PairBase } from './sandbox-copy.js';
@@ -407,7 +408,18 @@ export class SandboxStore {
         await write(ro1(name), text, 0o444);
         await write(path.join(sandbox, target), text, FILE_MODE);
       };
-      const hostText = async (name: string, max: number): Promise<string | null> => readControlFile(path.join(pair.host, name), max).catch(() => null);
+      const hostText = async (name: string, max: number): Promise<string | null> => {
+        const file = path.join(pair.host, name);
+        try {
+          return await readControlFile(file, max);
+        } catch (error) {
+          // Absent, or not a regular file (the host's own links are left out, as the copy leaves
+          // them): none. A read that failed is no answer: a sandbox without the host's config or
+          // pointers would be wrong, not smaller.
+          if (absentOrNotRegular(error)) return null;
+          throw unsafe(file, `cannot be read safely (${(error as Error).message})`);
+        }
+      };
       const worktreeConfig = await hostText('config.worktree', CONFIG_MAX_BYTES);
       if (worktreeConfig !== null) await both('config.worktree', worktreeConfig);
       if (pair.kind === 'worktree') {
@@ -424,6 +436,12 @@ export class SandboxStore {
     }
   }
 
+}
+
+function absentOrNotRegular(error: unknown): boolean {
+  if (error instanceof NotARegularFile) return !(error instanceof FileTooLarge);
+  const code = (error as NodeJS.ErrnoException).code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
 }
 
 /** Each host git dir's state copied into the sandbox git dir `root`, within one budget. */

@@ -32,7 +32,12 @@ export function lstatSyncOrNull(file: string): Stats | null {
 }
 
 export class NotARegularFile extends Error {
-  override readonly name = 'NotARegularFile';
+  override readonly name: string = 'NotARegularFile';
+}
+
+/** A regular file past the reader's bound: refused, but not a file that is absent or of another kind. */
+export class FileTooLarge extends NotARegularFile {
+  override readonly name = 'FileTooLarge';
 }
 
 // O_NONBLOCK: opening a FIFO that appeared since the lstat returns at once instead of waiting for a
@@ -54,7 +59,7 @@ export async function openRegularFile(file: string, maxBytes: number): Promise<{
   try {
     const stat = await handle.stat();
     if (!stat.isFile()) throw new NotARegularFile(`${file} is not a regular file`);
-    if (stat.size > maxBytes) throw new NotARegularFile(`${file} is larger than ${maxBytes} bytes`);
+    if (stat.size > maxBytes) throw new FileTooLarge(`${file} is larger than ${maxBytes} bytes`);
     return { handle, stat };
   } catch (error) {
     await handle.close();
@@ -74,7 +79,7 @@ export async function readControlBytes(file: string, maxBytes: number): Promise<
       if (bytesRead === 0) break;
       length += bytesRead;
     }
-    if (length > maxBytes) throw new NotARegularFile(`${file} is larger than ${maxBytes} bytes`);
+    if (length > maxBytes) throw new FileTooLarge(`${file} is larger than ${maxBytes} bytes`);
     return buffer.subarray(0, length);
   } finally {
     await handle.close();
