@@ -107,7 +107,7 @@ export function readControlBytesSync(file: string, maxBytes: number): Buffer {
   try {
     const stat = fstatSync(fd);
     if (!stat.isFile()) throw new NotARegularFile(`${file} is not a regular file`);
-    if (stat.size > maxBytes) throw new NotARegularFile(`${file} is larger than ${maxBytes} bytes`);
+    if (stat.size > maxBytes) throw new FileTooLarge(`${file} is larger than ${maxBytes} bytes`);
     const buffer = Buffer.alloc(Math.min(maxBytes, stat.size) + 1);
     let length = 0;
     while (length < buffer.length) {
@@ -115,7 +115,7 @@ export function readControlBytesSync(file: string, maxBytes: number): Buffer {
       if (bytesRead === 0) break;
       length += bytesRead;
     }
-    if (length > maxBytes) throw new NotARegularFile(`${file} is larger than ${maxBytes} bytes`);
+    if (length > maxBytes) throw new FileTooLarge(`${file} is larger than ${maxBytes} bytes`);
     return buffer.subarray(0, length);
   } finally {
     closeSync(fd);
