@@ -133,9 +133,24 @@ describe('hostState (the proof in one look-worker request)', () => {
     const { facts } = await factsOf(dir);
     renameSync(config, `${config}.kept`);
     const swaps: [string, () => void][] = [
-      ['is not a regular file', () => execFileSync('mkfifo', [config])],
-      ['is a symbolic link', () => symlinkSync(`${config}.kept`, config)],
-      [`is larger than ${CONFIG_MAX_BYTES} bytes`, () => writeFileSync(config, `${readFileSync(`${config}.kept`, 'utf8')}#${'x'.repeat(CONFIG_MAX_BYTES)}\n`)],
+      [
+        'is not a regular file',
+        () => {
+          execFileSync('mkfifo', [config]);
+        },
+      ],
+      [
+        'is a symbolic link',
+        () => {
+          symlinkSync(`${config}.kept`, config);
+        },
+      ],
+      [
+        `is larger than ${CONFIG_MAX_BYTES} bytes`,
+        () => {
+          writeFileSync(config, `${readFileSync(`${config}.kept`, 'utf8')}#${'x'.repeat(CONFIG_MAX_BYTES)}\n`);
+        },
+      ],
     ];
     for (const [why, swap] of swaps) {
       rmSync(config, { force: true });
