@@ -13,7 +13,7 @@ import { HostGit } from './host-git.js';
 import { indexPrint, workTreePins } from './pins.js';
 import { RepoSync, unknownServed, type Served } from './repo-sync.js';
 import { copyGitDirState, CopyBudget } from './sandbox-copy.js';
-import { SandboxStore, SPARE_SETTLE_MS, type SandboxState } from './sandbox-store.js';
+import { SandboxStore, SETTLE_MS, type SandboxState } from './sandbox-store.js';
 
 export interface GitSyncDeps {
   stateDir: string;
@@ -29,7 +29,7 @@ export interface GitSyncDeps {
   endSessions(ids: readonly string[], why: string): void;
   /** How long a restarted daemon keeps a sandbox git dir for sessions of the daemon before it (they renew within a lease). */
   orphanMs: number;
-  /** How long ago a host's newest change must be for a copy of it to be proven later (SPARE_SETTLE_MS unless a test says). */
+  /** How long ago a host's newest change must be for a copy of it to be proven later (SETTLE_MS unless a test says). */
   settleMs?: number;
   /** Where the host's git dirs are looked at for a print (the daemon's look worker; the main thread unless given). */
   looks?: Looks;
@@ -49,7 +49,7 @@ const STATE_WRITE_ERRORS = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO']);
 const ENDED_FOR_CAUSE_KEPT = 1024;
 
 /** How many times the next copy is tried for once a repository's last session ended. */
-const SPARE_TRIES = 3;
+const RENEW_TRIES = 3;
 
 /**
  * Copies made ahead whose watches are set ahead too (the most recently made), and the most
@@ -231,7 +231,7 @@ export class GitSync {
     this.endings.set(sessionId, ending);
     void ending.then(
       () => {
-        this.spareAfter(key, sync);
+        this.renewAfter(key, sync);
       },
       () => undefined,
     );
@@ -326,7 +326,7 @@ export class GitSync {
    * (the last sync moved its refs) is looked at again once that settled; a last sync that failed
    * leaves the copy as it is (a restarted daemon syncs it again), for the next acquire to set aside.
    */
-  private spareAfter(key: string, sync: RepoSync, tries = SPARE_TRIES): void {
+  private renewAfter(key: string, sync: RepoSync, tries = RENEW_TRIES): void {
     const outer = this.facts.get(key);
     if (this.closing || sync.live || outer === undefined || tries === 0) return;
     const renew = async (): Promise<boolean> => {
@@ -340,8 +340,8 @@ export class GitSync {
     this.track(this.locked(key, renew).then(
       (done) => {
         if (done) return;
-        this.afterDelay(SPARE_SETTLE_MS, () => {
-          this.spareAfter(key, sync, tries - 1);
+        this.afterDelay(SETTLE_MS, () => {
+          this.renewAfter(key, sync, tries - 1);
         });
       },
       (error: unknown) => {

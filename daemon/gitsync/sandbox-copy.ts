@@ -227,7 +227,8 @@ export function gitDirStatePrintSync(pair: Pick<GitDirPlace, 'host' | 'kind'>, b
     budget.take(file);
     let stat: Stats | null = null;
     try {
-      stat = lstatSync(file);
+      // Absent without an exception made and thrown per file (most state files are absent).
+      stat = lstatSync(file, { throwIfNoEntry: false }) ?? null;
     } catch {
       // null, as lstatQuietly
     }

@@ -38,7 +38,7 @@ const MAX_FINGERPRINT_DIRS = 4096;
 const CONFIG_MAX_BYTES = 1024 * 1024;
 const POINTER_MAX_BYTES = 4096;
 /** A copy is made ahead (renew) only of host git dirs whose newest change is older than this (a 1 s timestamp tick, and more). */
-export const SPARE_SETTLE_MS = 2500;
+export const SETTLE_MS = 2500;
 
 /**
  * Lines the sandbox's copy of a config gets: whatever uid the container writes as (a rootless
@@ -170,7 +170,7 @@ export class SandboxStore {
   constructor(
     stateDir: string,
     private readonly logger: Logger,
-    private readonly settleMs = SPARE_SETTLE_MS,
+    private readonly settleMs = SETTLE_MS,
     /** Where the host's git dirs are looked at for a print (the daemon's look worker). */
     private readonly looks: Looks = LOOKS_HERE,
   ) {
@@ -468,7 +468,6 @@ async function makeTrash(dir: string): Promise<string> {
   return trash;
 }
 
-/** The same git dirs, in the same order. */
 /** The same git dirs, in the same order (their object formats are the print's to prove). */
 function samePlaces(a: readonly GitDirPlace[], b: readonly GitDirPair[]): boolean {
   return a.length === b.length && a.every((place, index) => samePlace(place, b[index]));

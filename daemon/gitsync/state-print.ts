@@ -70,7 +70,7 @@ function printOf(places: readonly GitDirPlace[], looks: readonly PairLooks[]): H
 }
 
 /** The print request's looks made on this thread: the configs read, each git dir's state walk within one budget, its extra files and object stores. */
-export async function printLooksHere(request: Extract<LookRequest, { kind: 'print' }>): Promise<LookAnswers['print']> {
+async function printLooksHere(request: Extract<LookRequest, { kind: 'print' }>): Promise<LookAnswers['print']> {
   const budget = new CopyBudget(request.max);
   const pairLooks = async (pair: PairLookRequest): Promise<PairLooks> => {
     const print = new StatePrint();
