@@ -1,7 +1,7 @@
 import { SandboxdError } from '../../shared/errors.js';
 import { clip } from '../os/text.js';
 import type { RunSubprocess } from '../os/subprocess.js';
-import { runtimeStartFailed } from '../engines/runtime-start.js';
+import { RUNTIME_START_TRIES, runtimeStartFailed } from '../engines/runtime-start.js';
 import { helperLabels } from './helper-records.js';
 import { RELAY_BINARY_IN_IMAGE } from './relay-image.js';
 
@@ -31,13 +31,16 @@ export function docker(engine: RelayEngine, args: string[]) {
 
 /**
  * `docker run --detach` of relay container `name`: a start the engine's runtime failed
- * (runtimeStartFailed) is made once more, after the container it left created is removed.
+ * (runtimeStartFailed) is made again, RUNTIME_START_TRIES in all, each after the container the
+ * failed one left created is removed.
  */
 export async function startRelay(engine: RelayEngine, name: string, args: string[]) {
-  const first = await docker(engine, args);
-  if (!runtimeStartFailed(first)) return first;
-  await docker(engine, ['rm', '--force', name]);
-  return docker(engine, args);
+  let last = await docker(engine, args);
+  for (let tries = 1; runtimeStartFailed(last) && tries < RUNTIME_START_TRIES; tries += 1) {
+    await docker(engine, ['rm', '--force', name]);
+    last = await docker(engine, args);
+  }
+  return last;
 }
 
 /** The hardening every relay container runs with; `pids` bounds it and its children. */

@@ -1,7 +1,7 @@
 import { clip, randomId } from '../os/text.js';
 import type { RunSubprocess, SubprocessResult } from '../os/subprocess.js';
 import { fingerprintOf } from './agent-keys.js';
-import { runtimeStartFailed } from './runtime-start.js';
+import { RUNTIME_START_TRIES, runtimeStartFailed } from './runtime-start.js';
 
 /** A probe that takes longer is cut off with a warning: the agent or the VM is not answering. */
 export const PROBE_TIMEOUT_MS = 8_000;
@@ -149,11 +149,12 @@ export async function probeBuiltinSocket(socket: string, deps: ProbeDeps): Promi
 
 /**
  * A probe container the engine's runtime failed to start (runtimeStartFailed) says nothing about
- * the socket, so the probe runs once more; a second failure is the outcome.
+ * the socket, so the probe runs again, RUNTIME_START_TRIES in all; the last failure is the outcome.
  */
 async function probeOnce(socket: string, image: string, deps: ProbeDeps, timeoutMs: number, user: VmUser): Promise<{ outcome: ProbeOutcome; stdout: string }> {
-  const first = await probeRun(socket, image, deps, timeoutMs, user);
-  return first.retry ? probeRun(socket, image, deps, timeoutMs, user) : first;
+  let last = await probeRun(socket, image, deps, timeoutMs, user);
+  for (let tries = 1; last.retry && tries < RUNTIME_START_TRIES; tries += 1) last = await probeRun(socket, image, deps, timeoutMs, user);
+  return last;
 }
 
 async function probeRun(socket: string, image: string, deps: ProbeDeps, timeoutMs: number, user: VmUser): Promise<{ outcome: ProbeOutcome; stdout: string; retry: boolean }> {
