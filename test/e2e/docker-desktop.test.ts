@@ -112,11 +112,12 @@ function desktopCli(dir: string, product: 'desktop' | 'colima' = 'desktop'): { p
       '  exit 0',
       'fi',
       // sandboxd's helpers (probes, relays; bounded or detached) are logged when their run ends,
-      // with its exit: one the runtime failed to start ("OCI runtime … failed", a race of dockerd
-      // and runc under load) is a hiccup the daemon runs once more.
+      // with its exit: one the runtime failed to start ("OCI runtime … failed", "cannot start a
+      // stopped process": dockerd, containerd and runc racing under load) is a hiccup the daemon
+      // runs again.
       'case "$1 $*" in "run "*" sandboxd.helper="*)',
       `  err=$(mktemp); "$real" "$@" 2>"$err"; rc=$?; cat "$err" >&2`,
-      `  if grep -q 'OCI runtime' "$err"; then kind=hiccup; else kind=ran; fi`,
+      `  if grep -qE 'OCI runtime|cannot start a stopped process' "$err"; then kind=hiccup; else kind=ran; fi`,
       `  rm -f "$err"; echo "$kind exit=$rc $*" >> '${log}'; exit $rc;;`,
       'esac',
       `[ "$1" = run ] && echo "$*" >> '${log}'`,

@@ -102,11 +102,16 @@ describe('the built-in socket probe (`docker run … sandboxd-relay identities` 
     answers.push(hiccup, hiccup, result(0, `key ${BLOB.toString('hex')}\nidentities 1\n`));
     expect((await probeBuiltinSocket(SOCKET, { run, docker: '/usr/bin/docker', env: {}, image })).state).toBe('verified');
     expect(names).toHaveLength(5);
+    // containerd's words for a task gone before its start (seen on the same dockerd under load).
+    const stopped = result(125, '', 'docker: Error response from daemon: cannot start a stopped process: unknown.');
+    answers.push(stopped, hiccup, result(0, `key ${BLOB.toString('hex')}\nidentities 1\n`));
+    expect((await probeBuiltinSocket(SOCKET, { run, docker: '/usr/bin/docker', env: {}, image })).state).toBe('verified');
+    names.splice(0);
     answers.push(hiccup, hiccup, hiccup, result(0, `key ${BLOB.toString('hex')}\nidentities 1\n`));
     const thrice = await probeBuiltinSocket(SOCKET, { run, docker: '/usr/bin/docker', env: {}, image });
     expect(thrice.state).toBe('unverified');
     expect(thrice.detail).toContain('cannot start an already running container');
-    expect(names).toHaveLength(8);
+    expect(names).toHaveLength(3);
   });
 
   it('a probe that hangs is cut off by removing its container', async () => {
