@@ -16,12 +16,12 @@ import { fileIdentity, readHead, readLooseRefs, readPackedRefs, type LooseRef } 
 import { SyncBound } from './sync-bound.js';
 import { planSync, type HeadAction, type HoldReason, type HostWorktree, type RefAction, type RefChange, type ServedWorktree } from './sync-plan.js';
 
-/** A worktree a session mounts: its host git dir (HEAD, index) and work tree. */
 /** Of the git dirs a session works in, those the copy's record does not name yet. */
 export function unknownServed(state: Pick<SandboxState, 'served'>, served: readonly Served[]): Served[] {
   return served.filter((entry) => !state.served.some((known) => known.rel === entry.rel && known.workTree === entry.workTree));
 }
 
+/** A worktree a session mounts: its host git dir (HEAD, index) and work tree. */
 export interface Served {
   /** Its git dir's place in the sandbox's git dir (relative to the common dir). */
   rel: string;

@@ -1,7 +1,7 @@
-import { constants, lstat, lstatSync, promises as fs, readdir, readdirSync, type Dirent, type Stats } from 'node:fs';
+import { constants, lstat, promises as fs, readdir, readdirSync, type Dirent, type Stats } from 'node:fs';
 import path from 'node:path';
 import { SandboxdError } from '../../shared/errors.js';
-import { identity, listDir } from '../os/untrusted-files.js';
+import { identity, listDir, lstatSyncOrNull } from '../os/untrusted-files.js';
 import type { GitDirPair, GitDirPlace } from './git-dir-pairs.js';
 import { isObjectId, isValidRefName } from './ref-names.js';
 import { fileIdentity, isSyncedRef, type LooseRef } from './sandbox-refs.js';
@@ -225,13 +225,8 @@ export async function gitDirStatePrint(pair: Pick<GitDirPlace, 'host' | 'kind'>,
 export function gitDirStatePrintSync(pair: Pick<GitDirPlace, 'host' | 'kind'>, budget: CopyBudget, print: StatePrint): void {
   const look = (file: string): Stats | null => {
     budget.take(file);
-    let stat: Stats | null = null;
-    try {
-      // Absent without an exception made and thrown per file (most state files are absent).
-      stat = lstatSync(file, { throwIfNoEntry: false }) ?? null;
-    } catch {
-      // null, as lstatQuietly
-    }
+    // null on any failure, as lstatQuietly
+    const stat = lstatSyncOrNull(file);
     print.add(file, stat);
     return stat;
   };
